@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The one command that runs every test: installs the package with its test extras, builds (or
+# reuses from the cache) the real control plane the e2e tests run against, then runs pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m pip install --quiet --disable-pip-version-check -e '.[test]'
+if [ -x hack/build-control-plane.sh ]; then
+  eval "$(bash hack/build-control-plane.sh --print-env)"
+fi
+exec python3 -m pytest "$@"

@@ -1,0 +1,30 @@
+"""Packaging for kubectl-repack: the kubectl plugin, the planner library and the webhook."""
+from setuptools import find_packages, setup
+
+setup(
+    name="kubectl-repack",
+    version="0.1.0",
+    description="Gang-aware defragmentation of GPU/NPU capacity for Volcano-scheduled Kubernetes clusters",
+    python_requires=">=3.10",
+    packages=find_packages(include=["planner", "planner.*", "kubectl_repack", "kubectl_repack.*",
+                                    "webhook", "webhook.*"]),
+    package_data={"kubectl_repack": ["data/*.yaml"]},
+    include_package_data=True,
+    install_requires=[
+        "click>=8.1",
+        "PyYAML>=6.0",
+        "jsonschema>=4.17",
+        "kubernetes>=29.0.0",
+        "flask>=3.0",
+        "cryptography>=42.0",
+    ],
+    extras_require={
+        "test": ["pytest>=8.0", "hypothesis>=6.100", "gunicorn>=22.0"],
+        "bench": ["highspy>=1.7", "matplotlib>=3.8"],
+    },
+    entry_points={
+        "console_scripts": [
+            "kubectl-repack=kubectl_repack.cli:main",
+        ],
+    },
+)
