@@ -1,0 +1,425 @@
+"""Local validation of RepackRun objects against the CRD's own OpenAPI schema (API-1).
+
+The CRD in config/crd/ is the one source of truth; kubectl_repack/data/repackruns-crd.yaml is a
+symlink to it, so the plugin validates with exactly the schema the API server enforces, before
+anything is sent. The schema is converted once into a jsonschema (Draft 7) document that behaves
+like the API server for our purposes:
+
+- unknown fields are errors (the server would prune them silently; for a user that is a typo
+  that changes the meaning of the run, so we refuse it),
+- ``x-kubernetes-int-or-string`` becomes ``anyOf: [integer, string]`` (its pattern applies to
+  strings only, as on the server),
+- the CEL rules that can be decided on a single object are mapped to jsonschema equivalents, and
+  transition rules (``self == oldSelf``) are left to the server. A CEL rule with no known
+  equivalent makes loading fail, so a schema change cannot silently weaken local validation.
+
+Every error is one line ``<path>: <message>`` with a kubectl-style path
+(``spec.goals[0].minFragImprovementPercent``, ``spec.maxPerRun.resources[nvidia.com/gpu]``),
+sorted by path. Messages are built here rather than taken from jsonschema, so they do not change
+with the jsonschema version (the release zipapp vendors an older, pure-Python one).
+"""
+import copy
+import functools
+import json
+import re
+from importlib import resources
+
+import jsonschema
+import yaml
+
+from kubectl_repack.errors import ValidationError
+
+API_VERSION = "repack.volcano.sh/v1alpha1"
+KIND = "RepackRun"
+CRD_NAME = "repackruns.repack.volcano.sh"
+CRD_RESOURCE = "repackruns-crd.yaml"
+
+ROOT = "(root)"
+UNKNOWN_FIELD = "unknown field"
+REQUIRED = "required field is missing"
+
+# CEL rules of the CRD that one object decides on its own, with a jsonschema equivalent.
+CEL_EQUIVALENTS = {
+    "self.contains('/')": {"pattern": "/"},
+    "(has(self.hyperNodeTier) && !has(self.hyperNodeTierName)) || "
+    "(!has(self.hyperNodeTier) && has(self.hyperNodeTierName))": {
+        "oneOf": [{"required": ["hyperNodeTier"]}, {"required": ["hyperNodeTierName"]}],
+    },
+}
+# Transition rules compare with the stored object; only the API server can evaluate them.
+SERVER_ONLY_RULES = frozenset({"self == oldSelf"})
+
+_MESSAGES = "x-repack-messages"
+_SUBSCHEMA_MAPS = ("properties", "patternProperties")
+_SUBSCHEMA_LISTS = ("anyOf", "allOf", "oneOf")
+_SUBSCHEMA_ONE = ("items", "additionalProperties", "not")
+
+# RFC 1123 subdomain, as Kubernetes requires for the names of cluster-scoped custom objects.
+_DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_SUBDOMAIN = re.compile(rf"^{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*$")
+_DNS1123_SUBDOMAIN_MAX = 253
+
+
+class UnsupportedRule(ValueError):
+    """The CRD carries a CEL rule that local validation does not know how to evaluate."""
+
+
+def _crd_resource():
+    return resources.files("kubectl_repack").joinpath("data").joinpath(CRD_RESOURCE)
+
+
+@functools.lru_cache(maxsize=1)
+def _crd_cached():
+    return yaml.safe_load(_crd_resource().read_text(encoding="utf-8"))
+
+
+def load_crd():
+    """The RepackRun CustomResourceDefinition as a dict (a fresh copy, safe to modify)."""
+    return copy.deepcopy(_crd_cached())
+
+
+def _served_schema(crd):
+    for version in crd["spec"]["versions"]:
+        if version["name"] == API_VERSION.split("/", 1)[1]:
+            return version["schema"]["openAPIV3Schema"]
+    raise LookupError(f"CRD {CRD_NAME} has no version {API_VERSION}")
+
+
+def _convert(node):
+    """One OpenAPI (structural) schema node -> the jsonschema node local validation uses."""
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for key, value in node.items():
+        if key == "x-kubernetes-validations":
+            continue
+        if key in _SUBSCHEMA_MAPS:
+            out[key] = {name: _convert(sub) for name, sub in value.items()}
+        elif key in _SUBSCHEMA_LISTS:
+            out[key] = [_convert(sub) for sub in value]
+        elif key in _SUBSCHEMA_ONE:
+            out[key] = _convert(value)
+        else:
+            out[key] = copy.deepcopy(value)
+    if out.get("x-kubernetes-int-or-string") and "anyOf" not in out:
+        out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    if ("properties" in out and "additionalProperties" not in out
+            and not out.get("x-kubernetes-preserve-unknown-fields")):
+        out["additionalProperties"] = False
+    for rule in node.get("x-kubernetes-validations", ()):
+        expression = " ".join(rule["rule"].split())
+        if expression in SERVER_ONLY_RULES:
+            continue
+        if expression not in CEL_EQUIVALENTS:
+            raise UnsupportedRule(f"no local equivalent for CEL rule {expression!r}")
+        equivalent = copy.deepcopy(CEL_EQUIVALENTS[expression])
+        message = " ".join(rule.get("message", "").split()) or f"failed rule: {expression}"
+        messages = {keyword: message for keyword in equivalent}
+        if all(out.get(keyword) == value for keyword, value in equivalent.items()):
+            # The schema already states the rule (e.g. resource's pattern): reuse its keyword,
+            # but speak with the rule's message.
+            out.setdefault(_MESSAGES, {}).update(messages)
+        else:
+            equivalent[_MESSAGES] = messages
+            out.setdefault("allOf", []).append(equivalent)
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _run_schema_cached():
+    return _convert(_served_schema(_crd_cached()))
+
+
+def run_schema():
+    """The whole RepackRun schema as converted for jsonschema (a fresh copy)."""
+    return copy.deepcopy(_run_schema_cached())
+
+
+def spec_schema():
+    """The converted jsonschema of `spec` (a fresh copy), e.g. to document or build flags."""
+    return copy.deepcopy(_run_schema_cached()["properties"]["spec"])
+
+
+def _is_strict_integer(_checker, instance):
+    # 10.0 is an integer for Draft 7, but not for a Go int32 field: refuse it like the server.
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft7Validator,
+    type_checker=jsonschema.Draft7Validator.TYPE_CHECKER.redefine("integer", _is_strict_integer),
+)
+
+
+@functools.lru_cache(maxsize=1)
+def _validator():
+    return _Validator(_run_schema_cached())
+
+
+# ---------- error rendering ----------
+
+def _json_type(value):
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    if value is None:
+        return "null"
+    return type(value).__name__
+
+
+def _show(value):
+    """A value as the user wrote it: strings quoted, scalars as in YAML, containers by type."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (dict, list, tuple)):
+        return f"an {_json_type(value)}"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _format_path(path, schema, last_is_field=False):
+    """Render an instance path kubectl-style: fields with dots, map keys and indexes in brackets."""
+    if not path:
+        return ROOT
+    parts = []
+    for position, element in enumerate(path):
+        is_last = position == len(path) - 1
+        properties = schema.get("properties", {}) if isinstance(schema, dict) else {}
+        if isinstance(element, int) and not isinstance(element, bool):
+            parts.append(f"[{element}]")
+            schema = schema.get("items", {}) if isinstance(schema, dict) else {}
+        elif element in properties or (is_last and last_is_field):
+            parts.append(f".{element}" if parts else str(element))
+            schema = properties.get(element, {})
+        else:
+            parts.append(f"[{element}]")
+            extra = schema.get("additionalProperties", {}) if isinstance(schema, dict) else {}
+            schema = extra if isinstance(extra, dict) else {}
+    return "".join(parts)
+
+
+def _is_quantity_schema(schema):
+    return bool(schema.get("x-kubernetes-int-or-string"))
+
+
+def _messages_for(error):
+    """Yield (relative path, message, names_a_field) for one jsonschema error."""
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    value, keyword, expected = error.instance, error.validator, error.validator_value
+    override = schema.get(_MESSAGES, {}).get(keyword)
+    if override:
+        yield (), override, False
+    elif keyword == "additionalProperties" and expected is False and isinstance(value, dict):
+        known = set(schema.get("properties", {}))
+        patterns = [re.compile(p) for p in schema.get("patternProperties", {})]
+        for name in value:
+            if name not in known and not any(p.search(str(name)) for p in patterns):
+                yield (name,), UNKNOWN_FIELD, True
+    elif keyword == "required" and isinstance(value, dict):
+        for name in expected:
+            if name not in value:
+                yield (name,), REQUIRED, True
+    elif _is_quantity_schema(schema) and keyword in ("anyOf", "pattern"):
+        yield (), (f"{_show(value)} is not a valid quantity: expected an integer or a string "
+                   "such as '8', '500m' or '2Gi'"), False
+    elif keyword == "type":
+        wanted = expected if isinstance(expected, str) else " or ".join(expected)
+        if isinstance(value, (dict, list, tuple)):
+            yield (), f"expected {wanted}, got {_json_type(value)}", False
+        else:
+            yield (), f"{_show(value)} is not of type {wanted!r}", False
+    elif keyword == "enum":
+        yield (), f"{_show(value)} is not one of {list(expected)!r}", False
+    elif keyword == "minimum":
+        yield (), f"{_show(value)} is less than the minimum of {expected}", False
+    elif keyword == "maximum":
+        yield (), f"{_show(value)} is greater than the maximum of {expected}", False
+    elif keyword == "maxItems":
+        yield (), f"has {len(value)} items, more than the maximum of {expected}", False
+    elif keyword == "minItems":
+        yield (), f"has {len(value)} items, fewer than the minimum of {expected}", False
+    elif keyword == "maxLength":
+        yield (), f"is {len(value)} characters long, more than the maximum of {expected}", False
+    elif keyword == "minLength":
+        yield (), f"is {len(value)} characters long, fewer than the minimum of {expected}", False
+    elif keyword == "pattern":
+        yield (), f"{_show(value)} does not match {expected!r}", False
+    else:
+        yield (), error.message, False
+
+
+def _schema_errors(validator, obj, prefix=()):
+    found = set()
+    for error in validator.iter_errors(obj):
+        base = tuple(prefix) + tuple(error.absolute_path)
+        for extra, message, names_field in _messages_for(error):
+            found.add((base + tuple(extra), message, names_field))
+    return found
+
+
+def _metadata_errors(obj):
+    """Checks the CRD cannot express: identity of the object and its cluster scope."""
+    found = set()
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    if "apiVersion" not in obj:
+        found.add((("apiVersion",), REQUIRED, True))
+    elif isinstance(api_version, str) and api_version != API_VERSION:
+        found.add((("apiVersion",), f"{api_version!r} is not {API_VERSION!r}", True))
+    if "kind" not in obj:
+        found.add((("kind",), REQUIRED, True))
+    elif isinstance(kind, str) and kind != KIND:
+        found.add((("kind",), f"{kind!r} is not {KIND!r}", True))
+
+    metadata = obj.get("metadata")
+    if "metadata" not in obj:
+        found.add((("metadata",), REQUIRED, True))
+        return found
+    if not isinstance(metadata, dict):
+        return found  # the schema's type error names it
+    name = metadata.get("name")
+    if "name" not in metadata:
+        found.add((("metadata", "name"), REQUIRED, True))
+    elif not isinstance(name, str):
+        found.add((("metadata", "name"), f"{_show(name)} is not of type 'string'", True))
+    elif len(name) > _DNS1123_SUBDOMAIN_MAX:
+        found.add((("metadata", "name"),
+                   f"must be no more than {_DNS1123_SUBDOMAIN_MAX} characters", True))
+    elif not _DNS1123_SUBDOMAIN.match(name):
+        found.add((("metadata", "name"),
+                   f"{name!r} is not a valid name: a lowercase RFC 1123 subdomain consists of "
+                   "lower case alphanumeric characters, '-' or '.', and starts and ends with an "
+                   "alphanumeric character", True))
+    if metadata.get("namespace"):
+        found.add((("metadata", "namespace"),
+                   "RepackRun is cluster-scoped: remove metadata.namespace", True))
+    for field in ("labels", "annotations"):
+        if field not in metadata:
+            continue
+        values = metadata[field]
+        if not isinstance(values, dict):
+            found.add((("metadata", field), f"expected object, got {_json_type(values)}", True))
+            continue
+        for key, value in values.items():
+            if not isinstance(value, str):
+                found.add((("metadata", field, key), f"{_show(value)} is not of type 'string'",
+                           False))
+    return found
+
+
+def _sort_key(item):
+    path, message, _ = item
+    return (tuple((1, "", e) if isinstance(e, int) and not isinstance(e, bool) else (0, str(e), 0)
+                  for e in path), message)
+
+
+def _render(found, schema):
+    return [f"{_format_path(path, schema, names_field)}: {message}"
+            for path, message, names_field in sorted(found, key=_sort_key)]
+
+
+def validate_run(obj):
+    """Validate one RepackRun object; return it unchanged or raise ValidationError(lines)."""
+    schema = _run_schema_cached()
+    if not isinstance(obj, dict):
+        raise ValidationError([f"{ROOT}: expected a {KIND} object, got {_json_type(obj)}"])
+    found = _schema_errors(_validator(), obj) | _metadata_errors(obj)
+    if found:
+        raise ValidationError(_render(found, schema))
+    return obj
+
+
+def validate_spec(spec):
+    """Validate a bare RepackRun spec (e.g. built from flags); paths start with `spec.`."""
+    schema = _run_schema_cached()
+    found = _schema_errors(_Validator(schema["properties"]["spec"]), spec, prefix=("spec",))
+    if found:
+        raise ValidationError(_render(found, schema))
+    return spec
+
+
+# ---------- text input ----------
+
+class _StrictLoader(yaml.SafeLoader):
+    """Safe YAML that refuses duplicate keys and keeps timestamps as strings (as kubectl does)."""
+
+
+_StrictLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def _construct_mapping(loader, node, deep=False):
+    loader.flatten_mapping(node)
+    seen = {}
+    for key_node, _value_node in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            hash(key)
+        except TypeError:
+            continue  # SafeLoader reports unhashable keys itself
+        if key in seen:
+            mark = key_node.start_mark
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping", node.start_mark,
+                f"found duplicate key {key!r} (first at line {seen[key] + 1})", mark)
+        seen[key] = key_node.start_mark.line
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _parse_documents(text, source_name):
+    if text.lstrip().startswith(("{", "[")):
+        try:
+            return [json.loads(text)]
+        except json.JSONDecodeError as exc:
+            raise ValidationError(
+                [f"{source_name}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}"]) from exc
+    try:
+        return [doc for doc in yaml.load_all(text, Loader=_StrictLoader) if doc is not None]
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{source_name}:{mark.line + 1}:{mark.column + 1}" if mark else source_name
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise ValidationError([f"{where}: invalid YAML: {problem}"]) from exc
+    except yaml.YAMLError as exc:
+        raise ValidationError([f"{source_name}: invalid YAML: {exc}"]) from exc
+
+
+def validate_run_text(text, source_name="<stdin>"):
+    """Parse YAML or JSON holding exactly one RepackRun, validate it, and return the object.
+
+    Parse errors are reported as ``<source_name>:<line>:<column>: ...`` (or ``<source_name>: ...``
+    for an empty input, several objects or a list); schema errors as in validate_run.
+    """
+    documents = _parse_documents(text, source_name)
+    if not documents:
+        raise ValidationError([f"{source_name}: no object found, expected one {KIND}"])
+    if len(documents) > 1:
+        raise ValidationError(
+            [f"{source_name}: found {len(documents)} objects, expected exactly one {KIND}"])
+    document = documents[0]
+    if isinstance(document, list):
+        raise ValidationError([f"{source_name}: found a list, expected one {KIND} object"])
+    if not isinstance(document, dict):
+        raise ValidationError(
+            [f"{source_name}: found a {_json_type(document)}, expected one {KIND} object"])
+    return validate_run(document)
+
+
+__all__ = ["API_VERSION", "KIND", "CRD_NAME", "load_crd", "run_schema", "spec_schema",
+           "validate_run", "validate_spec", "validate_run_text", "UnsupportedRule",
+           "ValidationError"]
