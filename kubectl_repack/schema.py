@@ -188,6 +188,13 @@ def _show(value):
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+# Only for rendering paths: the CRD leaves metadata free-form, but its maps are maps.
+_METADATA_SHAPE = {"properties": {
+    "name": {}, "generateName": {}, "namespace": {},
+    "labels": {"additionalProperties": {}}, "annotations": {"additionalProperties": {}},
+}}
+
+
 def _format_path(path, schema, last_is_field=False):
     """Render an instance path kubectl-style: fields with dots, map keys and indexes in brackets."""
     if not path:
@@ -195,17 +202,20 @@ def _format_path(path, schema, last_is_field=False):
     parts = []
     for position, element in enumerate(path):
         is_last = position == len(path) - 1
-        properties = schema.get("properties", {}) if isinstance(schema, dict) else {}
+        schema = schema if isinstance(schema, dict) else {}
+        if position == 1 and path[0] == "metadata":
+            schema = _METADATA_SHAPE
+        properties = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
         if isinstance(element, int) and not isinstance(element, bool):
             parts.append(f"[{element}]")
-            schema = schema.get("items", {}) if isinstance(schema, dict) else {}
-        elif element in properties or (is_last and last_is_field):
+            schema = schema.get("items", {})
+        elif element in properties or (is_last and last_is_field) or not isinstance(extra, dict):
             parts.append(f".{element}" if parts else str(element))
             schema = properties.get(element, {})
         else:
             parts.append(f"[{element}]")
-            extra = schema.get("additionalProperties", {}) if isinstance(schema, dict) else {}
-            schema = extra if isinstance(extra, dict) else {}
+            schema = extra
     return "".join(parts)
 
 
