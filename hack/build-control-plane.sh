@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# Builds (or reuses from the cache) the real control plane the e2e tests run against:
+# kube-apiserver, kube-controller-manager, kubectl (k8s.io/kubernetes) and vc-scheduler,
+# vc-controller-manager (volcano.sh/volcano), all from the one wrapper module in
+# hack/controlplane/, plus Volcano's CRDs taken from the same module.
+#
+# Nothing fetched or built here goes into the repository. Everything lives in
+#   ${REPACK_CACHE:-$HOME/.cache/kubectl-repack}/
+#     go/mod, go/build                 Go module and build caches
+#     controlplane/<key>/bin           the binaries
+#     controlplane/<key>/crds/volcano  Volcano's CRDs
+# where <key> names the Kubernetes and Volcano versions and a digest of go.mod/go.sum, so a
+# version bump builds anew and an unchanged checkout reuses the binaries (idempotent).
+#
+# Usage:
+#   hack/build-control-plane.sh              build or reuse; print where things are
+#   hack/build-control-plane.sh --print-env  same, but stdout carries only `export` lines
+#                                            (REPACK_BIN_DIR, REPACK_CRD_DIR) for eval;
+#                                            every other message goes to stderr
+#   hack/build-control-plane.sh --force      rebuild even if the cache has the binaries
+set -euo pipefail
+
+PRINT_ENV=0
+FORCE=0
+for arg in "$@"; do
+  case "$arg" in
+    --print-env) PRINT_ENV=1 ;;
+    --force) FORCE=1 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    *) echo "build-control-plane: unknown argument: $arg" >&2; exit 2 ;;
+  esac
+done
+
+say() { echo "build-control-plane: $*" >&2; }
+die() { echo "build-control-plane: error: $*" >&2; exit 1; }
+
+HERE="$(cd "$(dirname "$0")" && pwd)"
+MOD_DIR="$HERE/controlplane"
+CACHE="${REPACK_CACHE:-$HOME/.cache/kubectl-repack}"
+
+command -v go >/dev/null 2>&1 || die "the 'go' command is not installed (Go >= 1.24 is needed to build the control plane)"
+[ -f "$MOD_DIR/go.mod" ] || die "$MOD_DIR/go.mod is missing"
+
+# The versions are the ones the wrapper module requires.
+required_version() {
+  awk -v m="$1" '$1 == m && $2 ~ /^v/ { print $2; exit }' "$MOD_DIR/go.mod"
+}
+K8S_VERSION="$(required_version k8s.io/kubernetes)"
+VOLCANO_VERSION="$(required_version volcano.sh/volcano)"
+[ -n "$K8S_VERSION" ] || die "hack/controlplane/go.mod does not require k8s.io/kubernetes"
+[ -n "$VOLCANO_VERSION" ] || die "hack/controlplane/go.mod does not require volcano.sh/volcano"
+DIGEST="$(cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum" | sha256sum | cut -c1-12)"
+KEY="k8s-${K8S_VERSION}_volcano-${VOLCANO_VERSION}_${DIGEST}"
+OUT="$CACHE/controlplane/$KEY"
+BIN_DIR="$OUT/bin"
+CRD_DIR="$OUT/crds/volcano"
+BINARIES="kube-apiserver kube-controller-manager kubectl vc-scheduler vc-controller-manager"
+
+is_complete() {
+  [ -f "$OUT/.complete" ] || return 1
+  local b
+  for b in $BINARIES; do [ -x "$BIN_DIR/$b" ] || return 1; done
+  ls "$CRD_DIR"/*.yaml >/dev/null 2>&1 || return 1
+}
+
+export GOMODCACHE="${REPACK_GOMODCACHE:-$CACHE/go/mod}"
+export GOCACHE="${REPACK_GOCACHE:-$CACHE/go/build}"
+export GOFLAGS="-mod=mod -buildvcs=false"
+export CGO_ENABLED=0
+# Two cores on CI: keep the compiler from starving everything else.
+export GOMAXPROCS="${REPACK_GOMAXPROCS:-2}"
+export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
+
+# Turns a failed go command's log into a message that names the module the proxy refused.
+explain_go_failure() {
+  local log="$1" what="$2" refused
+  refused="$(grep -oE '[A-Za-z0-9._~/-]+@v[A-Za-z0-9.+-]+: (reading|verifying|unrecognized|invalid)[^"]*' "$log" | head -5 || true)"
+  if [ -z "$refused" ]; then
+    refused="$(grep -E '403 Forbidden|404 Not Found|410 Gone|not available|unknown revision|missing go.sum entry|no required module provides' "$log" | head -5 || true)"
+  fi
+  if [ -n "$refused" ]; then
+    echo "build-control-plane: error: $what failed: the Go module proxy did not serve a module:" >&2
+    echo "$refused" | sed 's/^/    /' >&2
+    echo "  Change the pinned versions in hack/controlplane/go.mod (the require and replace" >&2
+    echo "  lines) to versions the proxy serves, then run 'go mod tidy' there. Full log: $log" >&2
+  else
+    echo "build-control-plane: error: $what failed; last lines of $log:" >&2
+    tail -n 30 "$log" | sed 's/^/    /' >&2
+  fi
+  exit 1
+}
+
+build() {
+  mkdir -p "$OUT" "$CACHE/logs"
+  local log="$CACHE/logs/build-$KEY.log" start end
+  : > "$log"
+  start=$(date +%s)
+  say "building Kubernetes $K8S_VERSION and Volcano $VOLCANO_VERSION into $BIN_DIR"
+  say "(a cold build takes a long time on 2 cores; log: $log)"
+
+  cd "$MOD_DIR"
+  say "downloading modules into $GOMODCACHE"
+  if ! go mod download >>"$log" 2>&1; then
+    explain_go_failure "$log" "go mod download"
+  fi
+
+  local minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
+  local k8s_pkg="k8s.io/component-base/version"
+  local ldflags="-s -w"
+  ldflags+=" -X $k8s_pkg.gitVersion=$K8S_VERSION -X $k8s_pkg.gitMajor=1 -X $k8s_pkg.gitMinor=$minor"
+  ldflags+=" -X $k8s_pkg.gitTreeState=clean -X $k8s_pkg.buildDate=1970-01-01T00:00:00Z"
+  ldflags+=" -X volcano.sh/volcano/pkg/version.Version=$VOLCANO_VERSION"
+  ldflags+=" -X volcano.sh/volcano/pkg/version.GitSHA=module-$VOLCANO_VERSION"
+
+  local tmp="$OUT/bin.tmp"
+  rm -rf "$tmp"; mkdir -p "$tmp"
+  say "compiling (go build -p 2)"
+  if ! go build -p 2 -trimpath -ldflags "$ldflags" -o "$tmp/" \
+      k8s.io/kubernetes/cmd/kube-apiserver \
+      k8s.io/kubernetes/cmd/kube-controller-manager \
+      k8s.io/kubernetes/cmd/kubectl \
+      volcano.sh/volcano/cmd/scheduler \
+      volcano.sh/volcano/cmd/controller-manager >>"$log" 2>&1; then
+    explain_go_failure "$log" "go build"
+  fi
+  # Volcano's mains are both called after their directory; give them their release names.
+  mv "$tmp/scheduler" "$tmp/vc-scheduler"
+  mv "$tmp/controller-manager" "$tmp/vc-controller-manager"
+
+  local vdir
+  vdir="$(go list -m -f '{{.Dir}}' volcano.sh/volcano)"
+  [ -d "$vdir/installer/helm/chart/volcano/crd/bases" ] \
+    || die "Volcano's CRDs are not at installer/helm/chart/volcano/crd/bases in $vdir"
+  rm -rf "$OUT/crds.tmp"; mkdir -p "$OUT/crds.tmp/volcano"
+  cp "$vdir"/installer/helm/chart/volcano/crd/bases/*.yaml "$OUT/crds.tmp/volcano/"
+  chmod u+w "$OUT"/crds.tmp/volcano/*.yaml
+
+  rm -rf "$BIN_DIR" "$OUT/crds"
+  mv "$tmp" "$BIN_DIR"
+  mv "$OUT/crds.tmp" "$OUT/crds"
+  end=$(date +%s)
+  {
+    echo "kubernetes=$K8S_VERSION"
+    echo "volcano=$VOLCANO_VERSION"
+    echo "go=$(go env GOVERSION)"
+    echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "seconds=$((end - start))"
+  } > "$OUT/.complete"
+  say "built in $((end - start)) s"
+}
+
+if [ "$FORCE" = 1 ] || ! is_complete; then
+  build
+else
+  say "reusing Kubernetes $K8S_VERSION and Volcano $VOLCANO_VERSION from $OUT"
+fi
+
+if [ "$PRINT_ENV" = 1 ]; then
+  printf 'export REPACK_BIN_DIR=%q\n' "$BIN_DIR"
+  printf 'export REPACK_CRD_DIR=%q\n' "$CRD_DIR"
+else
+  echo "binaries: $BIN_DIR"
+  for b in $BINARIES; do echo "  $BIN_DIR/$b"; done
+  echo "volcano CRDs: $CRD_DIR"
+  echo "for the e2e tests: eval \"\$(bash hack/build-control-plane.sh --print-env)\""
+fi
