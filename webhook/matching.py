@@ -1,0 +1,263 @@
+"""Recognise a newly created pod as the replacement of an evicted victim (requirement NOM-1).
+
+A replacement is the pod the victim's own workload controller creates to restore its replica
+count. It must be in the victim's namespace and share the victim's workload identity:
+
+* same-name     VCJob, StatefulSet and Kthena ModelServing re-create a pod under the victim's
+                exact name; the new pod's controller must agree with the victim's owner.
+* controller    ReplicaSet-style owners create a fresh random name; the new pod must have the
+                same controller (kind + name) and the same pod template (`pod-template-hash`
+                label, or the Volcano task for VCJob pods).
+* serving-role  Kthena's ServingGroupRecreate rebuilds a whole ServingGroup, possibly under a new
+                group (= PodGroup) name; the new pod must belong to the same ModelServing, play
+                the same role, and sit at the same position in it (entry vs n-th worker). Its
+                PodGroup is reported as `replacement_pod_group_name`.
+
+The records do not carry the victim's labels, so the victim's identity is derived from what a
+RepackRun does hold: `status.plan.moves[].owner` (the PodGroup's controller), the PodGroup name,
+and the naming schemes the controllers use for pods (`<replicaset>-<random>`,
+`<statefulset>-<ordinal>`, `<job>-<task>-<index>`,
+`<modelserving>-<group index>-<role>-<role index>-<pod index>`).
+
+Exact-name matches win over derived ones, then records of the pod's own PodGroup, each tier
+oldest eviction first. Anything else is no match.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+from webhook.relocations import RelocationIndex, RelocationRecord, WorkloadRef
+
+GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
+VCJOB_NAME_ANNOTATION = "volcano.sh/job-name"
+VCJOB_TASK_ANNOTATION = "volcano.sh/task-spec"
+POD_TEMPLATE_HASH_LABEL = "pod-template-hash"
+
+# Kthena (volcano-sh/kthena, pkg/apis/workload/v1alpha1/labels.go)
+MODELSERVING_NAME_LABEL = "modelserving.volcano.sh/name"
+MODELSERVING_GROUP_LABEL = "modelserving.volcano.sh/group-name"
+MODELSERVING_ROLE_LABEL = "modelserving.volcano.sh/role"
+MODELSERVING_ENTRY_LABEL = "modelserving.volcano.sh/entry"
+
+VCJOB_GROUP = "batch.volcano.sh"
+MODELSERVING_GROUP = "workload.serving.volcano.sh"
+
+RULE_SAME_NAME = "same-name"
+RULE_CONTROLLER = "controller-template"
+RULE_SERVING_ROLE = "serving-role"
+
+DEFAULT_SCHEDULER_NAMES = frozenset({"volcano"})
+
+
+@dataclass(frozen=True)
+class Match:
+    """A pod recognised as the replacement of `record`."""
+
+    record: RelocationRecord
+    rule: str
+    replacement_pod_group_name: str = ""
+
+
+@dataclass(frozen=True)
+class PodIdentity:
+    """What the webhook reads off a new pod to compare workload identity."""
+
+    namespace: str
+    name: str
+    controller: Optional[WorkloadRef]
+    group_name: str
+    template_hash: str
+    vcjob_name: str
+    vcjob_task: str
+    serving_name: str
+    serving_role: str
+    serving_position: Optional[int]
+
+
+def _group(api_version: str) -> str:
+    return api_version.split("/", 1)[0] if "/" in api_version else ""
+
+
+def is_vcjob(ref: Optional[WorkloadRef]) -> bool:
+    """Owner is a Volcano Job (batch.volcano.sh, kind Job)."""
+    return ref is not None and ref.kind == "Job" and ref.group == VCJOB_GROUP
+
+
+def is_statefulset(ref: Optional[WorkloadRef]) -> bool:
+    """Owner is an apps StatefulSet."""
+    return ref is not None and ref.kind == "StatefulSet" and ref.group == "apps"
+
+
+def is_modelserving(ref: Optional[WorkloadRef]) -> bool:
+    """Owner is a Kthena ModelServing."""
+    return ref is not None and ref.kind == "ModelServing" and ref.group == MODELSERVING_GROUP
+
+
+def _controller_of(meta: Mapping[str, Any]) -> Optional[WorkloadRef]:
+    refs = [r for r in meta.get("ownerReferences") or () if isinstance(r, Mapping)]
+    chosen = next((r for r in refs if r.get("controller") is True), None)
+    if chosen is None or not chosen.get("kind") or not chosen.get("name"):
+        return None
+    return WorkloadRef(str(chosen.get("apiVersion") or ""), str(chosen["kind"]), str(chosen["name"]))
+
+
+_TRAILING_INT = re.compile(r"-(\d+)$")
+
+
+def pod_identity(pod: Mapping[str, Any], namespace: str = "") -> PodIdentity:
+    """Read the identity fields of a pod object (as in an AdmissionRequest's `object`)."""
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+    labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
+    name = str(meta.get("name") or "")
+    position: Optional[int] = None
+    if labels.get(MODELSERVING_ROLE_LABEL):
+        if str(labels.get(MODELSERVING_ENTRY_LABEL, "")) == "true":
+            position = 0
+        else:
+            m = _TRAILING_INT.search(name)
+            position = int(m.group(1)) if m else None
+    return PodIdentity(
+        namespace=str(meta.get("namespace") or namespace or ""),
+        name=name,
+        controller=_controller_of(meta),
+        group_name=str(annotations.get(GROUP_NAME_ANNOTATION) or labels.get(MODELSERVING_GROUP_LABEL) or ""),
+        template_hash=str(labels.get(POD_TEMPLATE_HASH_LABEL) or ""),
+        vcjob_name=str(annotations.get(VCJOB_NAME_ANNOTATION) or ""),
+        vcjob_task=str(annotations.get(VCJOB_TASK_ANNOTATION) or ""),
+        serving_name=str(labels.get(MODELSERVING_NAME_LABEL) or ""),
+        serving_role=str(labels.get(MODELSERVING_ROLE_LABEL) or ""),
+        serving_position=position,
+    )
+
+
+# --- victim identity derived from the record -----------------------------------------------------
+def _strip_last_segment(name: str) -> str:
+    return name.rsplit("-", 1)[0] if "-" in name else ""
+
+
+def serving_parent(pod_group_name: str) -> str:
+    """ModelServing name of a Kthena ServingGroup/PodGroup named `<modelserving>-<index>`."""
+    m = _TRAILING_INT.search(pod_group_name)
+    return pod_group_name[: m.start()] if m else ""
+
+
+def victim_serving_slot(record: RelocationRecord) -> Optional[tuple[str, str, int]]:
+    """(ModelServing, role, position) of a Kthena victim, parsed from its pod name."""
+    serving = record.owner.name if is_modelserving(record.owner) else serving_parent(record.pod_group_name)
+    if not serving:
+        return None
+    m = re.fullmatch(re.escape(serving) + r"-\d+-(.+)-(\d+)-(\d+)", record.victim_pod_name)
+    if not m:
+        return None
+    return serving, m.group(1), int(m.group(3))
+
+
+def victim_controller(record: RelocationRecord) -> Optional[WorkloadRef]:
+    """The victim pod's controller: the plan's owner if given, else read off a ReplicaSet-style name."""
+    parent = _strip_last_segment(record.victim_pod_name)
+    owner = record.owner
+    if owner is not None and owner.kind == "Deployment" and owner.group == "apps":
+        # Plans that walk up to the Deployment: the pod's own controller is its ReplicaSet.
+        return WorkloadRef("apps/v1", "ReplicaSet", parent) if parent.startswith(owner.name + "-") else None
+    if owner is not None:
+        return owner
+    return WorkloadRef("apps/v1", "ReplicaSet", parent) if parent else None
+
+
+def victim_vcjob_task(record: RelocationRecord) -> str:
+    """Task of a VCJob victim named `<job>-<task>-<index>`."""
+    if not is_vcjob(record.owner):
+        return ""
+    m = re.fullmatch(re.escape(record.owner.name) + r"-(.+)-\d+", record.victim_pod_name)
+    return m.group(1) if m else ""
+
+
+# --- rules --------------------------------------------------------------------------------------
+def _same_name(pod: PodIdentity, record: RelocationRecord) -> Optional[Match]:
+    if not pod.name or pod.name != record.victim_pod_name or pod.controller is None:
+        return None
+    ctrl, owner = pod.controller, record.owner
+    if is_vcjob(ctrl) or is_statefulset(ctrl):
+        if owner is not None and (owner.kind, owner.name, owner.group) != (ctrl.kind, ctrl.name, ctrl.group):
+            return None
+        if owner is None and is_statefulset(ctrl) and _strip_last_segment(record.victim_pod_name) != ctrl.name:
+            return None
+        return Match(record, RULE_SAME_NAME)
+    if is_modelserving(ctrl):
+        if owner is not None and not (is_modelserving(owner) and owner.name == ctrl.name):
+            return None
+        return Match(record, RULE_SAME_NAME, _new_group(pod, record))
+    return None
+
+
+def _controller_template(pod: PodIdentity, record: RelocationRecord) -> Optional[Match]:
+    ctrl = pod.controller
+    if ctrl is None or is_statefulset(ctrl) or is_modelserving(ctrl):
+        return None
+    expected = victim_controller(record)
+    if expected is None or (expected.kind, expected.name, expected.group) != (ctrl.kind, ctrl.name, ctrl.group):
+        return None
+    if is_vcjob(ctrl):
+        task = victim_vcjob_task(record)
+        if not task or task != pod.vcjob_task:
+            return None
+    elif pod.template_hash and not ctrl.name.endswith("-" + pod.template_hash):
+        # A ReplicaSet is named `<deployment>-<pod-template-hash>`; a pod whose hash label
+        # disagrees with its own owner's name was not stamped from the victim's template.
+        return None
+    return Match(record, RULE_CONTROLLER)
+
+
+def _serving_role(pod: PodIdentity, record: RelocationRecord) -> Optional[Match]:
+    ctrl = pod.controller
+    if not is_modelserving(ctrl) or not pod.serving_role or pod.serving_position is None:
+        return None
+    slot = victim_serving_slot(record)
+    if slot is None:
+        return None
+    serving, role, position = slot
+    if ctrl.name != serving or (pod.serving_name and pod.serving_name != serving):
+        return None
+    if pod.serving_role != role or pod.serving_position != position:
+        return None
+    return Match(record, RULE_SERVING_ROLE, _new_group(pod, record))
+
+
+def _new_group(pod: PodIdentity, record: RelocationRecord) -> str:
+    return pod.group_name if pod.group_name and pod.group_name != record.pod_group_name else ""
+
+
+def match_identity(pod: PodIdentity, index: RelocationIndex) -> Optional[Match]:
+    """Match a pod identity against the index's unclaimed open records."""
+    candidates = index.open_in(pod.namespace)
+    if not candidates:
+        return None
+    for record in candidates:
+        found = _same_name(pod, record)
+        if found:
+            return found
+    own_group = [r for r in candidates if pod.group_name and r.pod_group_name == pod.group_name]
+    others = [r for r in candidates if not (pod.group_name and r.pod_group_name == pod.group_name)]
+    for record in own_group + others:
+        found = _controller_template(pod, record) or _serving_role(pod, record)
+        if found:
+            return found
+    return None
+
+
+def match(pod: Mapping[str, Any], index: RelocationIndex, namespace: str = "",
+          scheduler_names: frozenset[str] = DEFAULT_SCHEDULER_NAMES) -> Optional[Match]:
+    """The open relocation `pod` replaces, or None (NOM-1).
+
+    Pods already bound (`spec.nodeName`) or scheduled by another scheduler never match: a gate
+    cannot be combined with nodeName, and only Volcano-scheduled pods are ever relocated.
+    """
+    spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+    if spec.get("nodeName"):
+        return None
+    if scheduler_names and spec.get("schedulerName") not in scheduler_names:
+        return None
+    return match_identity(pod_identity(pod, namespace), index)
