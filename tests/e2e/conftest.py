@@ -1,0 +1,144 @@
+"""Fixtures for tests that run against the real local control plane (tests/harness).
+
+The control plane starts once per session. It needs the binaries that
+`hack/build-control-plane.sh` builds; hack/test.sh exports REPACK_BIN_DIR/REPACK_CRD_DIR before
+pytest. Without them every e2e test FAILS with a message saying so: they are never skipped.
+When an e2e test fails, the report lists every component's log file and the run dir is kept.
+"""
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from dataclasses import dataclass
+
+import pytest
+
+from tests.harness import ControlPlane, ControlPlaneError, NodeAgent
+
+_STATE: dict = {}
+
+
+@dataclass
+class Cluster:
+    """What the `control_plane` fixture gives a test."""
+
+    cp: ControlPlane
+    kubeconfig: str
+    api_client: object  # kubernetes.client.ApiClient (admin)
+
+    def kubectl(self, *args, **kw):
+        return self.cp.kubectl(*args, **kw)
+
+
+def pytest_collection_modifyitems(config, items):
+    here = os.path.dirname(os.path.abspath(__file__))
+    for item in items:
+        if str(item.fspath).startswith(here):
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def control_plane():
+    if "error" in _STATE:
+        pytest.fail(_STATE["error"], pytrace=False)
+    t0 = time.monotonic()
+    try:
+        cp = ControlPlane()
+        _STATE["cp"] = cp
+        cp.start()
+    except ControlPlaneError as e:
+        _STATE["error"] = f"the local control plane did not start: {e}"
+        pytest.fail(_STATE["error"], pytrace=False)
+    elapsed = time.monotonic() - t0
+    print(f"\ncontrol plane up in {elapsed:.1f}s: {cp.timings}\n{cp.describe_logs()}")
+    _STATE["startup_seconds"] = elapsed
+    try:
+        yield Cluster(cp=cp, kubeconfig=cp.kubeconfig, api_client=cp.api_client())
+    finally:
+        agent = _STATE.pop("agent", None)
+        if agent is not None:
+            agent.stop()
+        cp.stop()
+
+
+@pytest.fixture(scope="session")
+def node_agent(control_plane):
+    """The fake kubelet. Tests add nodes with `node_agent.add_node(npu_node(...))` or the
+    `fake_nodes` fixture, which also removes them afterwards."""
+    agent = NodeAgent(control_plane.cp.new_api_client()).start()
+    _STATE["agent"] = agent
+    yield agent
+    agent.stop()
+    _STATE.pop("agent", None)
+
+
+@pytest.fixture
+def fake_nodes(node_agent):
+    """Adds NodeSpecs for this test; deletes the Nodes when the test ends."""
+    added: list[str] = []
+
+    def add(*specs):
+        for spec in specs:
+            node_agent.add_node(spec)
+            added.append(spec.name)
+        return [s.name for s in specs]
+
+    yield add
+    for name in added:
+        node_agent.remove_node(name)
+
+
+@pytest.fixture
+def make_namespace(control_plane):
+    """make_namespace(prefix='e2e') -> name of a new namespace whose default ServiceAccount exists.
+    Namespaces are deleted (without waiting) when the test ends."""
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    core = client.CoreV1Api(control_plane.api_client)
+    made: list[str] = []
+
+    def make(prefix: str = "e2e", labels: dict | None = None) -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+        core.create_namespace({"metadata": {"name": name, "labels": labels or {}}})
+        made.append(name)
+        deadline = time.monotonic() + 30
+        while True:  # pods are refused until the serviceaccount controller made `default`
+            try:
+                core.read_namespaced_service_account("default", name)
+                return name
+            except ApiException as e:
+                if e.status != 404 or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.1)
+
+    yield make
+    for name in made:
+        try:
+            core.delete_namespace(name)
+        except ApiException:
+            pass
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and "e2e" in item.keywords:
+        cp = _STATE.get("cp")
+        if cp is not None and cp.components:
+            cp.mark_failed()  # keep the logs after the session
+            report.sections.append(("control plane logs", cp.describe_logs()))
+            agent = _STATE.get("agent")
+            if agent is not None and agent.errors:
+                report.sections.append(("node agent errors", "\n".join(agent.errors[-20:])))
+
+
+def pytest_terminal_summary(terminalreporter):
+    cp = _STATE.get("cp")
+    if cp is not None and cp.keep and cp.components:
+        terminalreporter.write_line(f"control-plane logs kept in {cp.log_dir}")
+    if "startup_seconds" in _STATE:
+        terminalreporter.write_line(
+            f"e2e control plane started in {_STATE['startup_seconds']:.1f}s")

@@ -1,0 +1,211 @@
+"""The local control plane is the real thing: Volcano schedules gangs onto fake NPU nodes, and the
+API server enforces the RepackRun CRD's schema."""
+from __future__ import annotations
+
+import glob
+import os
+import time
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from tests.harness import NPU_RESOURCE, npu_node
+from tests.harness.controlplane import REPO_ROOT
+
+pytestmark = pytest.mark.e2e
+
+REPACK_CRD = os.path.join(REPO_ROOT, "config", "crd", "repack.volcano.sh_repackruns.yaml")
+GROUP, VERSION, PLURAL = "repack.volcano.sh", "v1alpha1", "repackruns"
+
+
+def wait_for(what: str, fn, timeout: float = 60.0, interval: float = 0.25):
+    """Polls fn until it returns something truthy; fails with `what` and the last value."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
+
+
+def vcjob(name: str, workers: int, cards: int, labels: dict) -> dict:
+    """A Volcano Job with the defaults the admission webhook would have set, spelled out."""
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "schedulerName": "volcano",
+            "queue": "default",
+            "minAvailable": workers,
+            "maxRetry": 3,
+            "tasks": [{
+                "name": "worker",
+                "replicas": workers,
+                "minAvailable": workers,
+                "template": {
+                    "metadata": {"labels": {"app": name}},
+                    "spec": {
+                        "schedulerName": "volcano",
+                        "restartPolicy": "Never",
+                        "nodeSelector": {"accelerator-pool": "ascend-npu"},
+                        "containers": [{
+                            "name": "worker",
+                            "image": "example.invalid/npu-train:1",
+                            "resources": {
+                                "requests": {"cpu": "1", "memory": "1Gi", NPU_RESOURCE: str(cards)},
+                                "limits": {"cpu": "1", "memory": "1Gi", NPU_RESOURCE: str(cards)},
+                            },
+                        }],
+                    },
+                },
+            }],
+        },
+    }
+
+
+def test_api_server_reports_its_version(control_plane):
+    info = client.VersionApi(control_plane.api_client).get_code()
+    assert info.git_version.startswith("v1."), info.git_version
+    assert info.major == "1"
+    out = control_plane.kubectl("version", "-o", "json").stdout
+    assert info.git_version in out
+
+
+def test_vcjob_is_gang_scheduled_onto_fake_npu_nodes(control_plane, fake_nodes, make_namespace):
+    api = control_plane.api_client
+    core = client.CoreV1Api(api)
+    custom = client.CustomObjectsApi(api)
+    nodes = fake_nodes(*[npu_node(f"npu-vcjob-{i}", cards=8) for i in range(3)])
+    # A node outside the pool with free cards must not be used (nodeSelector is honoured).
+    fake_nodes(npu_node("npu-other-pool", cards=8, pool="other"))
+    ns = make_namespace("vcjob")
+
+    labels = {"team": "e2e", "repack.test/workload": "train-a"}
+    custom.create_namespaced_custom_object(
+        "batch.volcano.sh", "v1alpha1", ns, "jobs", vcjob("train-a", workers=2, cards=1,
+                                                          labels=labels))
+
+    def running_pods():
+        pods = core.list_namespaced_pod(ns, label_selector="volcano.sh/job-name=train-a").items
+        if len(pods) == 2 and all(p.status.phase == "Running" for p in pods):
+            return pods
+        return None
+
+    pods = wait_for("both workers of train-a Running", running_pods, timeout=90)
+    for pod in pods:
+        assert pod.spec.scheduler_name == "volcano"
+        assert pod.spec.node_name in nodes, pod.spec.node_name
+        ready = {c.type: c.status for c in pod.status.conditions}
+        assert ready.get("Ready") == "True"
+        assert pod.status.pod_ip and pod.status.host_ip
+        assert pod.status.container_statuses[0].state.running is not None
+        requested = pod.spec.containers[0].resources.requests[NPU_RESOURCE]
+        assert requested == "1"
+
+    # The PodGroup Volcano made for the job carries the job's labels (the planner's scope
+    # selectors rely on this) and the gang size.
+    pgs = custom.list_namespaced_custom_object(
+        "scheduling.volcano.sh", "v1beta1", ns, "podgroups")["items"]
+    owned = [pg for pg in pgs
+             if any(o.get("kind") == "Job" and o.get("name") == "train-a"
+                    for o in pg["metadata"].get("ownerReferences", []))]
+    assert len(owned) == 1, [pg["metadata"]["name"] for pg in pgs]
+    pg = owned[0]
+    for key, value in labels.items():
+        assert pg["metadata"]["labels"].get(key) == value, pg["metadata"].get("labels")
+    assert pg["spec"]["minMember"] == 2
+    assert pg["spec"]["queue"] == "default"
+    group_annotation = pods[0].metadata.annotations.get("scheduling.k8s.io/group-name")
+    assert group_annotation == pg["metadata"]["name"]
+
+    def pg_running():
+        cur = custom.get_namespaced_custom_object(
+            "scheduling.volcano.sh", "v1beta1", ns, "podgroups", pg["metadata"]["name"])
+        status = cur.get("status") or {}
+        return status if status.get("phase") == "Running" and status.get("running") == 2 else None
+
+    wait_for("PodGroup Running with 2 running members", pg_running, timeout=30)
+
+    def job_running():
+        job = custom.get_namespaced_custom_object("batch.volcano.sh", "v1alpha1", ns, "jobs",
+                                                  "train-a")
+        state = ((job.get("status") or {}).get("state") or {}).get("phase")
+        return state if state == "Running" else None
+
+    wait_for("VCJob train-a phase Running", job_running, timeout=30)
+
+
+def test_graceful_deletion_is_finished_by_the_node_agent(control_plane, fake_nodes,
+                                                         make_namespace):
+    core = client.CoreV1Api(control_plane.api_client)
+    (node,) = fake_nodes(npu_node("npu-delete-0", cards=8))
+    ns = make_namespace("delete")
+    core.create_namespaced_pod(ns, {
+        "metadata": {"name": "bound"},
+        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 30,
+                 "containers": [{"name": "c", "image": "example.invalid/x:1"}]},
+    })
+    wait_for("pod Running", lambda: core.read_namespaced_pod("bound", ns).status.phase == "Running")
+    core.delete_namespaced_pod("bound", ns)  # graceful: 30 s grace period, kubelet must finish it
+
+    def gone():
+        try:
+            core.read_namespaced_pod("bound", ns)
+            return False
+        except ApiException as e:
+            return e.status == 404
+
+    wait_for("pod deleted by the node agent", gone, timeout=15)
+
+
+@pytest.fixture
+def repackrun_crd(control_plane):
+    if not glob.glob(REPACK_CRD):
+        pytest.fail(f"{REPACK_CRD} is missing: the RepackRun CRD is part of the product")
+    return client.CustomObjectsApi(control_plane.api_client)
+
+
+def repackrun(name: str, **spec) -> dict:
+    body = {"mode": "DryRun", "goals": [{"resource": NPU_RESOURCE,
+                                          "minFragImprovementPercent": 5}]}
+    body.update(spec)
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "RepackRun",
+            "metadata": {"name": name}, "spec": body}
+
+
+def rejected(custom, ns: str, body: dict) -> ApiException:
+    with pytest.raises(ApiException) as exc:
+        custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
+    assert exc.value.status == 422, exc.value.body
+    return exc.value
+
+
+def test_invalid_repackrun_is_rejected_with_the_field_named(repackrun_crd, make_namespace):
+    ns = make_namespace("rr")
+    err = rejected(repackrun_crd, ns, repackrun(
+        "too-much", goals=[{"resource": NPU_RESOURCE, "minFragImprovementPercent": 150}]))
+    assert "spec.goals[0].minFragImprovementPercent" in err.body, err.body
+
+    err = rejected(repackrun_crd, ns, repackrun("bad-mode", mode="Foo"))
+    assert "spec.mode" in err.body and "Foo" in err.body, err.body
+
+    # A valid one is accepted (so the rejections above are about the fields, not the object).
+    created = repackrun_crd.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL,
+                                                            repackrun("ok"))
+    assert created["spec"]["mode"] == "DryRun"
+
+
+def test_repackrun_spec_is_immutable(repackrun_crd, make_namespace):
+    ns = make_namespace("rr")
+    repackrun_crd.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, repackrun("fixed"))
+    with pytest.raises(ApiException) as exc:
+        repackrun_crd.patch_namespaced_custom_object(
+            GROUP, VERSION, ns, PLURAL, "fixed", {"spec": {"mode": "Execute"}})
+    assert exc.value.status == 422, exc.value.body
+    assert "immutable" in exc.value.body and "spec" in exc.value.body, exc.value.body
+    cur = repackrun_crd.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "fixed")
+    assert cur["spec"]["mode"] == "DryRun"

@@ -1,0 +1,16 @@
+"""A real local control plane for the e2e tests: etcd, kube-apiserver, kube-controller-manager,
+vc-controller-manager and vc-scheduler on loopback, plus a fake-kubelet node agent.
+
+    from tests.harness import ControlPlane, NodeAgent, npu_node
+    with ControlPlane() as cp:
+        agent = NodeAgent(cp.new_api_client()).start()
+        agent.add_node(npu_node("npu-0", cards=8))
+
+For a person: `python -m tests.harness up|down|status` (see __main__.py).
+Binaries: `eval "$(bash hack/build-control-plane.sh --print-env)"` first.
+"""
+from .controlplane import ControlPlane, ControlPlaneError, stop_from_state
+from .nodeagent import NPU_RESOURCE, NodeAgent, NodeSpec, npu_node
+
+__all__ = ["ControlPlane", "ControlPlaneError", "NodeAgent", "NodeSpec", "npu_node",
+           "NPU_RESOURCE", "stop_from_state"]
