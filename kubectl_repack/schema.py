@@ -274,8 +274,11 @@ def _schema_errors(validator, obj, prefix=()):
     for error in validator.iter_errors(obj):
         base = tuple(prefix) + tuple(error.absolute_path)
         for extra, message, names_field in _messages_for(error):
-            found.add((base + tuple(extra), message, names_field))
-    return found
+            found.add((base + tuple(extra), message, names_field, error.validator == "type"))
+    # A value of the wrong type fails its enum, pattern and bounds too: report the type alone.
+    mistyped = {path for path, _, _, is_type in found if is_type}
+    return {(path, message, names_field) for path, message, names_field, is_type in found
+            if is_type or path not in mistyped}
 
 
 def _metadata_errors(obj):
