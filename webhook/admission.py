@@ -1,0 +1,214 @@
+"""The admission decision, as a pure function of an AdmissionReview (requirements NOM-2, NOM-3).
+
+`review` never rejects a pod: it answers `allowed: true` always, and for a pod CREATE that
+replaces an open relocation it adds, as a JSONPatch,
+
+* annotations naming the run and the record (so the coordinator finds the pod and its record
+  without guessing, even for pods whose name the API server generates after admission), and
+* the `repack.volcano.sh/placement` scheduling gate, but only while the coordinator's leader
+  Lease is fresh: a gate is only added when someone is alive to remove it.
+
+It is idempotent under `reinvocationPolicy: IfNeeded`: a pod that already carries the
+annotations is left alone, and no value already present is patched again. The API server wipes
+`status` on create, so nominatedNodeName is not set here but by the coordinator afterwards.
+"""
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Mapping, Optional, TypedDict
+
+from kubectl_repack.errors import RepackError
+from webhook.matching import DEFAULT_SCHEDULER_NAMES, Match, match
+from webhook.relocations import PLACEMENT_GATE, PLACEMENT_GATE_OWNER_ANNOTATION, RelocationIndex
+
+ADMISSION_API_VERSION = "admission.k8s.io/v1"
+
+RELOCATION_RUN_ANNOTATION = "repack.volcano.sh/relocation-run"
+RELOCATION_INDEX_ANNOTATION = "repack.volcano.sh/relocation-index"
+RELOCATION_VICTIM_ANNOTATION = "repack.volcano.sh/relocation-victim"
+REPLACEMENT_PODGROUP_ANNOTATION = "repack.volcano.sh/replacement-podgroup"
+PLANNED_NODE_ANNOTATION = "repack.volcano.sh/planned-node"
+GATED_AT_ANNOTATION = "repack.volcano.sh/placement-gated-at"
+
+
+class AdmissionReviewError(RepackError):
+    """The request body is not an AdmissionReview v1 the webhook can answer (HTTP 400)."""
+
+
+# --- wire types ----------------------------------------------------------------------------------
+class GroupVersionResource(TypedDict, total=False):
+    group: str
+    version: str
+    resource: str
+
+
+class AdmissionRequest(TypedDict, total=False):
+    uid: str
+    kind: dict
+    resource: GroupVersionResource
+    subResource: str
+    namespace: str
+    name: str
+    operation: str
+    object: dict
+    dryRun: bool
+
+
+class AdmissionResponse(TypedDict, total=False):
+    uid: str
+    allowed: bool
+    patchType: str
+    patch: str
+    warnings: list
+
+
+class AdmissionReview(TypedDict, total=False):
+    apiVersion: str
+    kind: str
+    request: AdmissionRequest
+    response: AdmissionResponse
+
+
+class PatchOperation(TypedDict, total=False):
+    op: str
+    path: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class ReviewOutcome:
+    """The response plus what the caller needs for bookkeeping (claims, metrics)."""
+
+    response: AdmissionReview
+    considered: bool  # a pod CREATE that was looked at
+    match: Optional[Match] = None
+    gated: bool = False
+    dry_run: bool = False
+    patch: tuple = ()
+
+
+def escape_pointer(token: str) -> str:
+    """Escape one JSON Pointer reference token (RFC 6901: `~` -> `~0`, `/` -> `~1`)."""
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def _validate(body: Any) -> AdmissionRequest:
+    if not isinstance(body, Mapping):
+        raise AdmissionReviewError("body is not a JSON object (expected an AdmissionReview)")
+    if body.get("apiVersion") != ADMISSION_API_VERSION:
+        raise AdmissionReviewError(
+            f"apiVersion {body.get('apiVersion')!r} is not supported (expected {ADMISSION_API_VERSION!r})")
+    if body.get("kind") != "AdmissionReview":
+        raise AdmissionReviewError(f"kind {body.get('kind')!r} is not AdmissionReview")
+    request = body.get("request")
+    if not isinstance(request, Mapping):
+        raise AdmissionReviewError("AdmissionReview.request is missing or not an object")
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise AdmissionReviewError("AdmissionReview.request.uid is missing or not a non-empty string")
+    return request  # type: ignore[return-value]
+
+
+def _is_pod_create(request: Mapping[str, Any]) -> bool:
+    resource = request.get("resource")
+    if not isinstance(resource, Mapping):
+        return False
+    return (request.get("operation") == "CREATE"
+            and resource.get("group", "") == "" and resource.get("resource") == "pods"
+            and not request.get("subResource"))
+
+
+def _response(uid: str, patch: list) -> AdmissionReview:
+    response: AdmissionResponse = {"uid": uid, "allowed": True}
+    if patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(patch, separators=(",", ":")).encode()).decode()
+    return {"apiVersion": ADMISSION_API_VERSION, "kind": "AdmissionReview", "response": response}
+
+
+def _rfc3339(now: datetime) -> str:
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=timezone.utc)
+    return now.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def build_patch(pod: Mapping[str, Any], annotations: Mapping[str, str], gate: bool) -> list[PatchOperation]:
+    """JSONPatch adding `annotations` and (if `gate`) the placement gate; nothing already present."""
+    ops: list[PatchOperation] = []
+    meta = pod.get("metadata")
+    if not isinstance(meta, Mapping):
+        if annotations:
+            ops.append({"op": "add", "path": "/metadata", "value": {"annotations": dict(annotations)}})
+    else:
+        existing = meta.get("annotations")
+        if not isinstance(existing, Mapping):
+            if annotations:
+                ops.append({"op": "add", "path": "/metadata/annotations", "value": dict(annotations)})
+        else:
+            for key, value in annotations.items():
+                if existing.get(key) != value:
+                    # `add` on an existing member replaces it, so one op covers both cases.
+                    ops.append({"op": "add", "path": "/metadata/annotations/" + escape_pointer(key),
+                                "value": value})
+    if gate:
+        spec = pod.get("spec")
+        if not isinstance(spec, Mapping):
+            ops.append({"op": "add", "path": "/spec", "value": {"schedulingGates": [{"name": PLACEMENT_GATE}]}})
+        else:
+            gates = spec.get("schedulingGates")
+            if not isinstance(gates, list):
+                ops.append({"op": "add", "path": "/spec/schedulingGates", "value": [{"name": PLACEMENT_GATE}]})
+            elif not any(isinstance(g, Mapping) and g.get("name") == PLACEMENT_GATE for g in gates):
+                ops.append({"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": PLACEMENT_GATE}})
+    return ops
+
+
+def relocation_annotations(found: Match) -> dict[str, str]:
+    """Annotations that name the run and the record a replacement belongs to."""
+    record = found.record
+    out = {
+        RELOCATION_RUN_ANNOTATION: record.run_ref,
+        RELOCATION_INDEX_ANNOTATION: str(record.index),
+        RELOCATION_VICTIM_ANNOTATION: record.victim_pod_name,
+        PLANNED_NODE_ANNOTATION: record.planned_node_name,
+    }
+    if found.replacement_pod_group_name:
+        out[REPLACEMENT_PODGROUP_ANNOTATION] = found.replacement_pod_group_name
+    return out
+
+
+def review_outcome(admission_review: Any, index: RelocationIndex, gate_allowed: bool, now: datetime,
+                   scheduler_names: frozenset[str] = DEFAULT_SCHEDULER_NAMES) -> ReviewOutcome:
+    """Decide on one AdmissionReview; raises AdmissionReviewError for malformed input."""
+    request = _validate(admission_review)
+    uid = request["uid"]
+    if not _is_pod_create(request):
+        return ReviewOutcome(_response(uid, []), considered=False)
+    pod = request.get("object")
+    if not isinstance(pod, Mapping):
+        raise AdmissionReviewError(f"AdmissionReview.request.object of pod CREATE {uid} is missing or not an object")
+    dry_run = bool(request.get("dryRun"))
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
+    if annotations.get(RELOCATION_RUN_ANNOTATION):
+        # Reinvocation (or a pod stamped earlier): it is already somebody's replacement.
+        return ReviewOutcome(_response(uid, []), considered=True, dry_run=dry_run)
+    namespace = str(request.get("namespace") or meta.get("namespace") or "")
+    found = match(pod, index, namespace=namespace, scheduler_names=scheduler_names)
+    if found is None:
+        return ReviewOutcome(_response(uid, []), considered=True, dry_run=dry_run)
+    wanted = relocation_annotations(found)
+    if gate_allowed:
+        wanted[PLACEMENT_GATE_OWNER_ANNOTATION] = found.record.run_ref
+        wanted[GATED_AT_ANNOTATION] = _rfc3339(now)
+    patch = build_patch(pod, wanted, gate=gate_allowed)
+    return ReviewOutcome(_response(uid, patch), considered=True, match=found, gated=gate_allowed,
+                         dry_run=dry_run, patch=tuple(patch))
+
+
+def review(admission_review: Any, index: RelocationIndex, gate_allowed: bool, now: datetime) -> AdmissionReview:
+    """AdmissionReview v1 in, AdmissionReview v1 out: always allowed, JSONPatch for a replacement."""
+    return review_outcome(admission_review, index, gate_allowed, now).response
