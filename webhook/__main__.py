@@ -1,0 +1,112 @@
+"""`python -m webhook` / `repack-webhook`: serve the mutating webhook over TLS.
+
+Production runs gunicorn (one worker process with threads: the relocation claims live in that
+process's memory, so several worker processes could hand one record out twice). `--server
+werkzeug` is a single-process threaded server for tests and loopback e2e runs.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import ssl
+import sys
+from typing import Any, Optional, Sequence
+
+from webhook.certs import TLS_CRT, TLS_KEY
+from webhook.lease import COORDINATOR_LEASE_NAME, LeaseState
+from webhook.metrics import Metrics
+from webhook.relocations import RelocationStore
+
+log = logging.getLogger("webhook")
+
+
+def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    """Command-line options (every one also readable from a REPACK_WEBHOOK_* variable)."""
+    env = os.environ.get
+    p = argparse.ArgumentParser(prog="repack-webhook", description=__doc__.splitlines()[0])
+    p.add_argument("--host", default=env("REPACK_WEBHOOK_HOST", "0.0.0.0"))
+    p.add_argument("--port", type=int, default=int(env("REPACK_WEBHOOK_PORT", "8443")))
+    p.add_argument("--cert-dir", default=env("REPACK_WEBHOOK_CERT_DIR", "/etc/repack-webhook/tls"),
+                   help=f"directory with {TLS_CRT} and {TLS_KEY} (the mounted Secret)")
+    p.add_argument("--lease-namespace", default=env("REPACK_NAMESPACE", "repack-system"))
+    p.add_argument("--lease-name", default=env("REPACK_COORDINATOR_LEASE", COORDINATOR_LEASE_NAME))
+    p.add_argument("--kubeconfig", default=env("KUBECONFIG"),
+                   help="kubeconfig file; in-cluster configuration when absent")
+    p.add_argument("--server", choices=("gunicorn", "werkzeug"), default=env("REPACK_WEBHOOK_SERVER", "gunicorn"))
+    p.add_argument("--threads", type=int, default=int(env("REPACK_WEBHOOK_THREADS", "8")))
+    p.add_argument("--log-level", default=env("REPACK_LOG_LEVEL", "INFO"))
+    return p.parse_args(argv)
+
+
+def build(args: argparse.Namespace, start_watches: bool = True):
+    """The Flask app wired to live watches (started here, in the serving process)."""
+    from kubernetes import client, config
+
+    from webhook.app import create_app
+    from webhook.watch import LeaseWatcher, RepackRunWatcher
+
+    if args.kubeconfig:
+        config.load_kube_config(config_file=args.kubeconfig)
+    else:
+        config.load_incluster_config()
+    api_client = client.ApiClient()
+    store, lease = RelocationStore(), LeaseState()
+    if start_watches:
+        RepackRunWatcher(store, api_client).start()
+        LeaseWatcher(lease, args.lease_namespace, args.lease_name, api_client).start()
+    return create_app(store, lease.fresh, Metrics())
+
+
+def serve_werkzeug(app: Any, host: str, port: int, cert_dir: str) -> None:
+    """Threaded werkzeug server over TLS (tests, loopback e2e, benchmarks)."""
+    from werkzeug.serving import make_server
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(os.path.join(cert_dir, TLS_CRT), os.path.join(cert_dir, TLS_KEY))
+    server = make_server(host, port, app, threaded=True, ssl_context=ctx)
+    log.info("serving on https://%s:%d", host, server.server_port)
+    server.serve_forever()
+
+
+def serve_gunicorn(args: argparse.Namespace) -> None:
+    """gunicorn over TLS, one worker process with threads; the app is built inside the worker."""
+    from gunicorn.app.base import BaseApplication
+
+    class _App(BaseApplication):
+        def load_config(self) -> None:
+            self.cfg.set("bind", f"{args.host}:{args.port}")
+            self.cfg.set("workers", 1)
+            self.cfg.set("worker_class", "gthread")
+            self.cfg.set("threads", args.threads)
+            self.cfg.set("certfile", os.path.join(args.cert_dir, TLS_CRT))
+            self.cfg.set("keyfile", os.path.join(args.cert_dir, TLS_KEY))
+            self.cfg.set("timeout", 30)
+            self.cfg.set("graceful_timeout", 10)
+            self.cfg.set("accesslog", None)
+            self.cfg.set("loglevel", args.log_level.lower())
+
+        def load(self) -> Any:
+            return build(args)
+
+    _App().run()
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of `repack-webhook`."""
+    args = parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    for name in (TLS_CRT, TLS_KEY):
+        if not os.path.exists(os.path.join(args.cert_dir, name)):
+            log.error("missing %s in --cert-dir %s", name, args.cert_dir)
+            return 2
+    if args.server == "werkzeug":
+        serve_werkzeug(build(args), args.host, args.port, args.cert_dir)
+    else:
+        serve_gunicorn(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
