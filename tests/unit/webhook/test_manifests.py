@@ -1,0 +1,114 @@
+"""The install set: least-privilege RBAC and a fail-open webhook configuration."""
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+import yaml
+
+from webhook import certs, manifests
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def bundle():
+    return certs.generate("repack-webhook", "repack-system")
+
+
+def by_kind(objs, kind):
+    found = [o for o in objs if o["kind"] == kind]
+    assert found, f"no {kind}"
+    return found
+
+
+def grants(rules, group, resource, verb):
+    return any((group in r["apiGroups"] or "*" in r["apiGroups"])
+               and (resource in r["resources"] or "*" in r["resources"])
+               and (verb in r["verbs"] or "*" in r["verbs"]) for r in rules)
+
+
+def all_rules(objs):
+    return [rule for o in objs if o["kind"] in ("ClusterRole", "Role") for rule in o["rules"]]
+
+
+def test_rbac_cannot_evict_or_delete_pods(bundle):
+    rules = all_rules(manifests.render(certs=bundle))
+    assert not grants(rules, "", "pods/eviction", "create")
+    for verb in ("delete", "deletecollection", "create", "update"):
+        assert not grants(rules, "", "pods", verb), verb
+    assert not any("*" in r["verbs"] or "*" in r["resources"] or "*" in r["apiGroups"] for r in rules)
+
+
+@pytest.mark.parametrize("group,resource,verb", [
+    ("", "pods", "watch"), ("", "pods", "patch"), ("", "pods/status", "patch"), ("", "nodes", "list"),
+    ("", "persistentvolumes", "get"), ("", "persistentvolumeclaims", "watch"),
+    ("scheduling.volcano.sh", "podgroups", "list"), ("repack.volcano.sh", "repackruns", "watch"),
+    ("repack.volcano.sh", "repackruns/status", "patch"), ("repack.volcano.sh", "repackruns/status", "update"),
+    ("coordination.k8s.io", "leases", "create"), ("coordination.k8s.io", "leases", "update"),
+])
+def test_rbac_grants_what_webhook_and_coordinator_need(group, resource, verb):
+    assert grants(all_rules(manifests.render()), group, resource, verb)
+
+
+def test_leases_only_in_own_namespace():
+    objs = manifests.render(namespace="repack-system")
+    cluster_rules = by_kind(objs, "ClusterRole")[0]["rules"]
+    assert not grants(cluster_rules, "coordination.k8s.io", "leases", "get")
+    role = by_kind(objs, "Role")[0]
+    assert role["metadata"]["namespace"] == "repack-system"
+    binding = by_kind(objs, "RoleBinding")[0]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "repack-webhook", "namespace": "repack-system"}]
+
+
+def test_webhook_configuration_fields(bundle):
+    mwc = by_kind(manifests.render(namespace="repack-system", certs=bundle), "MutatingWebhookConfiguration")[0]
+    (hook,) = mwc["webhooks"]
+    assert hook["admissionReviewVersions"] == ["v1"]
+    assert hook["failurePolicy"] == "Ignore"
+    assert hook["sideEffects"] == "None"
+    assert hook["timeoutSeconds"] == 5
+    assert hook["reinvocationPolicy"] == "IfNeeded"
+    assert hook["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                              "resources": ["pods"], "scope": "Namespaced"}]
+    assert hook["namespaceSelector"] == {"matchExpressions": [{
+        "key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", "repack-system"]}]}
+    cc = hook["clientConfig"]
+    assert base64.b64decode(cc["caBundle"]) == bundle.ca_cert_pem
+    assert cc["service"] == {"namespace": "repack-system", "name": "repack-webhook", "path": "/mutate", "port": 443}
+
+
+def test_url_mode_for_loopback(bundle):
+    mwc = by_kind(manifests.render(ca_bundle_pem=bundle.ca_cert_pem, url="https://127.0.0.1:8443/mutate"),
+                  "MutatingWebhookConfiguration")[0]
+    cc = mwc["webhooks"][0]["clientConfig"]
+    assert cc["url"] == "https://127.0.0.1:8443/mutate" and "service" not in cc
+    assert base64.b64decode(cc["caBundle"]) == bundle.ca_cert_pem
+
+
+def test_secret_service_deployment(bundle):
+    objs = manifests.render(namespace="ns-x", image="img:1", certs=bundle)
+    sec = by_kind(objs, "Secret")[0]
+    assert sec["type"] == "kubernetes.io/tls" and sec["metadata"]["namespace"] == "ns-x"
+    assert {k: base64.b64decode(v) for k, v in sec["data"].items()} == bundle.as_secret_data()
+    svc = by_kind(objs, "Service")[0]
+    assert svc["spec"]["ports"][0]["port"] == 443 and svc["spec"]["ports"][0]["targetPort"] == 8443
+    dep = by_kind(objs, "Deployment")[0]
+    pod_spec = dep["spec"]["template"]["spec"]
+    assert [c["name"] for c in pod_spec["containers"]] == ["webhook", "coordinator"]
+    assert all(c["image"] == "img:1" for c in pod_spec["containers"])
+    assert pod_spec["serviceAccountName"] == "repack-webhook"
+    assert svc["spec"]["selector"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
+    assert pod_spec["volumes"][0]["secret"]["secretName"] == sec["metadata"]["name"]
+    assert [o["kind"] for o in objs][:2] == ["Namespace", "ServiceAccount"]
+    assert objs[-1]["kind"] == "MutatingWebhookConfiguration"  # registered last, once the server exists
+
+
+def test_yaml_round_trip_and_reference_copies_current():
+    objs = manifests.render()
+    assert list(yaml.safe_load_all(manifests.to_yaml(objs))) == objs
+    for name, make in manifests.FILES.items():
+        text = (ROOT / "config" / "webhook" / name).read_text()
+        assert list(yaml.safe_load_all(text)) == make(manifests.NAMESPACE, manifests.DEFAULT_IMAGE), name
+        assert "caBundle" not in text and "tls.key" not in text

@@ -1,0 +1,231 @@
+"""The in-cluster install set of the webhook and coordinator, rendered as plain dicts.
+
+`kubectl repack install` applies `render(...)` (the RepackRun CRD comes from config/crd/);
+`--dry-run -o yaml` prints it. `python -m webhook.manifests config/webhook` rewrites the
+reference copies under config/webhook/ (no Secret, no caBundle: those are made per install).
+
+RBAC is least privilege by construction: the service account may read what the planner's filters
+need, patch pods (to remove its own gate) and pods/status (nominatedNodeName), write RepackRun
+status, delete finished RepackRuns (ttlSecondsAfterFinished), and use Leases in its own
+namespace only. It can neither evict nor delete pods.
+"""
+from __future__ import annotations
+
+import base64
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+from webhook.certs import CA_CRT, TLS_CRT, TLS_KEY, CertBundle
+
+NAMESPACE = "repack-system"
+NAME = "repack-webhook"
+SECRET_NAME = "repack-webhook-tls"
+WEBHOOK_NAME = "placement.repack.volcano.sh"
+CONFIG_NAME = "repack-placement"
+DEFAULT_IMAGE = "ghcr.io/kubectl-repack/repack-webhook:0.1.0"
+CONTAINER_PORT = 8443
+CERT_MOUNT = "/etc/repack-webhook/tls"
+TIMEOUT_SECONDS = 5
+LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "kubectl-repack"}
+
+Manifest = dict[str, Any]
+
+
+def _meta(name: str, namespace: Optional[str] = None) -> dict:
+    meta: dict[str, Any] = {"name": name, "labels": dict(LABELS)}
+    if namespace:
+        meta["namespace"] = namespace
+    return meta
+
+
+def cluster_role_rules() -> list[dict]:
+    """The ClusterRole's rules (cluster-wide reads, pod patches, RepackRun status)."""
+    read = ["get", "list", "watch"]
+    return [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": read + ["patch"]},
+        {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
+        {"apiGroups": [""], "resources": ["nodes", "persistentvolumes", "persistentvolumeclaims"], "verbs": read},
+        {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": read},
+        {"apiGroups": ["repack.volcano.sh"], "resources": ["repackruns"], "verbs": read + ["delete"]},
+        {"apiGroups": ["repack.volcano.sh"], "resources": ["repackruns/status"], "verbs": ["get", "patch", "update"]},
+    ]
+
+
+def lease_role_rules() -> list[dict]:
+    """Leases only in the webhook's own namespace (leader election and the liveness signal)."""
+    return [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+             "verbs": ["get", "list", "watch", "create", "update"]}]
+
+
+def namespace_manifest(namespace: str) -> Manifest:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(namespace)}
+
+
+def service_account(namespace: str) -> Manifest:
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(NAME, namespace)}
+
+
+def cluster_role() -> Manifest:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": _meta(NAME), "rules": cluster_role_rules()}
+
+
+def cluster_role_binding(namespace: str) -> Manifest:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": _meta(NAME),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
+            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]}
+
+
+def lease_role(namespace: str) -> Manifest:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": _meta(NAME + "-leases", namespace), "rules": lease_role_rules()}
+
+
+def lease_role_binding(namespace: str) -> Manifest:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": _meta(NAME + "-leases", namespace),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME + "-leases"},
+            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]}
+
+
+def secret(namespace: str, certs: CertBundle) -> Manifest:
+    """kubernetes.io/tls Secret with the serving pair and the CA."""
+    data = {k: base64.b64encode(v).decode() for k, v in
+            ((TLS_CRT, certs.cert_pem), (TLS_KEY, certs.key_pem), (CA_CRT, certs.ca_cert_pem))}
+    return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": _meta(SECRET_NAME, namespace), "data": data}
+
+
+def _security_context() -> dict:
+    return {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]}}
+
+
+def deployment(namespace: str, image: str) -> Manifest:
+    """One replica: relocation claims live in the webhook process's memory, so replicas would double-claim."""
+    env = [{"name": "REPACK_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+           {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    probe = {"scheme": "HTTPS", "port": CONTAINER_PORT}
+    webhook = {
+        "name": "webhook", "image": image, "imagePullPolicy": "IfNotPresent",
+        "command": ["python", "-m", "webhook", "--cert-dir", CERT_MOUNT, "--port", str(CONTAINER_PORT)],
+        "env": env, "ports": [{"name": "https", "containerPort": CONTAINER_PORT, "protocol": "TCP"}],
+        "readinessProbe": {"httpGet": {"path": "/readyz", **probe}, "periodSeconds": 5},
+        "livenessProbe": {"httpGet": {"path": "/healthz", **probe}, "periodSeconds": 10},
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+        "volumeMounts": [{"name": "tls", "mountPath": CERT_MOUNT, "readOnly": True}],
+        "securityContext": _security_context(),
+    }
+    coordinator = {
+        "name": "coordinator", "image": image, "imagePullPolicy": "IfNotPresent",
+        "command": ["python", "-m", "webhook.coordinator"], "env": env,
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}},
+        "securityContext": _security_context(),
+    }
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(NAME, namespace),
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
+            "template": {
+                "metadata": {"labels": dict(LABELS)},
+                "spec": {
+                    "serviceAccountName": NAME,
+                    "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [webhook, coordinator],
+                    "volumes": [{"name": "tls", "secret": {"secretName": SECRET_NAME}}],
+                },
+            },
+        },
+    }
+
+
+def service(namespace: str) -> Manifest:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": _meta(NAME, namespace),
+            "spec": {"selector": {"app.kubernetes.io/name": NAME},
+                     "ports": [{"name": "https", "port": 443, "targetPort": CONTAINER_PORT, "protocol": "TCP"}]}}
+
+
+def mutating_webhook_configuration(namespace: str, ca_bundle_pem: Optional[bytes] = None,
+                                   url: Optional[str] = None) -> Manifest:
+    """Pods CREATE only, fail open (Ignore, 5 s), never in kube-system or our own namespace."""
+    client_config: dict[str, Any]
+    if url:
+        client_config = {"url": url}
+    else:
+        client_config = {"service": {"namespace": namespace, "name": NAME, "path": "/mutate", "port": 443}}
+    if ca_bundle_pem:
+        client_config["caBundle"] = base64.b64encode(ca_bundle_pem).decode()
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        "metadata": _meta(CONFIG_NAME),
+        "webhooks": [{
+            "name": WEBHOOK_NAME,
+            "admissionReviewVersions": ["v1"],
+            "clientConfig": client_config,
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                       "resources": ["pods"], "scope": "Namespaced"}],
+            "failurePolicy": "Ignore",
+            "sideEffects": "None",
+            "timeoutSeconds": TIMEOUT_SECONDS,
+            "reinvocationPolicy": "IfNeeded",
+            "matchPolicy": "Equivalent",
+            "namespaceSelector": {"matchExpressions": [{
+                "key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                "values": sorted({"kube-system", namespace})}]},
+        }],
+    }
+
+
+def render(namespace: str = NAMESPACE, image: str = DEFAULT_IMAGE, ca_bundle_pem: Optional[bytes] = None,
+           url: Optional[str] = None, certs: Optional[CertBundle] = None) -> list[Manifest]:
+    """Every object of the install, in apply order.
+
+    `ca_bundle_pem` goes into the webhook's caBundle (defaults to the CA of `certs`); `certs`
+    adds the TLS Secret; `url` switches clientConfig to a URL (loopback e2e) instead of the Service.
+    """
+    if ca_bundle_pem is None and certs is not None:
+        ca_bundle_pem = certs.ca_cert_pem
+    out = [namespace_manifest(namespace), service_account(namespace), cluster_role(),
+           cluster_role_binding(namespace), lease_role(namespace), lease_role_binding(namespace)]
+    if certs is not None:
+        out.append(secret(namespace, certs))
+    out += [deployment(namespace, image), service(namespace),
+            mutating_webhook_configuration(namespace, ca_bundle_pem, url)]
+    return out
+
+
+def to_yaml(manifests: list[Manifest]) -> str:
+    """A multi-document YAML stream."""
+    import yaml
+
+    return yaml.safe_dump_all(manifests, sort_keys=False, default_flow_style=False)
+
+
+FILES = {
+    "namespace.yaml": lambda ns, image: [namespace_manifest(ns)],
+    "rbac.yaml": lambda ns, image: [service_account(ns), cluster_role(), cluster_role_binding(ns),
+                                    lease_role(ns), lease_role_binding(ns)],
+    "deployment.yaml": lambda ns, image: [deployment(ns, image)],
+    "service.yaml": lambda ns, image: [service(ns)],
+    "mutatingwebhookconfiguration.yaml": lambda ns, image: [mutating_webhook_configuration(ns)],
+}
+
+
+def write_reference(directory: str, namespace: str = NAMESPACE, image: str = DEFAULT_IMAGE) -> list[Path]:
+    """Write the static reference manifests (no Secret, no caBundle) into `directory`."""
+    root = Path(directory)
+    root.mkdir(parents=True, exist_ok=True)
+    header = "# Generated by `python -m webhook.manifests config/webhook`; do not edit by hand.\n"
+    paths = []
+    for name, make in FILES.items():
+        path = root / name
+        path.write_text(header + to_yaml(make(namespace, image)))
+        paths.append(path)
+    return paths
+
+
+if __name__ == "__main__":
+    for written in write_reference(sys.argv[1] if len(sys.argv) > 1 else "config/webhook"):
+        print(written)
