@@ -1,0 +1,13 @@
+"""kubectl-repack's planner: a pure library from a cluster snapshot to a gang-aware relocation plan.
+
+No Kubernetes client, Flask or click here: `load_*` turns Kubernetes JSON into a ClusterSnapshot,
+`plan(snapshot, spec)` returns a Plan whose `status()` is the RepackRun status.
+"""
+from .errors import RepackError, SnapshotError, SpecError
+from .load import load_file, load_objects, load_text, parse_text
+from .model import ClusterSnapshot
+from .plan import Plan, RunSpec, plan
+from .quantity import parse_quantity
+
+__all__ = ["RepackError", "SnapshotError", "SpecError", "load_file", "load_objects", "load_text", "parse_text",
+           "ClusterSnapshot", "Plan", "RunSpec", "plan", "parse_quantity"]

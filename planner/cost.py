@@ -1,0 +1,113 @@
+"""Gang-aware disruption cost (GANG-1..6), always over the complete plan, never one node alone.
+
+Per PodGroup: safe = max(running - minAvailable, 0). Moves beyond `safe` put the group below
+minAvailable and count its whole R usage as affected. Workload policies widen the cost to every
+pod that will really restart: a VCJob mapping PodEvicted to RestartJob/RestartTask, a ModelServing
+with ServingGroupRecreate.
+"""
+from dataclasses import dataclass
+
+DEFAULT_WEIGHTS = (1.0, 0.8, 0.6, 0.3, 0.1)
+DIMENSIONS = ("affectedWorkloads", "podGroupsBelowMinAvailable", "affectedResource", "movedResource", "movedPods")
+
+
+@dataclass(frozen=True)
+class GangInfo:
+    """What the cost needs to know about one PodGroup, read once from the snapshot."""
+    key: str
+    workload: str                 # the user-facing workload id (owner kind/name, or the PodGroup)
+    running: int
+    min_available: int
+    resource_total: int           # R of all its bound non-terminal pods
+    pod_amounts: dict             # pod key -> R
+    restart: str = ""             # "", "job", "task"
+    tasks: dict = None            # pod key -> task name (for RestartTask)
+    restart_note: str = ""
+
+    @property
+    def safe(self) -> int:
+        return max(self.running - self.min_available, 0)
+
+    def restarted(self, moved_keys):
+        """Pod keys that restart when `moved_keys` are evicted."""
+        if not moved_keys:
+            return frozenset()
+        if self.restart == "job":
+            return frozenset(self.pod_amounts) | frozenset(moved_keys)
+        if self.restart == "task":
+            tasks = {self.tasks.get(k) for k in moved_keys}
+            return frozenset(k for k, t in self.tasks.items() if t in tasks) | frozenset(moved_keys)
+        return frozenset(moved_keys)
+
+
+def gang_infos(snapshot, resource):
+    """GangInfo for every PodGroup that has pods, keyed by namespace/name."""
+    members = {}
+    for p in snapshot.pods:
+        g = p.group_name
+        if g and not p.terminal:
+            members.setdefault(f"{p.namespace}/{g}", []).append(p)
+    out = {}
+    for key, pods in members.items():
+        pg = snapshot.podgroup_by_key.get(key)
+        if pg is None:
+            continue
+        owner = pg.owner
+        workload = f"{pg.namespace}/{owner.kind}/{owner.name}" if owner else f"{pg.namespace}/PodGroup/{pg.name}"
+        amounts = {p.key: p.requests.get(resource, 0) for p in pods if p.node_name}
+        running = sum(1 for p in pods if p.phase == "Running" and not p.terminating)
+        restart, tasks, note = "", None, ""
+        if owner is not None and owner.kind == "Job" and owner.api_version.startswith("batch.volcano.sh"):
+            job = snapshot.vcjob_by_key.get(f"{pg.namespace}/{owner.name}")
+            if job is not None:
+                tasks = {p.key: p.annotations.get("volcano.sh/task-spec", "") for p in pods if p.node_name}
+                if job.job_action == "RestartJob":
+                    restart, note = "job", f"VCJob {job.namespace}/{job.name} maps PodEvicted to RestartJob: every pod of the job restarts"
+                elif job.job_action == "RestartTask" or any(a in ("RestartJob", "RestartTask") for a in job.task_actions.values()):
+                    if any(a == "RestartJob" for a in job.task_actions.values()):
+                        restart, note = "job", f"VCJob {job.namespace}/{job.name} maps PodEvicted to RestartJob in a task: every pod of the job restarts"
+                    else:
+                        restart, note = "task", f"VCJob {job.namespace}/{job.name} maps PodEvicted to RestartTask: every pod of an affected task restarts"
+        elif owner is not None and owner.kind == "ModelServing":
+            ms = snapshot.modelserving_by_key.get(f"{pg.namespace}/{owner.name}")
+            if ms is not None and ms.recovery_policy == "ServingGroupRecreate":
+                restart, note = "job", f"ModelServing {ms.namespace}/{ms.name} uses ServingGroupRecreate: the whole ServingGroup {pg.name} is re-created"
+        out[key] = GangInfo(key, workload, running, pg.min_member, sum(amounts.values()), amounts, restart, tasks, note)
+    return out
+
+
+def plan_dimensions(gangs, moved_by_group):
+    """The five cost dimensions of a complete plan: {podgroup key: set of moved pod keys}."""
+    workloads, below, affected, moved_r, moved_pods = set(), 0, 0, 0, 0
+    for key, moved in moved_by_group.items():
+        if not moved:
+            continue
+        g = gangs[key]
+        restarted = g.restarted(moved)
+        workloads.add(g.workload)
+        r = sum(g.pod_amounts.get(k, 0) for k in restarted)
+        if len(restarted) > g.safe and g.min_available > 0:
+            below += 1
+            affected += g.resource_total
+        else:
+            affected += r
+        moved_r += r
+        moved_pods += len(restarted)
+    return (len(workloads), below, affected, moved_r, moved_pods)
+
+
+def scores(dimension_rows, weights=DEFAULT_WEIGHTS):
+    """Min-max normalise each dimension across this round's candidates, then weight and sum."""
+    if not dimension_rows:
+        return []
+    cols = list(zip(*dimension_rows))
+    lo = [min(c) for c in cols]
+    hi = [max(c) for c in cols]
+    out = []
+    for row in dimension_rows:
+        s = 0.0
+        for i, v in enumerate(row):
+            if hi[i] > lo[i]:
+                s += weights[i] * (v - lo[i]) / (hi[i] - lo[i])
+        out.append(round(s, 9))
+    return out

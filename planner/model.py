@@ -1,0 +1,241 @@
+"""The immutable snapshot the planner reads: nodes, pods, PodGroups and the objects around them.
+
+Domain data are frozen dataclasses made once by `planner.load`; nothing here knows about JSON.
+Resource amounts are scaled integers (`planner.quantity.scaled`).
+"""
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping, Optional
+
+EMPTY: Mapping = MappingProxyType({})
+GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One selector requirement: `key operator values` (label selectors and node selector terms)."""
+    key: str
+    operator: str
+    values: tuple = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """metav1.LabelSelector: matchLabels AND matchExpressions. An empty selector matches everything."""
+    match_labels: tuple = ()          # ((key, value), ...)
+    match_expressions: tuple = ()     # (Requirement, ...)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    """A required node-affinity term: matchExpressions on labels AND matchFields on metadata.name."""
+    match_expressions: tuple = ()
+    match_fields: tuple = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    """A required (anti-)affinity term; `namespaces` None with no namespace selector means the pod's own."""
+    label_selector: Optional[LabelSelector]
+    topology_key: str
+    namespaces: tuple = ()
+    namespace_selector: Optional[LabelSelector] = None
+
+
+@dataclass(frozen=True, slots=True)
+class SpreadConstraint:
+    """A topologySpreadConstraint with whenUnsatisfiable DoNotSchedule (the only kind that filters)."""
+    max_skew: int
+    topology_key: str
+    label_selector: Optional[LabelSelector]
+    min_domains: int = 1
+    node_affinity_policy: str = "Honor"
+    node_taints_policy: str = "Ignore"
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    protocol: str
+    host_ip: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRef:
+    api_version: str
+    kind: str
+    name: str
+    controller: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    labels: Mapping
+    allocatable: Mapping          # resource -> scaled int
+    unschedulable: bool = False
+    taints: tuple = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    namespace: str
+    name: str
+    uid: str
+    node_name: str
+    phase: str
+    labels: Mapping
+    annotations: Mapping
+    scheduler_name: str
+    requests: Mapping             # resource -> scaled int; includes "pods": 1
+    owner: Optional[OwnerRef]
+    node_selector: Mapping = field(default_factory=lambda: EMPTY)
+    affinity_terms: Optional[tuple] = None     # required NodeSelectorTerms (OR); None = none
+    tolerations: tuple = ()
+    host_ports: tuple = ()
+    pod_affinity: tuple = ()                   # required PodAffinityTerms
+    pod_anti_affinity: tuple = ()
+    spread: tuple = ()                         # SpreadConstraints (DoNotSchedule)
+    pvc_names: tuple = ()
+    terminating: bool = False
+    mirror: bool = False
+    priority: int = 0
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def group_name(self) -> str:
+        for a in GROUP_ANNOTATIONS:
+            v = self.annotations.get(a)
+            if v:
+                return v
+        return self.labels.get("volcano.sh/podgroup", "") or ""
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroup:
+    namespace: str
+    name: str
+    labels: Mapping
+    min_member: int
+    owner: Optional[OwnerRef]
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentVolume:
+    name: str
+    node_terms: Optional[tuple]      # required NodeSelectorTerms, None = not restricted
+    local: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentVolumeClaim:
+    namespace: str
+    name: str
+    volume_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class PodDisruptionBudget:
+    namespace: str
+    name: str
+    selector: Optional[LabelSelector]
+    disruptions_allowed: Optional[int]
+
+
+@dataclass(frozen=True, slots=True)
+class VCJob:
+    """A Volcano Job: what matters is which PodEvicted policies restart more than the evicted pod."""
+    namespace: str
+    name: str
+    labels: Mapping
+    job_action: str = ""             # action for PodEvicted at job level ("" if none)
+    task_actions: Mapping = field(default_factory=lambda: EMPTY)  # task -> action for PodEvicted
+
+
+@dataclass(frozen=True, slots=True)
+class ModelServing:
+    namespace: str
+    name: str
+    labels: Mapping
+    recovery_policy: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Namespace:
+    name: str
+    labels: Mapping
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    """Everything the planner reads, indexed once. Treat as immutable."""
+    nodes: tuple
+    pods: tuple
+    podgroups: tuple = ()
+    pvs: tuple = ()
+    pvcs: tuple = ()
+    pdbs: tuple = ()
+    vcjobs: tuple = ()
+    modelservings: tuple = ()
+    namespaces: tuple = ()
+    node_by_name: Mapping = field(default_factory=lambda: EMPTY, compare=False)
+    podgroup_by_key: Mapping = field(default_factory=lambda: EMPTY, compare=False)
+    pods_by_node: Mapping = field(default_factory=lambda: EMPTY, compare=False)
+    pv_by_name: Mapping = field(default_factory=lambda: EMPTY, compare=False)
+    pvc_by_key: Mapping = field(default_factory=lambda: EMPTY, compare=False)
+    vcjob_by_key: Mapping = field(default_factory=lambda: EMPTY, compare=False)
+    modelserving_by_key: Mapping = field(default_factory=lambda: EMPTY, compare=False)
+    namespace_labels: Mapping = field(default_factory=lambda: EMPTY, compare=False)
+
+    @classmethod
+    def build(cls, nodes=(), pods=(), podgroups=(), pvs=(), pvcs=(), pdbs=(), vcjobs=(),
+              modelservings=(), namespaces=()):
+        """Assemble a snapshot and its indexes from domain objects (sorted for determinism)."""
+        nodes = tuple(sorted(nodes, key=lambda n: n.name))
+        pods = tuple(sorted(pods, key=lambda p: (p.namespace, p.name, p.uid)))
+        by_node = {}
+        for p in pods:
+            if p.node_name:
+                by_node.setdefault(p.node_name, []).append(p)
+        ns_labels = {n.name: n.labels for n in namespaces}
+        for p in pods:
+            ns_labels.setdefault(p.namespace, {"kubernetes.io/metadata.name": p.namespace})
+        return cls(
+            nodes=nodes, pods=pods, podgroups=tuple(podgroups), pvs=tuple(pvs), pvcs=tuple(pvcs),
+            pdbs=tuple(pdbs), vcjobs=tuple(vcjobs), modelservings=tuple(modelservings),
+            namespaces=tuple(namespaces),
+            node_by_name={n.name: n for n in nodes},
+            podgroup_by_key={g.key: g for g in podgroups},
+            pods_by_node={k: tuple(v) for k, v in by_node.items()},
+            pv_by_name={v.name: v for v in pvs},
+            pvc_by_key={f"{c.namespace}/{c.name}": c for c in pvcs},
+            vcjob_by_key={f"{j.namespace}/{j.name}": j for j in vcjobs},
+            modelserving_by_key={f"{m.namespace}/{m.name}": m for m in modelservings},
+            namespace_labels=ns_labels,
+        )

@@ -1,0 +1,578 @@
+"""The incremental, gang-aware planner (PLAN-1..3, BUDGET-1..2, OUT-1..3).
+
+Rounds: evaluate every remaining candidate node on a fork of the simulated state (can all its R
+pods be placed, cumulatively, with the scheduler's filters?), drop those over budget, score the
+rest over the complete plan, commit the best, repeat. Every occupied provider node in scope ends
+with a verdict.
+
+Re-evaluating after a round redoes only what the round could have changed: a cached evaluation
+stays valid unless one of its receivers was touched or a touched node moved ahead of one of its
+receivers in the receiver order (pods with inter-pod constraints are always re-evaluated). The
+`optimized=False` path re-evaluates everything by brute force; tests hold the two identical.
+"""
+import bisect
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Optional
+
+from .cost import DEFAULT_WEIGHTS, DIMENSIONS, gang_infos, plan_dimensions, scores
+from .errors import SpecError
+from .filters import FILTERS, STATIC_FILTERS, DYNAMIC_FILTERS, has_interpod_constraints, run_filters
+from .frag import frag_percent, percent_int, theoretical_min, usage
+from .quantity import scaled
+from .receivers import ReceiverIndex, receiver_key
+from .rules import check_movable
+from .scope import Scope
+from .selectors import selector_matches
+from .state import SimulatedState
+
+REASON_RECOMMENDED = "RepackRecommended"
+REASON_NO_FRAGMENTATION = "NoFragmentation"
+REASON_INSUFFICIENT = "InsufficientImprovement"
+
+
+@dataclass(frozen=True)
+class PodMove:
+    pod: object
+    from_node: str
+    to_node: str
+    cards: int
+    round: int
+
+
+@dataclass(frozen=True)
+class NodeVerdict:
+    """Why a candidate node was vacated or not (an UNSET reason would be a bug)."""
+    node: str
+    vacated: bool
+    reason: str
+    message: str
+    pod: str = ""
+    filter: str = ""
+    round: int = 0
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """The parts of a RepackRun spec the planner acts on."""
+    resource: str
+    min_improvement: int = 0
+    scope: Scope = Scope()
+    max_podgroups: Optional[int] = None
+    max_resource: Optional[int] = None
+
+    @classmethod
+    def from_spec(cls, spec) -> "RunSpec":
+        if not isinstance(spec, dict):
+            raise SpecError("spec: expected an object")
+        goals = spec.get("goals") or []
+        if not goals:
+            raise SpecError("spec.goals: one goal naming the resource to defragment is required")
+        if len(goals) > 1:
+            raise SpecError("spec.goals: at most one goal per run")
+        goal = goals[0]
+        resource = goal.get("resource") if isinstance(goal, dict) else None
+        if not isinstance(resource, str) or "/" not in resource:
+            raise SpecError("spec.goals[0].resource: a fully-qualified extended resource (e.g. nvidia.com/gpu) is required")
+        mi = goal.get("minFragImprovementPercent") or 0
+        if not isinstance(mi, int) or not 0 <= mi <= 100:
+            raise SpecError("spec.goals[0].minFragImprovementPercent: an integer from 0 to 100 is required")
+        mpr = spec.get("maxPerRun") or {}
+        max_pg = mpr.get("podGroups")
+        if max_pg is not None and (not isinstance(max_pg, int) or max_pg < 0):
+            raise SpecError("spec.maxPerRun.podGroups: a non-negative integer is required")
+        max_r = None
+        res = mpr.get("resources") or {}
+        if resource in res:
+            try:
+                max_r = scaled(resource, res[resource])
+            except ValueError as e:
+                raise SpecError(f"spec.maxPerRun.resources.{resource}: {e}") from e
+        return cls(resource, mi, Scope.from_spec(spec.get("scope")), max_pg, max_r)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The outcome of one planning pass; `status()` renders the RepackRun status (API-3)."""
+    resource: str
+    outcome: str
+    message: str
+    providers: int
+    occupied_before: int
+    occupied_after: int
+    minimum: int
+    minimum_exact: bool
+    frag_before: Fraction
+    frag_after: Fraction
+    moves: tuple
+    freed_nodes: tuple
+    verdicts: tuple
+    rounds: int
+    resolved_podgroups: int
+    resolved_nodes: int
+    notes: tuple
+    owners: dict = field(default_factory=dict)        # podgroup key -> OwnerRef | None
+    cards: dict = field(default_factory=dict)         # node -> (allocatable, used before, used after)
+
+    @property
+    def moved_cards(self) -> int:
+        return sum(m.cards for m in self.moves)
+
+    def summary(self) -> dict:
+        return {
+            "fragBeforePercent": percent_int(self.frag_before),
+            "fragAfterPercent": percent_int(self.frag_after),
+            "freedNodeCount": len(self.freed_nodes),
+            "movedCardCount": self.moved_cards,
+            "resolvedScope": {"podGroupCount": self.resolved_podgroups, "nodeCount": self.resolved_nodes},
+        }
+
+    def moves_by_group(self) -> list:
+        """plan.moves[]: one entry per PodGroup, in the order the plan first touches it."""
+        groups = {}
+        for m in self.moves:
+            key = f"{m.pod.namespace}/{m.pod.group_name}"
+            groups.setdefault(key, []).append(m)
+        out = []
+        for key, ms in groups.items():
+            ns, name = key.split("/", 1)
+            entry = {"namespace": ns, "podGroupName": name}
+            owner = self.owners.get(key)
+            if owner is not None:
+                entry["owner"] = {"apiVersion": owner.api_version, "kind": owner.kind, "name": owner.name}
+            entry["cards"] = sum(m.cards for m in ms)
+            entry["pods"] = [{"name": m.pod.name, "fromNode": m.from_node, "toNode": m.to_node, "cards": m.cards}
+                             for m in ms]
+            out.append(entry)
+        return out
+
+    def status(self, now: Optional[str] = None) -> dict:
+        """The RepackRun status of a finished DryRun evaluation (phase Succeeded)."""
+        cond = {"type": "Complete", "status": "True", "reason": self.outcome, "message": self.message}
+        if now:
+            cond["lastTransitionTime"] = now
+        plan = {"summary": self.summary()}
+        moves = self.moves_by_group()
+        if moves:
+            plan["moves"] = moves
+        if self.freed_nodes:
+            plan["freedNodes"] = list(self.freed_nodes)
+        st = {"phase": "Succeeded", "conditions": [cond], "message": self.message, "plan": plan}
+        if now:
+            st["startTime"] = now
+            st["completionTime"] = now
+        return st
+
+
+@dataclass
+class _Eval:
+    feasible: bool
+    moves: list = field(default_factory=list)        # (pod, to_node, key at choice)
+    fail: tuple = ()                                 # (pod key, filter, message)
+    interpod: bool = False
+
+
+class _Planner:
+    def __init__(self, snapshot, run: RunSpec, weights, optimized):
+        self.snap = snapshot
+        self.run = run
+        self.R = run.resource
+        self.weights = weights
+        self.optimized = optimized
+        self.state = SimulatedState(snapshot)
+        self.gangs = gang_infos(snapshot, self.R)
+
+    # -- setup --------------------------------------------------------------------------------
+    def prepare(self):
+        R, snap, scope = self.R, self.snap, self.run.scope
+        self.alloc, used, items = usage(snap, R)
+        self.occupied = {n for n in self.alloc if used.get(n, 0) > 0}
+        self.used_before = dict(used)
+        self.minimum = theoretical_min(items, self.alloc.values())
+        self.verdicts = {}
+        self.r_pods = {}
+        self.surely = set()
+        self.candidates = []
+        self.notes = []
+        in_scope_nodes = {n for n in self.alloc if scope.node_in_scope(snap.node_by_name[n])}
+        self.resolved_nodes = len(in_scope_nodes)
+        consuming = set()
+        for p in snap.pods:
+            if p.node_name and not p.terminal and p.requests.get(R, 0) > 0 and p.group_name:
+                consuming.add(f"{p.namespace}/{p.group_name}")
+        self.resolved_podgroups = sum(1 for k in consuming if k in snap.podgroup_by_key
+                                      and scope.podgroup_in_scope(snap.podgroup_by_key[k]))
+        anti_terms = [(p, t) for p in snap.pods for t in p.pod_anti_affinity]
+        ctx = self
+        for node in sorted(self.occupied):
+            pods = [p for p in snap.pods_by_node.get(node, ()) if not p.terminal and p.requests.get(R, 0) > 0]
+            pods.sort(key=lambda p: (-p.requests[R], p.key))
+            self.r_pods[node] = pods
+            blocked = None
+            for p in pods:
+                b = check_movable(p, ctx)
+                if b is not None:
+                    blocked = (p, b)
+                    break
+            if blocked is not None:
+                self.surely.add(node)
+            if node not in in_scope_nodes:
+                self.surely.add(node)
+                continue
+            if blocked is not None:
+                p, b = blocked
+                self.verdicts[node] = NodeVerdict(node, False, b.reason, b.message, p.key)
+                continue
+            self.candidates.append(node)
+        # Pods whose feasibility depends on placements elsewhere: always re-evaluated.
+        self.interpod = set()
+        for node in self.candidates:
+            for p in self.r_pods[node]:
+                if has_interpod_constraints(p) or any(
+                        t.label_selector is not None and selector_matches(t.label_selector, p.labels)
+                        for _, t in anti_terms):
+                    self.interpod.add(node)
+        self.receivers = set(self.occupied)
+        self.receiving = set()
+        if self.optimized:
+            self._build_index()
+
+    @property
+    def snapshot(self):
+        return self.snap
+
+    @property
+    def scope(self):
+        return self.run.scope
+
+    # -- receiver search ------------------------------------------------------------------------
+    def _build_index(self):
+        keys = set()
+        fields = False
+        for p in self.snap.pods:
+            keys.update(p.node_selector)
+            for t in p.affinity_terms or ():
+                keys.update(r.key for r in t.match_expressions)
+                fields = fields or bool(t.match_fields)
+        for pv in self.snap.pvs:
+            for t in pv.node_terms or ():
+                keys.update(r.key for r in t.match_expressions)
+                fields = fields or bool(t.match_fields)
+        keys = sorted(keys)
+        class_of, self.class_rep = {}, {}
+        ids = {}
+        for name in self.receivers:
+            n = self.snap.node_by_name[name]
+            sig = (tuple((k, n.labels.get(k)) for k in keys), n.taints, n.unschedulable, name if fields else "")
+            cid = ids.setdefault(sig, len(ids))
+            class_of[name] = cid
+            self.class_rep.setdefault(cid, name)
+        self.index = ReceiverIndex(class_of)
+        for name in self.receivers:
+            self.index.add(self._key(name))
+        self.static_ok = {}
+
+    def _key(self, node):
+        return receiver_key(node, self.state, self.R, self.surely, self.receiving)
+
+    def _pod_sig(self, pod):
+        return (tuple(sorted(pod.node_selector.items())), pod.affinity_terms, pod.tolerations,
+                pod.namespace if pod.pvc_names else "", pod.pvc_names)
+
+    def _ordered(self, pod, vacating, fork_nodes):
+        """Receiver keys for `pod` in PLAN-2 order (nodes touched in the fork carry fork keys)."""
+        need = pod.requests[self.R]
+        if not self.optimized:
+            keys = sorted(self._key(n) for n in self.receivers if n != vacating)
+            for k in keys:
+                if k[2] >= need:
+                    yield k, False
+            return
+        sig = self._pod_sig(pod)
+
+        def class_ok(cid):
+            ck = (sig, cid)
+            ok = self.static_ok.get(ck)
+            if ok is None:
+                node = self.snap.node_by_name[self.class_rep[cid]]
+                ok = self.static_ok[ck] = run_filters(pod, node, self.state, {}, STATIC_FILTERS) is None
+            return ok
+
+        fork_keys = sorted(self._key(n) for n in fork_nodes)
+        fi = 0
+        for k in self.index.walk(need, class_ok):
+            while fi < len(fork_keys) and fork_keys[fi] < k:
+                if fork_keys[fi][2] >= need:
+                    yield fork_keys[fi], True
+                fi += 1
+            if k[3] in fork_nodes or k[3] == vacating:
+                continue
+            yield k, True
+        for fk in fork_keys[fi:]:
+            if fk[2] >= need:
+                yield fk, True
+
+    def _place(self, pod, vacating, fork_nodes):
+        cache = {}
+        for key, static_checked in self._ordered(pod, vacating, fork_nodes):
+            node = key[3]
+            if node == vacating or node not in self.receivers:
+                continue
+            filters = DYNAMIC_FILTERS if static_checked and node not in fork_nodes else FILTERS
+            if run_filters(pod, self.snap.node_by_name[node], self.state, cache, filters) is None:
+                return node, key
+        return None, None
+
+    def _diagnose(self, pod, vacating, fork_nodes):
+        """Mode-independent reason: the first receiver in order with room in R, and the filter it fails."""
+        need = pod.requests[self.R]
+        if self.optimized:
+            first = None
+            for k in self.index.walk(need):
+                if k[3] not in fork_nodes and k[3] != vacating:
+                    first = k
+                    break
+            fork = [self._key(n) for n in fork_nodes if self._key(n)[2] >= need]
+            ordered = sorted(([first] if first else []) + fork)
+        else:
+            ordered = [k for k in sorted(self._key(n) for n in self.receivers if n != vacating) if k[2] >= need]
+        if ordered:
+            node = ordered[0][3]
+            f, reason = run_filters(pod, self.snap.node_by_name[node], self.state, {}) or ("", "fits")
+            return f, (f"pod {pod.key} ({need} {self.R}) has no feasible receiver; "
+                       f"first receiver with room, {node}: {reason}")
+        return "NodeResourcesFit", (f"pod {pod.key} ({need} {self.R}) has no feasible receiver: "
+                                    f"no receiver has {need} free {self.R}")
+
+    # -- one candidate ---------------------------------------------------------------------------
+    def evaluate(self, node) -> _Eval:
+        st = self.state
+        mark = st.fork()
+        pods = self.r_pods[node]
+        for p in pods:
+            st.unbind(p)
+        ev = _Eval(True, interpod=node in self.interpod)
+        fork_nodes = set()
+        saved_receiving = self.receiving
+        self.receiving = set(self.receiving)
+        try:
+            for p in pods:
+                to, key = self._place(p, node, fork_nodes)
+                if to is None:
+                    f, msg = self._diagnose(p, node, fork_nodes)
+                    ev.feasible, ev.fail = False, (p.key, f, msg)
+                    break
+                st.bind(p, to)
+                ev.moves.append((p, to, key))
+                fork_nodes.add(to)
+                self.receiving.add(to)
+        finally:
+            self.receiving = saved_receiving
+            st.revert(mark)
+        return ev
+
+    # -- rounds ----------------------------------------------------------------------------------
+    def _groups_of(self, ev):
+        out = {}
+        for p, _, _ in ev.moves:
+            out.setdefault(f"{p.namespace}/{p.group_name}", set()).add(p.key)
+        return out
+
+    def run_rounds(self):
+        R = self.R
+        plan_groups = {}             # podgroup key -> set of moved pod keys
+        moved_cards = 0
+        self.moves, self.freed = [], []
+        live = list(self.candidates)
+        cache = {}
+        by_receiver = {}             # node -> set of candidates whose cached moves use it
+        choice_keys = []             # sorted (key, candidate)
+        occupied_now = len(self.occupied)
+        rnd = 0
+
+        def forget(c):
+            ev = cache.pop(c, None)
+            if ev is not None and ev.feasible:
+                for _, to, key in ev.moves:
+                    by_receiver.get(to, set()).discard(c)
+                    i = bisect.bisect_left(choice_keys, (key, c))
+                    if i < len(choice_keys) and choice_keys[i] == (key, c):
+                        choice_keys.pop(i)
+
+        def remember(c, ev):
+            cache[c] = ev
+            if ev.feasible:
+                for _, to, key in ev.moves:
+                    by_receiver.setdefault(to, set()).add(c)
+                    bisect.insort(choice_keys, (key, c))
+
+        while live:
+            if occupied_now <= self.minimum.value:
+                for c in live:
+                    self.verdicts[c] = NodeVerdict(c, False, "MinimumReached",
+                                                   f"occupied nodes already equal the theoretical minimum ({self.minimum.value})")
+                break
+            rnd += 1
+            rows, feasible = [], []
+            still = []
+            for c in live:
+                ev = cache.get(c)
+                if ev is None or not self.optimized or ev.interpod:
+                    forget(c)
+                    ev = self.evaluate(c)
+                    remember(c, ev)
+                if not ev.feasible:
+                    still.append(c)
+                    continue
+                groups = self._groups_of(ev)
+                new_pgs = set(plan_groups) | set(groups)
+                cards = sum(p.requests[R] for p, _, _ in ev.moves)
+                if self.run.max_podgroups is not None and len(new_pgs) > self.run.max_podgroups:
+                    self.verdicts[c] = NodeVerdict(c, False, "BudgetExceeded",
+                                                   f"vacating {c} would affect {len(new_pgs)} PodGroups in this run; maxPerRun.podGroups is {self.run.max_podgroups}",
+                                                   round=rnd)
+                    forget(c)
+                    continue
+                if self.run.max_resource is not None and moved_cards + cards > self.run.max_resource:
+                    self.verdicts[c] = NodeVerdict(c, False, "BudgetExceeded",
+                                                   f"vacating {c} would move {moved_cards + cards} {R} in this run; maxPerRun.resources[{R}] is {self.run.max_resource}",
+                                                   round=rnd)
+                    forget(c)
+                    continue
+                merged = {k: set(v) for k, v in plan_groups.items()}
+                for k, v in groups.items():
+                    merged.setdefault(k, set()).update(v)
+                rows.append(plan_dimensions(self.gangs, merged))
+                feasible.append((c, ev, cards))
+                still.append(c)
+            live = still
+            if not feasible:
+                break
+            sc = scores(rows, self.weights)
+            best = min(range(len(feasible)),
+                       key=lambda i: (sc[i], -self.alloc[feasible[i][0]], feasible[i][0]))
+            chosen, ev, cards = feasible[best]
+            # Commit: apply the moves to the real simulated state.
+            touched = {}
+            for p, to, _ in ev.moves:
+                if to not in touched and self.optimized:
+                    touched[to] = self.index.key_of.get(to)
+            old_chosen_key = self.index.key_of.get(chosen) if self.optimized else None
+            for p, to, _ in ev.moves:
+                self.state.move(p, to)
+                self.moves.append(PodMove(p, chosen, to, p.requests[R], rnd))
+                plan_groups.setdefault(f"{p.namespace}/{p.group_name}", set()).add(p.key)
+                self.receiving.add(to)
+            self.state.commit()
+            moved_cards += cards
+            self.freed.append(chosen)
+            occupied_now -= 1
+            self.receivers.discard(chosen)
+            self.verdicts[chosen] = NodeVerdict(chosen, True, "Vacated",
+                                                f"{len(ev.moves)} pod(s), {cards} {R} moved in round {rnd}", round=rnd)
+            live.remove(chosen)
+            forget(chosen)
+            for t in touched:
+                if t in live:
+                    live.remove(t)
+                    forget(t)
+                    self.verdicts[t] = NodeVerdict(t, False, "ReceivingMoves",
+                                                   f"{t} receives pods of {chosen} in round {rnd} and stays occupied",
+                                                   round=rnd)
+            if self.optimized:
+                self._invalidate(chosen, old_chosen_key, touched, cache, by_receiver, choice_keys, forget, live)
+        for c in live:
+            if c in self.verdicts:
+                continue
+            ev = self.evaluate(c)
+            if not ev.feasible:
+                pod, f, msg = ev.fail
+                self.verdicts[c] = NodeVerdict(c, False, "NoFeasibleReceiver", msg, pod, f, rnd)
+            else:
+                self.verdicts[c] = NodeVerdict(c, False, "NotSelected", "feasible but planning stopped", round=rnd)
+        self.rounds = rnd
+        self.plan_groups = plan_groups
+
+    def _invalidate(self, chosen, old_chosen_key, touched, cache, by_receiver, choice_keys, forget, live):
+        self.index.remove(chosen)
+        changed = set(by_receiver.get(chosen, ()))
+        for t, old in touched.items():
+            self.index.remove(t)
+            new = self._key(t)
+            self.index.add(new)
+            changed |= by_receiver.get(t, set())
+            if old is not None and new < old:
+                lo = bisect.bisect_right(choice_keys, (new, "\uffff"))
+                hi = bisect.bisect_left(choice_keys, (old, ""))
+                changed.update(c for _, c in choice_keys[lo:hi])
+        # A failed multi-pod candidate may succeed in another sequence when a node it could use changed.
+        max_old_free = max([k[2] for k in touched.values() if k is not None] + [old_chosen_key[2] if old_chosen_key else 0])
+        for c in live:
+            ev = cache.get(c)
+            if ev is not None and not ev.feasible and len(self.r_pods[c]) > 1:
+                smallest = min(p.requests[self.R] for p in self.r_pods[c])
+                if max_old_free >= smallest:
+                    changed.add(c)
+        for c in changed:
+            forget(c)
+
+    def finish(self) -> Plan:
+        R = self.R
+        providers = len(self.alloc)
+        fb = frag_percent(len(self.occupied), self.minimum.value, providers)
+        occupied_after = len(self.occupied) - len(self.freed)
+        fa = frag_percent(occupied_after, self.minimum.value, providers)
+        improvement = fb - fa
+        if fb == 0:
+            outcome = REASON_NO_FRAGMENTATION
+            msg = (f"{R}: {len(self.occupied)} of {providers} provider nodes occupied, equal to the theoretical minimum"
+                   f" {self.minimum.value}; nothing to repack")
+        elif not self.freed:
+            reasons = {}
+            for v in self.verdicts.values():
+                reasons[v.reason] = reasons.get(v.reason, 0) + 1
+            why = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items())) or "no candidate node in scope"
+            outcome = REASON_INSUFFICIENT
+            msg = f"fragmentation {percent_int(fb)}% but no node can be vacated ({why})"
+        elif improvement < self.run.min_improvement:
+            outcome = REASON_INSUFFICIENT
+            msg = (f"best plan frees {len(self.freed)} node(s): {percent_int(fb)}% -> {percent_int(fa)}%, "
+                   f"{float(improvement):.1f} points, below the required {self.run.min_improvement}")
+        else:
+            outcome = REASON_RECOMMENDED
+            msg = (f"frees {len(self.freed)} node(s) by moving {sum(m.cards for m in self.moves)} {R}: "
+                   f"fragmentation {percent_int(fb)}% -> {percent_int(fa)}%")
+        if not self.minimum.exact:
+            self.notes.append(f"theoretical minimum not proven; the lower bound {self.minimum.value} was used")
+        for key in sorted(self.plan_groups):
+            g = self.gangs.get(key)
+            if g is not None and g.restart_note:
+                self.notes.append(g.restart_note)
+        if self.notes and outcome != REASON_NO_FRAGMENTATION:
+            msg += "; " + "; ".join(self.notes)
+        owners = {}
+        for m in self.moves:
+            k = f"{m.pod.namespace}/{m.pod.group_name}"
+            pg = self.snap.podgroup_by_key.get(k)
+            owners[k] = pg.owner if pg else None
+        cards = {}
+        for n, a in self.alloc.items():
+            cards[n] = (a, self.used_before.get(n, 0), self.state.amount(n, R))
+        verdicts = tuple(self.verdicts[n] for n in sorted(self.verdicts))
+        return Plan(R, outcome, msg, providers, len(self.occupied), occupied_after, self.minimum.value,
+                    self.minimum.exact, fb, fa, tuple(self.moves), tuple(self.freed), verdicts, self.rounds,
+                    self.resolved_podgroups, self.resolved_nodes, tuple(self.notes), owners, cards)
+
+
+def plan(snapshot, spec, weights=DEFAULT_WEIGHTS, optimized=True) -> Plan:
+    """Plan a repack of `snapshot` for a RepackRun `spec` (a dict as in the CRD, or a RunSpec)."""
+    run = spec if isinstance(spec, RunSpec) else RunSpec.from_spec(spec)
+    p = _Planner(snapshot, run, weights, optimized)
+    p.prepare()
+    if frag_percent(len(p.occupied), p.minimum.value, len(p.alloc)) > 0:
+        p.run_rounds()
+    else:
+        p.moves, p.freed, p.rounds, p.plan_groups = [], [], 0, {}
+        for c in p.candidates:
+            p.verdicts[c] = NodeVerdict(c, False, "MinimumReached", "no fragmentation: nothing to vacate")
+    return p.finish()

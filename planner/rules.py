@@ -1,0 +1,72 @@
+"""Migratability (MIG-1..3): may this pod, which requests R, be evicted and re-created elsewhere?
+
+Each rule is a small named unit returning None (no objection) or a Blocked verdict with a reason
+code, so a plan can say why a node cannot be vacated.
+"""
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """Why a pod cannot move: a stable reason code and a sentence naming the pod."""
+    reason: str
+    message: str
+
+
+def mirror_pod(pod, ctx):
+    if pod.mirror:
+        return Blocked("MirrorPod", f"pod {pod.key} is a static (mirror) pod")
+
+
+def terminating(pod, ctx):
+    if pod.terminating:
+        return Blocked("PodTerminating", f"pod {pod.key} is already terminating")
+
+
+def not_volcano(pod, ctx):
+    if pod.scheduler_name != "volcano":
+        return Blocked("NotScheduledByVolcano", f"pod {pod.key} is scheduled by {pod.scheduler_name!r}, not volcano")
+
+
+def daemonset_pod(pod, ctx):
+    if pod.owner is not None and pod.owner.kind == "DaemonSet":
+        return Blocked("DaemonSetPod", f"pod {pod.key} belongs to DaemonSet {pod.owner.name} and would return to this node")
+
+
+def bare_pod(pod, ctx):
+    if pod.owner is None or not pod.owner.controller:
+        return Blocked("NoController", f"pod {pod.key} has no controller that would re-create it")
+
+
+def no_podgroup(pod, ctx):
+    g = pod.group_name
+    if not g:
+        return Blocked("NoPodGroup", f"pod {pod.key} is not linked to a PodGroup")
+    if f"{pod.namespace}/{g}" not in ctx.snapshot.podgroup_by_key:
+        return Blocked("NoPodGroup", f"pod {pod.key} names PodGroup {pod.namespace}/{g}, which does not exist")
+
+
+def out_of_scope(pod, ctx):
+    pg = ctx.snapshot.podgroup_by_key.get(f"{pod.namespace}/{pod.group_name}")
+    if pg is not None and not ctx.scope.podgroup_in_scope(pg):
+        return Blocked("PodGroupOutOfScope", f"PodGroup {pg.key} of pod {pod.key} is not in scope.podGroups")
+
+
+def local_volume(pod, ctx):
+    for claim in pod.pvc_names:
+        pvc = ctx.snapshot.pvc_by_key.get(f"{pod.namespace}/{claim}")
+        pv = ctx.snapshot.pv_by_name.get(pvc.volume_name) if pvc else None
+        if pv is not None and pv.local:
+            return Blocked("LocalVolume", f"pod {pod.key} uses local volume {pv.name} (claim {claim})")
+
+
+RULES = (mirror_pod, terminating, not_volcano, daemonset_pod, bare_pod, no_podgroup, out_of_scope, local_volume)
+
+
+def check_movable(pod, ctx):
+    """First objection of any rule, or None when the pod may be moved."""
+    for rule in RULES:
+        verdict = rule(pod, ctx)
+        if verdict is not None:
+            return verdict
+    return None

@@ -1,0 +1,93 @@
+"""Cumulative scheduling state on a fork (FEAS-2): every planned move updates it.
+
+`fork()` returns a mark, `revert(mark)` undoes everything after it, `commit()` keeps it; the inputs
+are never touched (cluster-autoscaler's Fork/Revert/Commit, done with an undo log).
+"""
+
+
+class SimulatedState:
+    """Where each non-terminal bound pod sits, and what every node has left."""
+
+    def __init__(self, snapshot):
+        self.snapshot = snapshot
+        self.node_of = {}
+        self.pods_on = {n.name: {} for n in snapshot.nodes}
+        self.used = {n.name: {} for n in snapshot.nodes}
+        self.ports = {n.name: {} for n in snapshot.nodes}
+        self._log = []
+        self.version = 0
+        for p in snapshot.pods:
+            if p.node_name and not p.terminal and p.node_name in self.pods_on:
+                self._add(p, p.node_name)
+
+    # -- primitive changes -------------------------------------------------------------------
+    def _add(self, pod, node):
+        self.node_of[pod.key] = node
+        self.pods_on[node][pod.key] = pod
+        used = self.used[node]
+        for r, v in pod.requests.items():
+            used[r] = used.get(r, 0) + v
+        ports = self.ports[node]
+        for hp in pod.host_ports:
+            ports[hp] = ports.get(hp, 0) + 1
+
+    def _remove(self, pod):
+        node = self.node_of.pop(pod.key)
+        del self.pods_on[node][pod.key]
+        used = self.used[node]
+        for r, v in pod.requests.items():
+            used[r] -= v
+        ports = self.ports[node]
+        for hp in pod.host_ports:
+            ports[hp] -= 1
+            if not ports[hp]:
+                del ports[hp]
+        return node
+
+    # -- public API ----------------------------------------------------------------------------
+    def move(self, pod, to_node):
+        """Simulate evicting `pod` and binding its replacement on `to_node`."""
+        src = self._remove(pod)
+        self._add(pod, to_node)
+        self._log.append((pod, src, to_node))
+        self.version += 1
+
+    def unbind(self, pod):
+        """Take `pod` off its node (the first half of a move, while its receiver is searched)."""
+        src = self._remove(pod)
+        self._log.append((pod, src, None))
+        self.version += 1
+        return src
+
+    def bind(self, pod, node):
+        """Put an unbound pod on `node` (the second half of a move)."""
+        self._add(pod, node)
+        self._log.append((pod, None, node))
+        self.version += 1
+
+    def fork(self) -> int:
+        return len(self._log)
+
+    def revert(self, mark: int):
+        while len(self._log) > mark:
+            pod, src, dst = self._log.pop()
+            if dst is not None:
+                self._remove(pod)
+            if src is not None:
+                self._add(pod, src)
+        self.version += 1
+
+    def commit(self):
+        self._log.clear()
+
+    def free(self, node, resource) -> int:
+        alloc = self.snapshot.node_by_name[node].allocatable.get(resource, 0)
+        return alloc - self.used[node].get(resource, 0)
+
+    def amount(self, node, resource) -> int:
+        return self.used[node].get(resource, 0)
+
+    def all_pods(self):
+        for node, pods in self.pods_on.items():
+            for p in pods.values():
+                yield p, node
