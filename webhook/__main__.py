@@ -11,7 +11,7 @@ import logging
 import os
 import ssl
 import sys
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from webhook.certs import TLS_CRT, TLS_KEY
 from webhook.lease import COORDINATOR_LEASE_NAME, LeaseState
@@ -70,8 +70,11 @@ def serve_werkzeug(app: Any, host: str, port: int, cert_dir: str) -> None:
     server.serve_forever()
 
 
-def serve_gunicorn(args: argparse.Namespace) -> None:
-    """gunicorn over TLS, one worker process with threads; the app is built inside the worker."""
+def serve_gunicorn(args: argparse.Namespace, app_factory: Optional[Callable[[], Any]] = None) -> None:
+    """gunicorn over TLS, one worker process with threads; the app is built inside the worker.
+
+    `app_factory` replaces the live-cluster wiring (benchmarks serve a synthetic index).
+    """
     from gunicorn.app.base import BaseApplication
 
     class _App(BaseApplication):
@@ -88,7 +91,7 @@ def serve_gunicorn(args: argparse.Namespace) -> None:
             self.cfg.set("loglevel", args.log_level.lower())
 
         def load(self) -> Any:
-            return build(args)
+            return app_factory() if app_factory else build(args)
 
     _App().run()
 

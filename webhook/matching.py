@@ -230,18 +230,47 @@ def _new_group(pod: PodIdentity, record: RelocationRecord) -> str:
     return pod.group_name if pod.group_name and pod.group_name != record.pod_group_name else ""
 
 
+def _lookups(index: RelocationIndex) -> dict:
+    """Records keyed by what a new pod can be looked up with, built once per index."""
+    cached = index.derived.get("matching")
+    if cached is not None:
+        return cached
+    by_name: dict[tuple, list[RelocationRecord]] = {}
+    by_controller: dict[tuple, list[RelocationRecord]] = {}
+    by_slot: dict[tuple, list[RelocationRecord]] = {}
+    for record in index.records:  # index order = oldest eviction first, kept in every list
+        by_name.setdefault((record.namespace, record.victim_pod_name), []).append(record)
+        ctrl = victim_controller(record)
+        if ctrl is not None:
+            by_controller.setdefault((record.namespace, ctrl.kind, ctrl.group, ctrl.name), []).append(record)
+        slot = victim_serving_slot(record)
+        if slot is not None:
+            by_slot.setdefault((record.namespace,) + slot, []).append(record)
+    cached = {"name": by_name, "controller": by_controller, "slot": by_slot}
+    index.derived["matching"] = cached
+    return cached
+
+
 def match_identity(pod: PodIdentity, index: RelocationIndex) -> Optional[Match]:
     """Match a pod identity against the index's unclaimed open records."""
-    candidates = index.open_in(pod.namespace)
-    if not candidates:
+    lookups = _lookups(index)
+    for record in lookups["name"].get((pod.namespace, pod.name), ()):
+        if index.is_open(record):
+            found = _same_name(pod, record)
+            if found:
+                return found
+    ctrl = pod.controller
+    if ctrl is None:
         return None
+    if is_modelserving(ctrl):
+        candidates = lookups["slot"].get((pod.namespace, ctrl.name, pod.serving_role, pod.serving_position), ())
+    else:
+        candidates = lookups["controller"].get((pod.namespace, ctrl.kind, ctrl.group, ctrl.name), ())
+    candidates = [r for r in candidates if index.is_open(r)]
+    if pod.group_name:
+        # Records of the pod's own PodGroup first; stable sort keeps oldest-first inside each tier.
+        candidates.sort(key=lambda r: r.pod_group_name != pod.group_name)
     for record in candidates:
-        found = _same_name(pod, record)
-        if found:
-            return found
-    own_group = [r for r in candidates if pod.group_name and r.pod_group_name == pod.group_name]
-    others = [r for r in candidates if not (pod.group_name and r.pod_group_name == pod.group_name)]
-    for record in own_group + others:
         found = _controller_template(pod, record) or _serving_role(pod, record)
         if found:
             return found
