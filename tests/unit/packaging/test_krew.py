@@ -1,0 +1,278 @@
+"""krew-manifest.yaml against krew's own validation rules, and the release archive it points at.
+
+The rules mirror krew's pkg/index/validation (ValidatePlugin, validatePlatform, validateSelector)
+and its semver parser (a leading 'v', then a semantic version). The release test builds the archive
+with hack/release.py into a temporary directory and runs the zipapp with `python3 -I -S`: without
+site-packages, so it passes only if the archive is self-contained.
+"""
+import copy
+import hashlib
+import importlib.util
+import re
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).parents[3]
+MANIFEST = REPO / "krew-manifest.yaml"
+RELEASE = REPO / "hack" / "release.py"
+CLI = REPO / "kubectl_repack" / "cli.py"
+
+KREW_API_VERSION = "krew.googlecontainertools.github.com/v1alpha2"
+SAFE_NAME = re.compile(r"^[\w-]+$")
+WINDOWS_FORBIDDEN = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(1, 10)),
+                     *(f"lpt{i}" for i in range(1, 10))}
+SHA256 = re.compile(r"^[a-f0-9]{64}$")
+# k8s.io/apimachinery ParseSemantic after krew's "must start with v" check.
+SEMVER = re.compile(r"^v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+                    r"(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$")
+PLATFORMS = {(os_, arch) for os_ in ("linux", "darwin") for arch in ("amd64", "arm64")}
+
+
+def krew_problems(plugin, name="repack"):
+    """What krew's ValidatePlugin (plus krew-index conventions) would refuse, as messages."""
+    problems = []
+    if plugin.get("apiVersion") != KREW_API_VERSION:
+        problems.append(f"apiVersion {plugin.get('apiVersion')!r} not supported")
+    if plugin.get("kind") != "Plugin":
+        problems.append(f"kind {plugin.get('kind')!r}, only 'Plugin' is supported")
+    if not SAFE_NAME.match(name) or name.lower() in WINDOWS_FORBIDDEN:
+        problems.append(f"plugin name {name!r} not allowed")
+    if plugin.get("metadata", {}).get("name") != name:
+        problems.append(f"plugin should be named {name!r}")
+    spec = plugin.get("spec", {})
+    short = spec.get("shortDescription", "")
+    if not short:
+        problems.append("should have a short description")
+    elif "\n" in short.strip() or len(short) > 60:
+        problems.append("shortDescription should be one short line")
+    if not spec.get("platforms"):
+        problems.append("should have a platform specified")
+    version = spec.get("version", "")
+    if not version:
+        problems.append("should have a version specified")
+    elif not SEMVER.match(version):
+        problems.append(f"version {version!r} is not a semantic version with a leading 'v'")
+    for index, platform in enumerate(spec.get("platforms") or []):
+        where = f"platforms[{index}]"
+        if not platform.get("uri"):
+            problems.append(f"{where}: URI has to be set")
+        if not platform.get("sha256"):
+            problems.append(f"{where}: sha256 sum has to be set")
+        elif not SHA256.match(platform["sha256"]):
+            problems.append(f"{where}: sha256 {platform['sha256']!r} is not valid")
+        if not platform.get("bin"):
+            problems.append(f"{where}: bin has to be set")
+        if not platform.get("files"):
+            problems.append(f"{where}: can't have a plugin without specifying file operations")
+        for op in platform.get("files") or []:
+            if not op.get("from") or not op.get("to"):
+                problems.append(f"{where}: file operation needs from and to")
+        selector = platform.get("selector")
+        if selector is None:
+            problems.append(f"{where}: nil selector is not supported")
+            continue
+        labels, expressions = selector.get("matchLabels"), selector.get("matchExpressions")
+        if labels is None and not expressions:
+            problems.append(f"{where}: empty selector is not supported")
+        keys = list(labels or {}) + [e.get("key") for e in expressions or []]
+        problems += [f"{where}: key {k!r} not supported" for k in keys if k not in ("os", "arch")]
+        if labels is not None and not labels:
+            problems.append(f"{where}: matchLabels specified but empty")
+        if expressions is not None and not expressions:
+            problems.append(f"{where}: matchExpressions specified but empty")
+    return problems
+
+
+@pytest.fixture(scope="module")
+def manifest():
+    return yaml.safe_load(MANIFEST.read_text())
+
+
+def test_manifest_passes_krew_validation(manifest):
+    assert krew_problems(manifest) == []
+
+
+@pytest.mark.parametrize("path,value,problem", [
+    (("metadata", "name"), "re pack", "plugin name 're pack' not allowed"),
+    (("metadata", "name"), "kubectl-repack", "plugin should be named 'repack'"),
+    (("spec", "version"), "0.1.0", "version '0.1.0' is not a semantic version with a leading 'v'"),
+    (("spec", "version"), "v0.1", "version 'v0.1' is not a semantic version with a leading 'v'"),
+    (("spec", "shortDescription"), "", "should have a short description"),
+    (("spec", "shortDescription"), "two\nlines", "shortDescription should be one short line"),
+    (("spec", "platforms"), [], "should have a platform specified"),
+    (("kind",), "Plug", "kind 'Plug', only 'Plugin' is supported"),
+])
+def test_krew_rules_catch_broken_manifests(manifest, path, value, problem):
+    broken = copy.deepcopy(manifest)
+    node = broken
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    assert problem in krew_problems(broken, name="re pack" if value == "re pack" else "repack")
+
+
+@pytest.mark.parametrize("field,value,problem", [
+    ("sha256", "ABC", "platforms[0]: sha256 'ABC' is not valid"),
+    ("sha256", "", "platforms[0]: sha256 sum has to be set"),
+    ("uri", "", "platforms[0]: URI has to be set"),
+    ("bin", "", "platforms[0]: bin has to be set"),
+    ("files", [], "platforms[0]: can't have a plugin without specifying file operations"),
+    ("selector", None, "platforms[0]: nil selector is not supported"),
+    ("selector", {"matchLabels": {"os": "linux", "gpu": "yes"}}, "platforms[0]: key 'gpu' not supported"),
+    ("selector", {}, "platforms[0]: empty selector is not supported"),
+    ("selector", {"matchLabels": {}}, "platforms[0]: matchLabels specified but empty"),
+])
+def test_krew_platform_rules_catch_broken_platforms(manifest, field, value, problem):
+    broken = copy.deepcopy(manifest)
+    broken["spec"]["platforms"][0][field] = value
+    assert problem in krew_problems(broken)
+
+
+def test_platforms_cover_linux_and_darwin_on_amd64_and_arm64(manifest):
+    seen = [(p["selector"]["matchLabels"]["os"], p["selector"]["matchLabels"]["arch"])
+            for p in manifest["spec"]["platforms"]]
+    assert sorted(seen) == sorted(PLATFORMS)
+
+
+def test_platforms_install_the_one_archive_as_kubectl_repack(manifest):
+    version = manifest["spec"]["version"]
+    for platform in manifest["spec"]["platforms"]:
+        assert platform["uri"].startswith("https://")
+        assert platform["uri"].endswith(f"/{version}/kubectl-repack-{version}.tar.gz")
+        assert platform["bin"] == "kubectl-repack"
+        assert {"from": "kubectl-repack", "to": "."} in platform["files"]
+    assert len({(p["uri"], p["sha256"]) for p in manifest["spec"]["platforms"]}) == 1
+
+
+def test_manifest_texts(manifest):
+    spec = manifest["spec"]
+    assert manifest["metadata"]["name"] == "repack" and spec["version"] == "v0.1.0"
+    assert spec["homepage"].startswith("https://")
+    assert spec["description"].strip() and len(spec["description"]) > len(spec["shortDescription"])
+    assert re.search(r"[Pp]ython3? >= 3\.10", spec["caveats"])
+
+
+def test_manifest_version_is_the_package_version(manifest):
+    setup_version = re.search(r'version="([^"]+)"', (REPO / "setup.py").read_text()).group(1)
+    assert manifest["spec"]["version"] == f"v{setup_version}"
+
+
+def load_release():
+    spec = importlib.util.spec_from_file_location("release", RELEASE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_release_pins_a_pure_python_dependency_set():
+    release = load_release()
+    requirements = " ".join(release.REQUIREMENTS)
+    assert "jsonschema>=4.17,<4.18" in requirements  # 4.18+ needs the compiled rpds-py
+    assert "kubernetes>=29.0.0,<36" in requirements  # 36 pulls aiohttp, 37 pydantic-core
+    assert release.PACKAGES == ("planner", "kubectl_repack")
+    assert (release.ENTRY_MODULE, release.ENTRY_FUNCTION) == ("kubectl_repack.cli", "main")
+
+
+def test_manifest_rewrite_sets_every_sha_and_file_list(tmp_path):
+    release = load_release()
+    copy_ = tmp_path / "krew-manifest.yaml"
+    copy_.write_text(MANIFEST.read_text())
+    release.rewrite_manifest(copy_, "a" * 64, ["kubectl-repack", "LICENSE"])
+    platforms = yaml.safe_load(copy_.read_text())["spec"]["platforms"]
+    assert len(platforms) == 4
+    for platform in platforms:
+        assert platform["sha256"] == "a" * 64
+        assert platform["files"] == [{"from": "kubectl-repack", "to": "."},
+                                     {"from": "LICENSE", "to": "."}]
+    assert copy_.read_text().startswith("# krew plugin manifest")  # comments kept
+
+
+@pytest.fixture(scope="module")
+def release_build(tmp_path_factory):
+    """Run hack/release.py into a temporary dist, with a copy of the manifest."""
+    out = tmp_path_factory.mktemp("release")
+    manifest = out / "krew-manifest.yaml"
+    manifest.write_text(MANIFEST.read_text())
+    subprocess.run([sys.executable, str(RELEASE), "--dist", str(out), "--manifest", str(manifest)],
+                   check=True, cwd=out, timeout=600)
+    archive = out / "kubectl-repack-v0.1.0.tar.gz"
+    unpacked = out / "unpacked"
+    with tarfile.open(archive) as tar:
+        tar.extractall(unpacked, filter="data")
+    return archive, yaml.safe_load(manifest.read_text()), unpacked
+
+
+def test_release_archive_matches_its_manifest(release_build):
+    archive, manifest, unpacked = release_build
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    assert krew_problems(manifest) == []
+    for platform in manifest["spec"]["platforms"]:
+        assert platform["sha256"] == digest
+        for op in platform["files"]:
+            assert (unpacked / op["from"]).is_file(), op
+        assert (unpacked / platform["bin"]).stat().st_mode & 0o111
+    if (REPO / "LICENSE").is_file():
+        assert (unpacked / "LICENSE").read_bytes() == (REPO / "LICENSE").read_bytes()
+
+
+def test_zipapp_is_pure_python_with_our_packages(release_build):
+    _, _, unpacked = release_build
+    zipapp = unpacked / "kubectl-repack"
+    assert zipapp.read_bytes().startswith(b"#!/usr/bin/env python3\n")
+    with zipfile.ZipFile(zipapp) as archive:
+        names = archive.namelist()
+        assert "__main__.py" in names
+        assert not [n for n in names if n.endswith((".so", ".pyd", ".dylib"))]
+        assert not [n for n in names if n.startswith("webhook/")]
+        crd = archive.read("kubectl_repack/data/repackruns-crd.yaml")
+    assert crd == (REPO / "config" / "crd" / "repack.volcano.sh_repackruns.yaml").read_bytes()
+    for package in ("planner/__init__.py", "kubectl_repack/schema.py", "click/__init__.py",
+                    "yaml/__init__.py", "jsonschema/__init__.py", "kubernetes/__init__.py"):
+        assert package in names, package
+
+
+VALIDATE_IN_ZIPAPP = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import kubernetes.client, kubernetes.config
+from kubectl_repack.schema import validate_run_text
+from kubectl_repack.errors import ValidationError
+assert all(not p.endswith("site-packages") for p in sys.path), sys.path
+validate_run_text(open(sys.argv[2]).read(), "sample")
+try:
+    validate_run_text("apiVersion: repack.volcano.sh/v1alpha1\\nkind: RepackRun\\n"
+                      "metadata: {name: r}\\nspec: {mode: Foo, goals: [{resource: cpu}], x: 1}\\n")
+except ValidationError as exc:
+    print("\\n".join(exc.errors))
+"""
+
+
+def test_zipapp_validates_runs_with_a_bare_interpreter(release_build):
+    _, _, unpacked = release_build
+    sample = REPO / "config" / "samples" / "ascend-complete-execute-001.yaml"
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", VALIDATE_IN_ZIPAPP, str(unpacked / "kubectl-repack"),
+         str(sample)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "spec.goals[0].resource: goals.resource must be a fully-qualified accelerator/extended "
+        "resource (e.g. nvidia.com/gpu); core resources like cpu, memory and ephemeral-storage "
+        "are not supported",
+        "spec.mode: 'Foo' is not one of ['DryRun', 'Execute']",
+        "spec.x: unknown field",
+    ]
+
+
+@pytest.mark.skipif(not CLI.exists(), reason="kubectl_repack/cli.py (the click CLI) is not written yet")
+def test_zipapp_help_lists_the_subcommands_with_a_bare_interpreter(release_build):
+    _, _, unpacked = release_build
+    done = subprocess.run([sys.executable, "-I", "-S", str(unpacked / "kubectl-repack"), "--help"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^\s+plan\b", done.stdout, re.M), done.stdout
