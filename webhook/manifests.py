@@ -59,30 +59,36 @@ def lease_role_rules() -> list[dict]:
 
 
 def namespace_manifest(namespace: str) -> Manifest:
+    """The Namespace the webhook and coordinator run in."""
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(namespace)}
 
 
 def service_account(namespace: str) -> Manifest:
+    """The identity both containers run as."""
     return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(NAME, namespace)}
 
 
 def cluster_role() -> Manifest:
+    """Cluster-wide permissions (see `cluster_role_rules`)."""
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": _meta(NAME), "rules": cluster_role_rules()}
 
 
 def cluster_role_binding(namespace: str) -> Manifest:
+    """Binds the ClusterRole to the service account."""
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": _meta(NAME),
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
             "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]}
 
 
 def lease_role(namespace: str) -> Manifest:
+    """Lease permissions, confined to the own namespace."""
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
             "metadata": _meta(NAME + "-leases", namespace), "rules": lease_role_rules()}
 
 
 def lease_role_binding(namespace: str) -> Manifest:
+    """Binds the Lease Role to the service account."""
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
             "metadata": _meta(NAME + "-leases", namespace),
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME + "-leases"},
@@ -142,6 +148,7 @@ def deployment(namespace: str, image: str) -> Manifest:
 
 
 def service(namespace: str) -> Manifest:
+    """ClusterIP Service: 443 -> the webhook container's 8443."""
     return {"apiVersion": "v1", "kind": "Service", "metadata": _meta(NAME, namespace),
             "spec": {"selector": {"app.kubernetes.io/name": NAME},
                      "ports": [{"name": "https", "port": 443, "targetPort": CONTAINER_PORT, "protocol": "TCP"}]}}

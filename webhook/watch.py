@@ -49,11 +49,11 @@ class RepackRunWatcher(_Loop):
     """List + watch every RepackRun (they are few, cluster-scoped) into the store."""
 
     def __init__(self, store: RelocationStore, api_client: Any = None, backoff: float = 2.0,
-                 watch_factory: Optional[Callable[[], Any]] = None) -> None:
+                 watch_factory: Optional[Callable[[], Any]] = None, api: Any = None) -> None:
         super().__init__("repackrun-watch", backoff)
         from kubernetes import client, watch  # imported here so pure modules stay client-free
         self._api_client = api_client or client.ApiClient()
-        self._api = client.CustomObjectsApi(self._api_client)
+        self._api = api or client.CustomObjectsApi(self._api_client)
         self._watch_factory = watch_factory or watch.Watch
         self._store = store
 
