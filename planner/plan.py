@@ -455,8 +455,8 @@ class _Planner:
             # Commit: apply the moves to the real simulated state.
             touched = {}
             for p, to, _ in ev.moves:
-                if to not in touched and self.optimized:
-                    touched[to] = self.index.key_of.get(to)
+                if to not in touched:
+                    touched[to] = self.index.key_of.get(to) if self.optimized else None
             old_chosen_key = self.index.key_of.get(chosen) if self.optimized else None
             for p, to, _ in ev.moves:
                 self.state.move(p, to)
