@@ -107,7 +107,7 @@ _TRAILING_INT = re.compile(r"-(\d+)$")
 
 
 def pod_identity(pod: Mapping[str, Any], namespace: str = "") -> PodIdentity:
-    """Read the identity fields of a pod object (as in an AdmissionRequest's `object`)."""
+    """Read the identity fields of a pod object; `namespace` (the request's) wins over metadata."""
     meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
     labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
     annotations = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
@@ -120,7 +120,7 @@ def pod_identity(pod: Mapping[str, Any], namespace: str = "") -> PodIdentity:
             m = _TRAILING_INT.search(name)
             position = int(m.group(1)) if m else None
     return PodIdentity(
-        namespace=str(meta.get("namespace") or namespace or ""),
+        namespace=str(namespace or meta.get("namespace") or ""),
         name=name,
         controller=_controller_of(meta),
         group_name=str(annotations.get(GROUP_NAME_ANNOTATION) or labels.get(MODELSERVING_GROUP_LABEL) or ""),
