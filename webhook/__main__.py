@@ -58,14 +58,19 @@ def build(args: argparse.Namespace, start_watches: bool = True):
     return create_app(store, lease.fresh, Metrics())
 
 
-def serve_werkzeug(app: Any, host: str, port: int, cert_dir: str) -> None:
-    """Threaded werkzeug server over TLS (tests, loopback e2e, benchmarks)."""
+def make_tls_server(app: Any, host: str, port: int, cert_dir: str) -> Any:
+    """A threaded werkzeug server over TLS (call `serve_forever`; port 0 picks a free one)."""
     from werkzeug.serving import make_server
 
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.load_cert_chain(os.path.join(cert_dir, TLS_CRT), os.path.join(cert_dir, TLS_KEY))
-    server = make_server(host, port, app, threaded=True, ssl_context=ctx)
+    return make_server(host, port, app, threaded=True, ssl_context=ctx)
+
+
+def serve_werkzeug(app: Any, host: str, port: int, cert_dir: str) -> None:
+    """Serve with werkzeug over TLS until interrupted (tests, loopback e2e)."""
+    server = make_tls_server(app, host, port, cert_dir)
     log.info("serving on https://%s:%d", host, server.server_port)
     server.serve_forever()
 

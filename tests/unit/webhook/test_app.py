@@ -153,3 +153,35 @@ def test_metrics_count_requests(env):
     buckets = [float(v) for v in re.findall(r'_bucket\{le="[^"]+"\} (\S+)', text)]
     assert buckets == sorted(buckets)  # cumulative
     assert "# TYPE repack_webhook_admission_duration_seconds histogram" in text
+
+
+def test_serves_admission_over_tls_verified_by_the_generated_ca(tmp_path):
+    import http.client
+    import ssl
+    import threading
+
+    from webhook import certs
+    from webhook.__main__ import make_tls_server
+
+    bundle = certs.generate("repack-webhook", "repack-system", extra_sans=["127.0.0.1"])
+    certs.write_pem(tmp_path, bundle)
+    store = RelocationStore()
+    store.replace_all([RUN])
+    server = make_tls_server(create_app(store, lambda now: True, Metrics()), "127.0.0.1", 0, str(tmp_path))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        ctx = ssl.create_default_context(cadata=bundle.ca_cert_pem.decode())
+        conn = http.client.HTTPSConnection("127.0.0.1", server.server_port, context=ctx, timeout=5)
+        obj = rs_pod("web-7f8d9c", "7f8d9c")
+        conn.request("POST", "/mutate", body=json.dumps(review_request(obj, uid="tls-1")),
+                     headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        review = json.loads(resp.read())
+        assert resp.status == 200 and review["response"]["uid"] == "tls-1"
+        patched_pod = apply_patch(obj, decode(review))
+        assert {"name": "repack.volcano.sh/placement"} in patched_pod["spec"]["schedulingGates"]
+        conn.close()
+    finally:
+        server.shutdown()
+        thread.join(5)
