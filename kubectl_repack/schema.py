@@ -341,11 +341,34 @@ def _render(found, schema):
             for path, message, names_field in sorted(found, key=_sort_key)]
 
 
+def _drop_null_fields(value, schema):
+    """A copy without fields set to null, as the API server prunes them from custom objects
+    (`scope:` with every line below it commented out means no scope, not an error)."""
+    schema = schema if isinstance(schema, dict) else {}
+    if isinstance(value, dict):
+        properties = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        out = {}
+        for key, item in value.items():
+            if key in properties:
+                if item is None and not properties[key].get("nullable"):
+                    continue
+                out[key] = _drop_null_fields(item, properties[key])
+            else:
+                out[key] = _drop_null_fields(item, extra if isinstance(extra, dict) else {})
+        return out
+    if isinstance(value, list):
+        return [_drop_null_fields(item, schema.get("items", {})) for item in value]
+    return value
+
+
 def validate_run(obj):
-    """Validate one RepackRun object; return it unchanged or raise ValidationError(lines)."""
+    """Validate one RepackRun object; return it as the API server would store it (a copy
+    without null fields) or raise ValidationError with one `<path>: <message>` line per error."""
     schema = _run_schema_cached()
     if not isinstance(obj, dict):
         raise ValidationError([f"{ROOT}: expected a {KIND} object, got {_json_type(obj)}"])
+    obj = _drop_null_fields(obj, schema)
     found = _schema_errors(_validator(), obj) | _metadata_errors(obj)
     if found:
         raise ValidationError(_render(found, schema))
@@ -353,9 +376,13 @@ def validate_run(obj):
 
 
 def validate_spec(spec):
-    """Validate a bare RepackRun spec (e.g. built from flags); paths start with `spec.`."""
+    """Validate a bare RepackRun spec (e.g. built from flags); paths start with `spec.`.
+    Returns the spec without null fields, like validate_run."""
     schema = _run_schema_cached()
-    found = _schema_errors(_Validator(schema["properties"]["spec"]), spec, prefix=("spec",))
+    spec_schema_ = schema["properties"]["spec"]
+    if isinstance(spec, dict):
+        spec = _drop_null_fields(spec, spec_schema_)
+    found = _schema_errors(_Validator(spec_schema_), spec, prefix=("spec",))
     if found:
         raise ValidationError(_render(found, schema))
     return spec

@@ -21,11 +21,25 @@ def errors_of(obj):
     return refused.value.errors
 
 
-def test_valid_run_is_returned_unchanged():
+def test_valid_run_is_returned_equal_and_the_input_untouched():
     obj = run(maxPerRun={"podGroups": 2, "resources": {"huawei.com/ascend-1980": 8}})
     before = copy.deepcopy(obj)
-    assert schema.validate_run(obj) is obj
+    assert schema.validate_run(obj) == before
     assert obj == before
+
+
+def test_null_fields_are_dropped_like_the_api_server_prunes_them():
+    obj = run(scope=None, maxPerRun={"podGroups": None, "resources": None}, eviction=None)
+    assert schema.validate_run(obj)["spec"] == {
+        "mode": "DryRun", "goals": [{"resource": "huawei.com/ascend-1980"}], "maxPerRun": {}}
+    assert obj["spec"]["scope"] is None  # the caller's object is not modified
+    assert errors_of(run(mode=None)) == ["spec.mode: required field is missing"]
+    # Map values and list items are data, not fields: null there stays an error.
+    assert errors_of(run(maxPerRun={"resources": {"nvidia.com/gpu": None}})) == [
+        "spec.maxPerRun.resources[nvidia.com/gpu]: null is not a valid quantity: expected an "
+        "integer or a string such as '8', '500m' or '2Gi'"]
+    assert errors_of(run(scope={"nodes": {"include": {"names": [None]}}})) == [
+        "spec.scope.nodes.include.names[0]: null is not of type 'string'"]
 
 
 def test_validation_error_is_a_spec_error_with_one_line_per_violation():
@@ -87,7 +101,7 @@ def test_generated_name_is_not_enough_and_long_names_are_refused():
 
 
 def test_validate_spec_reports_paths_from_spec():
-    assert schema.validate_spec({"mode": "Execute"}) == {"mode": "Execute"}
+    assert schema.validate_spec({"mode": "Execute", "scope": None}) == {"mode": "Execute"}
     with pytest.raises(ValidationError) as refused:
         schema.validate_spec({"mode": "Execute", "goals": [{"resource": "cpu"}], "x": 1})
     assert refused.value.errors == [
