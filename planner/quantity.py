@@ -17,29 +17,59 @@ _QUANTITY = re.compile(
 MILLI_RESOURCES = frozenset({"cpu"})
 
 
+_NANO = Fraction(1, 10 ** 9)
+_MAX_BINARY = 2 ** 63 - 1      # apimachinery caps binary-suffixed amounts at MaxInt64
+_MAX_EXPONENT = 2 ** 31 - 1    # an exponent must fit an int32, as upstream's suffix parser demands
+_SANE_EXPONENT = 1000          # beyond this, 10**exp is not worth computing: the result is not a real amount
+
+
+def _round_up_nano(f: Fraction) -> Fraction:
+    """apimachinery rounds a non-zero amount away from zero to a whole number of nano units."""
+    n = f * 10 ** 9
+    if n.denominator == 1:
+        return f
+    whole = -((-abs(n.numerator)) // n.denominator)
+    return Fraction(whole if f > 0 else -whole, 10 ** 9)
+
+
 def parse_quantity(value) -> Fraction:
     """Parse a Kubernetes quantity (`"1.5Gi"`, `"250m"`, `"1e3"`, `2`) into an exact Fraction.
 
-    Raises ValueError with the offending text when it does not follow the grammar.
+    Follows apimachinery's ParseQuantity: amounts are rounded up to nano precision, binary-suffixed
+    amounts are capped at MaxInt64. Raises ValueError with the offending text when it does not
+    follow the grammar.
     """
     if isinstance(value, bool):
         raise ValueError(f"invalid quantity {value!r}")
-    if isinstance(value, int):
+    if isinstance(value, (int, Fraction)):
         return Fraction(value)
     if isinstance(value, float):
-        return Fraction(str(value))
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"invalid quantity {value!r}")
+        return _round_up_nano(Fraction(repr(value)))
     if not isinstance(value, str):
         raise ValueError(f"invalid quantity {value!r}: not a string or number")
-    m = _QUANTITY.match(value.strip())
+    m = _QUANTITY.match(value)
     if not m or value.strip() != value:
         raise ValueError(f"invalid quantity {value!r}")
-    number = Fraction(m.group("num") if not m.group("num").endswith(".") else m.group("num")[:-1] or "0")
+    num = m.group("num")
+    number = Fraction(num[:-1] or "0") if num.endswith(".") else Fraction(num)
     if m.group("bin"):
         number *= _BINARY[m.group("bin")]
+        number = min(number, Fraction(_MAX_BINARY))
     elif m.group("exp") is not None:
-        number *= Fraction(10) ** int(m.group("exp"))
+        exp = int(m.group("exp"))
+        if abs(exp) > _MAX_EXPONENT:
+            raise ValueError(f"invalid quantity {value!r}: exponent out of range")
+        if number and exp > _SANE_EXPONENT:
+            raise ValueError(f"invalid quantity {value!r}: exponent out of range")
+        if exp < -_SANE_EXPONENT:
+            number = _NANO if number else Fraction(0)   # far below one nano unit: rounds up to 1n
+        else:
+            number *= Fraction(10) ** exp
     else:
         number *= _DECIMAL[m.group("dec") or ""]
+    number = _round_up_nano(number)
     return -number if m.group("sign") == "-" else number
 
 
