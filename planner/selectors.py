@@ -1,4 +1,6 @@
 """Label selectors and node selector terms, matched with Kubernetes' exact semantics."""
+import re
+
 from .model import LabelSelector, NodeSelectorTerm
 
 
@@ -26,37 +28,71 @@ def selector_matches(sel: LabelSelector, labels) -> bool:
     return all(requirement_matches(r, labels) for r in sel.match_expressions)
 
 
+_INT64 = re.compile(r"[+-]?[0-9]+")
+
+
+def parse_int64(text):
+    """Go's strconv.ParseInt(text, 10, 64): ASCII digits, optional sign, no spaces or underscores."""
+    if not isinstance(text, str) or not _INT64.fullmatch(text):
+        return None
+    v = int(text)
+    return v if -2 ** 63 <= v < 2 ** 63 else None
+
+
 def _node_requirement(req, labels) -> bool:
+    """A NodeSelectorRequirement; a requirement upstream cannot parse makes its term match nothing."""
     op = req.operator
     if op in ("Gt", "Lt"):
-        if req.key not in labels or len(req.values) != 1:
+        if len(req.values) != 1:
             return False
-        try:
-            have, want = int(labels[req.key]), int(req.values[0])
-        except ValueError:
+        want = parse_int64(req.values[0])
+        if want is None or req.key not in labels:
+            return False
+        have = parse_int64(labels[req.key])
+        if have is None:
             return False
         return have > want if op == "Gt" else have < want
     if op in ("In", "NotIn") and not req.values:
         return False
+    if op in ("Exists", "DoesNotExist") and req.values:
+        return False
     return requirement_matches(req, labels)
 
 
-def term_matches(term: NodeSelectorTerm, node) -> bool:
-    """A node selector term: all expressions AND all fields; an empty term matches no node."""
+def _field_parses(req) -> bool:
+    """Upstream's field selector takes only In/NotIn with exactly one value; anything else is an error."""
+    return req.operator in ("In", "NotIn") and len(req.values) == 1
+
+
+def _field_requirement(req, fields) -> bool:
+    have = fields.get(req.key, "")      # a field the node lacks reads as "", as in fields.Set
+    return (have == req.values[0]) == (req.operator == "In")
+
+
+def term_matches(term: NodeSelectorTerm, node, match_fields=True) -> bool:
+    """A node selector term: all expressions AND all fields; an empty term matches no node.
+
+    A requirement upstream cannot parse makes the whole term match nothing. `match_fields=False` is
+    how VolumeBinding checks a PV: upstream builds a node with labels only, and matchFields are
+    skipped when the node has no fields.
+    """
     if not term.match_expressions and not term.match_fields:
+        return False
+    if not all(_field_parses(r) for r in term.match_fields):
         return False
     if not all(_node_requirement(r, node.labels) for r in term.match_expressions):
         return False
+    if not match_fields:
+        return True
     fields = {"metadata.name": node.name}
-    return all(r.key == "metadata.name" and r.operator in ("In", "NotIn") and _node_requirement(r, fields)
-               for r in term.match_fields)
+    return all(_field_requirement(r, fields) for r in term.match_fields)
 
 
-def terms_match(terms, node) -> bool:
+def terms_match(terms, node, match_fields=True) -> bool:
     """Required node affinity: OR of terms. None means unrestricted; an empty list matches nothing."""
     if terms is None:
         return True
-    return any(term_matches(t, node) for t in terms)
+    return any(term_matches(t, node, match_fields) for t in terms)
 
 
 def describe_selector(sel: LabelSelector) -> str:
