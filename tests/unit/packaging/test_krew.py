@@ -7,6 +7,7 @@ site-packages, so it passes only if the archive is self-contained.
 """
 import copy
 import hashlib
+import json
 import importlib.util
 import re
 import subprocess
@@ -276,3 +277,33 @@ def test_zipapp_help_lists_the_subcommands_with_a_bare_interpreter(release_build
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert re.search(r"^\s+plan\b", done.stdout, re.M), done.stdout
+
+
+CORPUS_IN_ZIPAPP = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from kubectl_repack.errors import ValidationError
+from kubectl_repack.schema import validate_run_text
+results = {}
+for path in sorted(Path(sys.argv[2]).iterdir()):
+    if path.suffix in (".yaml", ".json"):
+        try:
+            validate_run_text(path.read_text(), path.name)
+            results[path.name] = []
+        except ValidationError as exc:
+            results[path.name] = exc.errors
+print(json.dumps(results))
+"""
+
+
+def test_zipapp_gives_the_corpus_messages_with_its_own_vendored_libraries(release_build):
+    """The zipapp vendors older jsonschema and pure PyYAML: users must see the same errors."""
+    from tests.unit.validation.test_corpus import INVALID, expected_lines
+    _, _, unpacked = release_build
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", CORPUS_IN_ZIPAPP, str(unpacked / "kubectl-repack"),
+         str(INVALID[0].parent)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    results = json.loads(done.stdout)
+    assert results == {path.name: expected_lines(path) for path in INVALID}
