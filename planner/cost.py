@@ -111,3 +111,56 @@ def scores(dimension_rows, weights=DEFAULT_WEIGHTS):
                 s += weights[i] * (v - lo[i]) / (hi[i] - lo[i])
         out.append(round(s, 9))
     return out
+
+
+def group_contribution(g, moved):
+    """(below minAvailable?, affected R, moved R, moved pods) of one PodGroup with `moved` pod keys."""
+    if not moved:
+        return (0, 0, 0, 0)
+    restarted = g.restarted(moved)
+    r = sum(g.pod_amounts.get(k, 0) for k in restarted)
+    below = 1 if len(restarted) > g.safe and g.min_available > 0 else 0
+    return (below, g.resource_total if below else r, r, len(restarted))
+
+
+class PlanCost:
+    """Running totals of the plan's cost, so a candidate's complete-plan cost touches only its groups."""
+
+    def __init__(self, gangs):
+        self.gangs = gangs
+        self.moved = {}          # podgroup key -> set of moved pod keys
+        self.contrib = {}        # podgroup key -> its contribution tuple
+        self.workloads = {}      # workload -> number of moved groups
+        self.totals = [0, 0, 0, 0]
+
+    def with_candidate(self, groups):
+        """How much a candidate's {podgroup: moved pod keys} adds to each of the five dimensions.
+
+        The complete plan's cost is the plan's totals plus this; min-max normalisation across one
+        round's candidates is blind to the common totals, so scoring uses the increase alone, and
+        it stays valid until a round touches one of the candidate's groups or workloads.
+        """
+        totals = [0, 0, 0, 0]
+        new_workloads = set()
+        for key, keys in groups.items():
+            g = self.gangs[key]
+            old = self.contrib.get(key, (0, 0, 0, 0))
+            merged = self.moved.get(key, set()) | keys
+            new = group_contribution(g, merged)
+            for i in range(4):
+                totals[i] += new[i] - old[i]
+            if g.workload not in self.workloads:
+                new_workloads.add(g.workload)
+        return (len(new_workloads), totals[0], totals[1], totals[2], totals[3])
+
+    def add(self, groups):
+        for key, keys in groups.items():
+            g = self.gangs[key]
+            old = self.contrib.get(key, (0, 0, 0, 0))
+            if key not in self.moved:
+                self.workloads[g.workload] = self.workloads.get(g.workload, 0) + 1
+            merged = self.moved.setdefault(key, set())
+            merged |= keys
+            new = self.contrib[key] = group_contribution(g, merged)
+            for i in range(4):
+                self.totals[i] += new[i] - old[i]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Optional
 
-from .cost import DEFAULT_WEIGHTS, DIMENSIONS, gang_infos, plan_dimensions, scores
+from .cost import DEFAULT_WEIGHTS, PlanCost, gang_infos, scores
 from .errors import SpecError
 from .filters import FILTERS, STATIC_FILTERS, DYNAMIC_FILTERS, has_interpod_constraints, run_filters
 from .frag import frag_percent, percent_int, theoretical_min, usage
@@ -380,31 +380,39 @@ class _Planner:
 
     def run_rounds(self):
         R = self.R
-        plan_groups = {}             # podgroup key -> set of moved pod keys
+        cost = PlanCost(self.gangs)
         moved_cards = 0
         self.moves, self.freed = [], []
         live = list(self.candidates)
-        cache = {}
-        by_receiver = {}             # node -> set of candidates whose cached moves use it
-        choice_keys = []             # sorted (key, candidate)
+        cache = {}                   # candidate -> _Eval
+        dims = {}                    # candidate -> complete-plan dimensions (valid while its groups are untouched)
+        by_receiver = {}             # node -> candidates whose cached moves use it
+        by_group = {}                # podgroup or workload -> candidates moving its pods
+        choice_keys = []             # sorted (receiver key at choice, candidate, pod index)
         occupied_now = len(self.occupied)
         rnd = 0
 
         def forget(c):
             ev = cache.pop(c, None)
-            if ev is not None and ev.feasible:
-                for _, to, key in ev.moves:
+            dims.pop(c, None)
+            if ev is not None:
+                for i, (_, to, key) in enumerate(ev.moves):
                     by_receiver.get(to, set()).discard(c)
-                    i = bisect.bisect_left(choice_keys, (key, c))
-                    if i < len(choice_keys) and choice_keys[i] == (key, c):
-                        choice_keys.pop(i)
+                    j = bisect.bisect_left(choice_keys, (key, c, i))
+                    if j < len(choice_keys) and choice_keys[j] == (key, c, i):
+                        choice_keys.pop(j)
 
         def remember(c, ev):
             cache[c] = ev
+            # A failed evaluation keeps the choices made before its failing pod: the failure can
+            # only change if those choices change (the failing pod's options never grow).
+            for i, (_, to, key) in enumerate(ev.moves):
+                by_receiver.setdefault(to, set()).add(c)
+                bisect.insort(choice_keys, (key, c, i))
             if ev.feasible:
-                for _, to, key in ev.moves:
-                    by_receiver.setdefault(to, set()).add(c)
-                    bisect.insort(choice_keys, (key, c))
+                for g in self._groups_of(ev):
+                    by_group.setdefault(g, set()).add(c)
+                    by_group.setdefault(self.gangs[g].workload, set()).add(c)
 
         while live:
             if occupied_now <= self.minimum.value:
@@ -425,11 +433,11 @@ class _Planner:
                     still.append(c)
                     continue
                 groups = self._groups_of(ev)
-                new_pgs = set(plan_groups) | set(groups)
                 cards = sum(p.requests[R] for p, _, _ in ev.moves)
-                if self.run.max_podgroups is not None and len(new_pgs) > self.run.max_podgroups:
+                n_pgs = len(cost.moved) + sum(1 for g in groups if g not in cost.moved)
+                if self.run.max_podgroups is not None and n_pgs > self.run.max_podgroups:
                     self.verdicts[c] = NodeVerdict(c, False, "BudgetExceeded",
-                                                   f"vacating {c} would affect {len(new_pgs)} PodGroups in this run; maxPerRun.podGroups is {self.run.max_podgroups}",
+                                                   f"vacating {c} would affect {n_pgs} PodGroups in this run; maxPerRun.podGroups is {self.run.max_podgroups}",
                                                    round=rnd)
                     forget(c)
                     continue
@@ -439,11 +447,11 @@ class _Planner:
                                                    round=rnd)
                     forget(c)
                     continue
-                merged = {k: set(v) for k, v in plan_groups.items()}
-                for k, v in groups.items():
-                    merged.setdefault(k, set()).update(v)
-                rows.append(plan_dimensions(self.gangs, merged))
-                feasible.append((c, ev, cards))
+                d = dims.get(c) if self.optimized else None
+                if d is None:
+                    d = dims[c] = cost.with_candidate(groups)
+                rows.append(d)
+                feasible.append((c, ev, cards, groups))
                 still.append(c)
             live = still
             if not feasible:
@@ -451,7 +459,7 @@ class _Planner:
             sc = scores(rows, self.weights)
             best = min(range(len(feasible)),
                        key=lambda i: (sc[i], -self.alloc[feasible[i][0]], feasible[i][0]))
-            chosen, ev, cards = feasible[best]
+            chosen, ev, cards, groups = feasible[best]
             # Commit: apply the moves to the real simulated state.
             touched = {}
             for p, to, _ in ev.moves:
@@ -461,9 +469,9 @@ class _Planner:
             for p, to, _ in ev.moves:
                 self.state.move(p, to)
                 self.moves.append(PodMove(p, chosen, to, p.requests[R], rnd))
-                plan_groups.setdefault(f"{p.namespace}/{p.group_name}", set()).add(p.key)
                 self.receiving.add(to)
             self.state.commit()
+            cost.add(groups)
             moved_cards += cards
             self.freed.append(chosen)
             occupied_now -= 1
@@ -480,7 +488,11 @@ class _Planner:
                                                    f"{t} receives pods of {chosen} in round {rnd} and stays occupied",
                                                    round=rnd)
             if self.optimized:
-                self._invalidate(chosen, old_chosen_key, touched, cache, by_receiver, choice_keys, forget, live)
+                for g in groups:
+                    for key in (g, self.gangs[g].workload):
+                        for c in by_group.pop(key, ()):
+                            dims.pop(c, None)
+                self._invalidate(chosen, touched, cache, by_receiver, choice_keys, forget, live)
         for c in live:
             if c in self.verdicts:
                 continue
@@ -491,9 +503,20 @@ class _Planner:
             else:
                 self.verdicts[c] = NodeVerdict(c, False, "NotSelected", "feasible but planning stopped", round=rnd)
         self.rounds = rnd
-        self.plan_groups = plan_groups
+        self.plan_groups = cost.moved
 
-    def _invalidate(self, chosen, old_chosen_key, touched, cache, by_receiver, choice_keys, forget, live):
+    def _hosts(self, node, pod):
+        """Would `node` accept `pod` on the committed state (R fit and every filter)?"""
+        if self.state.free(node, self.R) < pod.requests[self.R]:
+            return False
+        return run_filters(pod, self.snap.node_by_name[node], self.state, {}) is None
+
+    def _invalidate(self, chosen, touched, cache, by_receiver, choice_keys, forget, live):
+        # Without inter-pod constraints a round only removes capacity (receivers fill up, the
+        # vacated node leaves), so a pod's options never grow; a cached evaluation changes only if
+        # one of its chosen receivers was touched, or a touched node now comes before a choice in
+        # the receiver order and would take that pod.
+        """Drop cached evaluations this round may have changed (see the module docstring)."""
         self.index.remove(chosen)
         changed = set(by_receiver.get(chosen, ()))
         for t, old in touched.items():
@@ -502,17 +525,12 @@ class _Planner:
             self.index.add(new)
             changed |= by_receiver.get(t, set())
             if old is not None and new < old:
+                # t moved ahead of these choices: it matters only if it would now take that pod.
                 lo = bisect.bisect_right(choice_keys, (new, "\uffff"))
                 hi = bisect.bisect_left(choice_keys, (old, ""))
-                changed.update(c for _, c in choice_keys[lo:hi])
-        # A failed multi-pod candidate may succeed in another sequence when a node it could use changed.
-        max_old_free = max([k[2] for k in touched.values() if k is not None] + [old_chosen_key[2] if old_chosen_key else 0])
-        for c in live:
-            ev = cache.get(c)
-            if ev is not None and not ev.feasible and len(self.r_pods[c]) > 1:
-                smallest = min(p.requests[self.R] for p in self.r_pods[c])
-                if max_old_free >= smallest:
-                    changed.add(c)
+                for _, c, i in choice_keys[lo:hi]:
+                    if c not in changed and self._hosts(t, cache[c].moves[i][0]):
+                        changed.add(c)
         for c in changed:
             forget(c)
 
