@@ -1,0 +1,81 @@
+"""`kubectl repack`: the click entry point. It only wires commands and maps errors to exit codes.
+
+Installed as the console script `kubectl-repack`, so kubectl's plugin discovery runs it for
+`kubectl repack ...`. Commands live one per module in kubectl_repack/commands/ and are found
+there; shared flags are defined once in kubectl_repack/commands/options.py.
+
+Exit codes (for scripts):
+  0  success (any outcome of a DryRun evaluation is a success)
+  1  runtime error: API server unreachable or refusing, object not found, unreadable snapshot
+  2  usage or validation error: bad flags, invalid RepackRun (every violation is printed)
+  3  with --exit-code: the evaluation succeeded but did not recommend a repack
+"""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from kubectl_repack import commands
+from kubectl_repack.commands.options import cluster_options
+from kubectl_repack.errors import RepackError, SpecError, ValidationError
+
+PROG_NAME = "kubectl repack"
+EXIT_RUNTIME, EXIT_USAGE, EXIT_NOT_RECOMMENDED = 1, 2, 3
+
+
+class CommandFailed(click.ClickException):
+    """An expected error, printed kubectl-style as `error: ...` lines (never a traceback)."""
+
+    def __init__(self, lines, exit_code):
+        self.lines = list(lines) or ["unknown error"]
+        self.exit_code = exit_code
+        super().__init__(self.lines[0])
+
+    def show(self, file=None):
+        file = file or sys.stderr
+        for line in self.lines:
+            click.echo(f"error: {line}", file=file)
+
+
+class RepackGroup(click.Group):
+    """The `kubectl repack` group: prog name, and expected errors turned into exit codes."""
+
+    def main(self, *args, **kwargs):
+        kwargs.setdefault("prog_name", PROG_NAME)
+        return super().main(*args, **kwargs)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except ValidationError as e:
+            raise CommandFailed(e.errors, EXIT_USAGE) from e
+        except SpecError as e:
+            raise CommandFailed([str(e)], EXIT_USAGE) from e
+        except RepackError as e:
+            raise CommandFailed([str(e)], EXIT_RUNTIME) from e
+        except BrokenPipeError:  # `kubectl repack plan ... | head`
+            sys.stderr.close()
+            raise click.exceptions.Exit(0)
+
+
+@click.group(cls=RepackGroup, context_settings={"help_option_names": ["-h", "--help"],
+                                                "max_content_width": 100})
+@cluster_options
+@click.version_option(package_name="kubectl-repack", prog_name=PROG_NAME, message="%(prog)s %(version)s")
+def main():
+    """Defragment GPU/NPU capacity on Volcano-scheduled clusters.
+
+    Plans gang-aware pod moves that empty whole accelerator nodes, offline from a snapshot
+    file or live from the cluster, and stores the result as a RepackRun.
+
+    \b
+    Exit codes: 0 success, 1 runtime error (cluster, snapshot file),
+    2 usage or validation error, 3 not recommended (with --exit-code).
+    """
+
+
+commands.register(main)
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,91 @@
+"""The flags every command shares, defined once (DESIGN convention 9), and the run-wide settings.
+
+`--kubeconfig` and `--context` are accepted both before the command (`kubectl repack --context x
+plan`) and after it (`kubectl repack plan --context x`), as kubectl users type them; the value
+closest to the command wins. `-o/--output` is per command because the formats differ.
+"""
+from __future__ import annotations
+
+import datetime
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+import click
+
+OUTPUT_YAML, OUTPUT_JSON, OUTPUT_WIDE = "yaml", "json", "wide"
+NOW_ENV = "REPACK_NOW"
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
+
+
+@dataclass
+class Settings:
+    """What the shared flags decided; one per invocation, in click's ctx.obj."""
+    kubeconfig: Optional[str] = None
+    context: Optional[str] = None
+    _api: object = None
+
+    def api(self):
+        """The ApiClient for these settings, connected on first use (never for offline runs)."""
+        if self._api is None:
+            from kubectl_repack import cluster
+
+            self._api = cluster.connect(self.kubeconfig, self.context)
+        return self._api
+
+
+def settings(ctx: Optional[click.Context] = None) -> Settings:
+    ctx = ctx or click.get_current_context()
+    return ctx.ensure_object(Settings)
+
+
+def _remember(ctx, param, value):
+    if value is not None:
+        setattr(settings(ctx), param.name, value)
+    return value
+
+
+def cluster_options(f):
+    """--kubeconfig and --context (stored in Settings; not passed to the command function)."""
+    f = click.option("--context", metavar="NAME", callback=_remember, expose_value=False, is_eager=True,
+                     help="The kubeconfig context to use.")(f)
+    f = click.option("--kubeconfig", metavar="FILE", callback=_remember, expose_value=False, is_eager=True,
+                     type=click.Path(dir_okay=False),
+                     help="Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).")(f)
+    return f
+
+
+def output_option(*choices, help_text: str):
+    """-o/--output with the given formats; absent means the human summary."""
+    return click.option("-o", "--output", type=click.Choice(choices), default=None, help=help_text)
+
+
+def _check_now(ctx, param, value):
+    if value is None:
+        return None
+    if not _RFC3339.match(value):
+        raise click.BadParameter(f"{value!r} is not an RFC 3339 time such as 2026-07-30T08:00:00Z",
+                                 ctx=ctx, param=param)
+    return value
+
+
+def now_option(f):
+    """Hidden --now (or $REPACK_NOW): pins every timestamp the command writes, for tests."""
+    return click.option("--now", envvar=NOW_ENV, hidden=True, callback=_check_now,
+                        help="Pin the timestamps written (RFC 3339).")(f)
+
+
+def now_or_current(now: Optional[str]) -> str:
+    if now:
+        return now
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def stamp(now: str) -> str:
+    """A name-safe compact form of an RFC 3339 time: 20260730-080000."""
+    digits = re.sub(r"[^0-9]", "", now[:19])
+    return f"{digits[:8]}-{digits[8:14]}"
+
+
+__all__ = ["Settings", "settings", "cluster_options", "output_option", "now_option", "now_or_current",
+           "stamp", "OUTPUT_YAML", "OUTPUT_JSON", "OUTPUT_WIDE", "NOW_ENV"]

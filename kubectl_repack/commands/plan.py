@@ -1,0 +1,118 @@
+"""`kubectl repack plan`: evaluate a DryRun RepackRun on the live cluster or a snapshot file.
+
+Order matters: the RepackRun is built and validated first (nothing is read or sent when it is
+invalid), then the snapshot is read, the pure planner runs, and the result is printed and,
+with --save, stored on the cluster as a DryRun RepackRun whose status carries the plan.
+"""
+from __future__ import annotations
+
+import click
+
+import planner
+from kubectl_repack import cluster, render
+from kubectl_repack.errors import ValidationError
+
+from .options import (OUTPUT_JSON, OUTPUT_WIDE, OUTPUT_YAML, cluster_options, now_option, now_or_current,
+                      output_option, settings, stamp)
+from .runspec import QuickFlags, build_run
+
+EPILOG = """\b
+Examples:
+  # Plan offline from a bundled snapshot with the seed's guarded DryRun
+  kubectl repack plan --snapshot examples/seed-3-nodes.yaml -f examples/guarded-dryrun.yaml
+
+\b
+  # Plan live with quick flags, and keep the result as a RepackRun
+  kubectl repack plan --resource huawei.com/ascend-1980 --min-improvement 10 \\
+      --podgroup-selector repack.volcano.sh/eligible=true \\
+      --exclude-podgroup-selector repack.volcano.sh/protected=true \\
+      --node-selector accelerator-pool=ascend-npu --save --name ascend-guarded-dryrun
+
+\b
+  # Scriptable: the complete RepackRun as JSON; exit 3 unless a repack is recommended
+  kubectl repack plan --snapshot S -f R -o json --exit-code
+"""
+
+
+@click.command("plan", epilog=EPILOG)
+@click.option("-f", "--filename", "file", metavar="RUN.yaml",
+              help="The RepackRun to evaluate (YAML or JSON; '-' reads stdin). Flags given as well "
+                   "override the file's fields.")
+@click.option("--resource", metavar="NAME", help="Target resource, e.g. huawei.com/ascend-1980 (goals[0].resource).")
+@click.option("--min-improvement", type=click.IntRange(0, 100), metavar="POINTS",
+              help="Required drop of fragmentation in percentage points (goals[0].minFragImprovementPercent).")
+@click.option("--max-podgroups", type=click.IntRange(0), metavar="N",
+              help="Most PodGroups one run may affect (maxPerRun.podGroups).")
+@click.option("--max-cards", metavar="N", help="Most units of the resource one run may move "
+                                               "(maxPerRun.resources[RESOURCE]).")
+@click.option("--podgroup-selector", metavar="SELECTOR",
+              help="Label selector of PodGroups that may be evicted (scope.podGroups.include), "
+                   "kubectl syntax: 'a=b,c!=d,e in (x,y),!f'.")
+@click.option("--exclude-podgroup-selector", metavar="SELECTOR",
+              help="Label selector of PodGroups never evicted (scope.podGroups.exclude).")
+@click.option("--node-selector", metavar="SELECTOR",
+              help="Label selector of nodes that may be vacated (scope.nodes.include).")
+@click.option("--exclude-node-selector", metavar="SELECTOR",
+              help="Label selector of nodes never vacated (scope.nodes.exclude).")
+@click.option("--name", metavar="NAME", help="metadata.name of the run (default repack-plan-<timestamp>).")
+@click.option("--snapshot", "snapshot_file", metavar="FILE",
+              type=click.Path(exists=True, dir_okay=False, allow_dash=True),
+              help="Plan offline from this snapshot file ('-' = stdin) instead of the live cluster; "
+                   "nothing is contacted.")
+@click.option("--save", is_flag=True,
+              help="Create the DryRun RepackRun on the cluster and write the plan to its status.")
+@click.option("--exit-code", is_flag=True,
+              help="Exit 3 when the outcome is not RepackRecommended (NoFragmentation, InsufficientImprovement).")
+@output_option(OUTPUT_YAML, OUTPUT_JSON, OUTPUT_WIDE,
+               help_text="yaml|json: the complete RepackRun object; wide: the summary plus blocked "
+                         "candidates and rounds. Default: a readable summary.")
+@cluster_options
+@now_option
+def command(file, resource, min_improvement, max_podgroups, max_cards, podgroup_selector,
+            exclude_podgroup_selector, node_selector, exclude_node_selector, name, snapshot_file, save,
+            exit_code, output, now):
+    """Plan a repack (DryRun): fragmentation before/after, moves, freed nodes.
+
+    The RepackRun comes from -f, or from the quick flags (--resource is then required); flags
+    given with -f override the file's fields. It is validated against the RepackRun schema
+    before anything is read: an invalid run exits 2 with every violated field named.
+    """
+    if save and snapshot_file:
+        raise click.UsageError("--save stores the plan of the live cluster; it cannot be combined with --snapshot")
+    now = now_or_current(now)
+    flags = QuickFlags(name, resource, min_improvement, max_podgroups, max_cards, podgroup_selector,
+                       exclude_podgroup_selector, node_selector, exclude_node_selector)
+    run = build_run(file, flags, default_name=f"repack-plan-{stamp(now)}")
+    mode = run["spec"].get("mode")
+    if mode != "DryRun":
+        raise ValidationError([f"spec.mode: {mode!r}: `kubectl repack plan` evaluates DryRun runs only; "
+                               "set mode: DryRun (Execute runs are started by `kubectl repack apply`)"])
+    spec = planner.RunSpec.from_spec(run["spec"])  # SpecError exits 2, still before any read
+
+    if snapshot_file:
+        if snapshot_file == "-":
+            source = cluster.FileSource("-", click.get_text_stream("stdin").read())
+        else:
+            source = cluster.FileSource(snapshot_file)
+    else:
+        source = cluster.LiveSource(settings().api())
+    snapshot = planner.load_objects(source.objects())
+    result = planner.plan(snapshot, spec)
+    run = dict(run, status=result.status(now))
+
+    saved = ""
+    if save:
+        store = cluster.RunStore(settings().api())
+        created = store.create(run)
+        run = store.write_status(run["metadata"]["name"], run["status"], current=created)
+        saved = f"repackrun.repack.volcano.sh/{run['metadata']['name']}"
+        if output in (OUTPUT_YAML, OUTPUT_JSON):
+            click.echo(f"{saved} created", err=True)
+
+    if output in (OUTPUT_YAML, OUTPUT_JSON):
+        click.echo(render.dump(render.canonical_run(run), output), nl=False)
+    else:
+        click.echo(render.plan_summary(run, result, source.description, wide=output == OUTPUT_WIDE,
+                                       saved=saved), nl=False)
+    if exit_code and result.outcome != "RepackRecommended":
+        raise click.exceptions.Exit(3)

@@ -1,0 +1,119 @@
+"""The RepackRun a command acts on: read from -f (file or stdin) and/or built from quick flags.
+
+Flags given together with -f override the file's fields (documented in `plan --help`):
+--resource replaces goals[0].resource, --min-improvement its threshold, --max-podgroups and
+--max-cards the budget, each selector flag the matching scope selector (names are kept), --name
+the object's name. The result is validated against the CRD schema before anything else happens.
+"""
+from __future__ import annotations
+
+import copy
+import sys
+from dataclasses import dataclass
+from typing import Optional
+
+from kubectl_repack import schema
+from kubectl_repack.errors import ValidationError
+
+from .selectors import SelectorSyntaxError, parse_selector
+
+# flag name -> (scope axis, include|exclude)
+SELECTOR_FLAGS = {
+    "podgroup_selector": ("podGroups", "include"),
+    "exclude_podgroup_selector": ("podGroups", "exclude"),
+    "node_selector": ("nodes", "include"),
+    "exclude_node_selector": ("nodes", "exclude"),
+}
+
+
+@dataclass
+class QuickFlags:
+    """The flags of `plan` that shape the RepackRun (None = not given)."""
+    name: Optional[str] = None
+    resource: Optional[str] = None
+    min_improvement: Optional[int] = None
+    max_podgroups: Optional[int] = None
+    max_cards: Optional[str] = None
+    podgroup_selector: Optional[str] = None
+    exclude_podgroup_selector: Optional[str] = None
+    node_selector: Optional[str] = None
+    exclude_node_selector: Optional[str] = None
+
+    def any_spec_flag(self) -> bool:
+        return any(getattr(self, f) is not None for f in
+                   ("resource", "min_improvement", "max_podgroups", "max_cards", *SELECTOR_FLAGS))
+
+
+def read_run_file(path: str) -> dict:
+    """Parse and validate the RepackRun in `path` ('-' = stdin); ValidationError names the problem."""
+    if path == "-":
+        text, source = sys.stdin.read(), "<stdin>"
+    else:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            raise ValidationError([f"{path}: {e.strerror}"]) from e
+        source = path
+    return schema.validate_run_text(text, source)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def apply_flags(run: Optional[dict], flags: QuickFlags, default_name: str) -> dict:
+    """The RepackRun from the file (or a fresh DryRun) with the flags applied on top."""
+    if run is None:
+        if flags.resource is None:
+            raise ValidationError(["either -f RUN.yaml or --resource NAME is required "
+                                   "(e.g. --resource huawei.com/ascend-1980)"])
+        run = {"apiVersion": schema.API_VERSION, "kind": schema.KIND,
+               "metadata": {"name": flags.name or default_name},
+               "spec": {"mode": "DryRun", "goals": [{"resource": flags.resource}]}}
+    else:
+        run = copy.deepcopy(run)
+    meta = run.setdefault("metadata", {})
+    spec = run.setdefault("spec", {})
+    if flags.name is not None:
+        meta["name"] = flags.name
+    goals = spec.setdefault("goals", [{}])
+    if not goals:
+        goals.append({})
+    goal = goals[0]
+    previous_resource = goal.get("resource")
+    if flags.resource is not None:
+        goal["resource"] = flags.resource
+    if flags.min_improvement is not None:
+        goal["minFragImprovementPercent"] = flags.min_improvement
+    if flags.max_podgroups is not None:
+        spec.setdefault("maxPerRun", {})["podGroups"] = flags.max_podgroups
+    resources = (spec.get("maxPerRun") or {}).get("resources")
+    if flags.resource is not None and resources and previous_resource in resources \
+            and previous_resource != flags.resource:
+        # The file's card budget was for its resource; carry it over to the overriding one.
+        resources[flags.resource] = resources.pop(previous_resource)
+    if flags.max_cards is not None:
+        max_cards = int(flags.max_cards) if str(flags.max_cards).isdigit() else flags.max_cards
+        spec.setdefault("maxPerRun", {})["resources"] = {goal.get("resource"): max_cards}
+    for attr, (axis, side) in SELECTOR_FLAGS.items():
+        text = getattr(flags, attr)
+        if text is None:
+            continue
+        try:
+            selector = parse_selector(text)
+        except SelectorSyntaxError as e:
+            raise ValidationError([f"{_flag(attr)}: {e}"]) from e
+        part = spec.setdefault("scope", {}).setdefault(axis, {}).setdefault(side, {})
+        part["selector"] = selector
+    return run
+
+
+def build_run(file: Optional[str], flags: QuickFlags, default_name: str) -> dict:
+    """Read -f (if any), apply the flags, validate the whole object against the CRD schema."""
+    run = read_run_file(file) if file else None
+    run = apply_flags(run, flags, default_name)
+    return schema.validate_run(run)
+
+
+__all__ = ["QuickFlags", "SELECTOR_FLAGS", "read_run_file", "apply_flags", "build_run"]

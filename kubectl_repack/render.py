@@ -1,0 +1,314 @@
+"""What the plugin prints: kubectl-style tables, the per-node card map, and yaml/json objects.
+
+Pure functions from data to text (no I/O, no click), so every format is tested on its content.
+yaml/json output is deterministic: objects are put in one canonical key order (the RepackRun CRD's
+property order; map keys sorted), so the same inputs give the same bytes.
+"""
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import yaml
+
+from planner.frag import percent_int
+
+GAP = "   "
+MAP_WIDTH = 32          # card cells drawn per node before the bar is scaled down
+NONE = "<none>"
+
+
+# ---------- tables ----------
+
+def table(headers, rows) -> str:
+    """A kubectl-style table: upper-case headers, columns padded to the widest cell."""
+    rows = [[("" if c is None else str(c)) for c in r] for r in rows]
+    widths = [len(h) for h in headers]
+    for r in rows:
+        for i, c in enumerate(r):
+            widths[i] = max(widths[i], len(c))
+    lines = []
+    for r in [list(headers)] + rows:
+        cells = [c.ljust(widths[i]) if i < len(r) - 1 else c for i, c in enumerate(r)]
+        lines.append(GAP.join(cells).rstrip())
+    return "\n".join(lines)
+
+
+# ---------- canonical objects ----------
+
+def _ordered(value, schema):
+    if isinstance(value, dict):
+        props = (schema or {}).get("properties") or {}
+        extra = (schema or {}).get("additionalProperties")
+        keys = [k for k in props if k in value] + sorted(k for k in value if k not in props)
+        out = {}
+        for k in keys:
+            sub = props.get(k) if k in props else (extra if isinstance(extra, dict) else None)
+            out[k] = _ordered(value[k], sub)
+        return out
+    if isinstance(value, list):
+        items = (schema or {}).get("items")
+        return [_ordered(v, items) for v in value]
+    return value
+
+
+_RUN_TOP = ("apiVersion", "kind", "metadata", "spec", "status")
+_META_ORDER = ("name", "generateName", "namespace", "uid", "resourceVersion", "generation",
+               "creationTimestamp", "deletionTimestamp", "labels", "annotations", "ownerReferences",
+               "finalizers")
+
+
+def canonical_run(obj: dict) -> dict:
+    """A RepackRun with keys in the CRD's order (top level as kubectl prints it), maps sorted."""
+    from kubectl_repack import schema
+
+    props = schema.run_schema().get("properties") or {}
+    out = {}
+    for k in list(_RUN_TOP) + sorted(k for k in obj if k not in _RUN_TOP):
+        if k not in obj:
+            continue
+        v = obj[k]
+        if k == "metadata" and isinstance(v, dict):
+            keys = [m for m in _META_ORDER if m in v] + sorted(m for m in v if m not in _META_ORDER)
+            v = {m: (dict(sorted(v[m].items())) if m in ("labels", "annotations") and isinstance(v[m], dict)
+                     else v[m]) for m in keys}
+            v.pop("managedFields", None)
+        elif k in props:
+            v = _ordered(v, props[k])
+        out[k] = v
+    return out
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block-style YAML like kubectl's, lists indented under their key."""
+
+    def increase_indent(self, flow=False, indentless=False):
+        return super().increase_indent(flow, False)
+
+
+def _str_presenter(dumper, data):
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_Dumper.add_representer(str, _str_presenter)
+
+
+def to_yaml(obj) -> str:
+    return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True,
+                     width=100000)
+
+
+def to_json(obj) -> str:
+    return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
+
+
+def dump(obj, fmt: str) -> str:
+    return to_json(obj) if fmt == "json" else to_yaml(obj)
+
+
+# ---------- the card map ----------
+
+def card_bar(total: int, used: int) -> str:
+    """`[##......]`: one cell per card (scaled down past MAP_WIDTH cards)."""
+    if total <= 0:
+        return "[]"
+    cells = total if total <= MAP_WIDTH else MAP_WIDTH
+    filled = used if total <= MAP_WIDTH else -(-used * cells // total)
+    filled = max(0, min(cells, filled))
+    return "[" + "#" * filled + "." * (cells - filled) + "]"
+
+
+def card_map(plan) -> str:
+    """Per provider node: cards, the before -> after bars, and what happened to it."""
+    freed = set(plan.freed_nodes)
+    receiving = {m.to_node for m in plan.moves}
+    rows = []
+    for node in sorted(plan.cards):
+        total, before, after = plan.cards[node]
+        if node in freed:
+            what = "freed"
+        elif node in receiving:
+            what = f"+{after - before}"
+        elif before == 0:
+            what = "empty"
+        else:
+            what = ""
+        rows.append([node, total, f"{card_bar(total, before)} -> {card_bar(total, after)}", what])
+    if not rows:
+        return ""
+    name_w = max(len(r[0]) for r in rows)
+    cards_w = max(len(str(r[1])) for r in rows)
+    bar_w = max(len(r[2]) for r in rows)
+    return "\n".join(f"{r[0]:<{name_w}}  {r[1]:>{cards_w}}  {r[2]:<{bar_w}}  {r[3]}".rstrip() for r in rows)
+
+
+# ---------- plan ----------
+
+def _pct(f: Fraction) -> str:
+    return f"{percent_int(f)}%"
+
+
+def _points(f: Fraction) -> str:
+    text = f"{float(f):.1f}"
+    return text[:-2] if text.endswith(".0") else text
+
+
+def _names(names, limit=10) -> str:
+    if not names:
+        return ""
+    shown = ", ".join(names[:limit])
+    return f" ({shown}{f', and {len(names) - limit} more' if len(names) > limit else ''})"
+
+
+def _owner(plan, pod) -> str:
+    owner = plan.owners.get(f"{pod.namespace}/{pod.group_name}")
+    return f"{owner.kind}/{owner.name}" if owner is not None else NONE
+
+
+def moves_table(plan, wide=False) -> str:
+    headers = ["NAMESPACE", "PODGROUP", "OWNER", "POD", "FROM", "TO", "CARDS"]
+    if wide:
+        headers.append("ROUND")
+    rows = []
+    for m in plan.moves:
+        row = [m.pod.namespace, m.pod.group_name, _owner(plan, m.pod), m.pod.name, m.from_node, m.to_node,
+               m.cards]
+        if wide:
+            row.append(m.round)
+        rows.append(row)
+    return table(headers, rows)
+
+
+def blocked_table(plan) -> str:
+    rows = [[v.node, v.reason, v.pod or NONE, v.filter or NONE, v.message]
+            for v in plan.verdicts if not v.vacated]
+    return table(["NODE", "REASON", "POD", "FILTER", "MESSAGE"], rows)
+
+
+def plan_summary(run: dict, plan, source: str, wide: bool = False, saved: str = "") -> str:
+    """The human summary of a planning pass (default output; `wide` adds verdicts and rounds)."""
+    spec = run.get("spec") or {}
+    goal = (spec.get("goals") or [{}])[0]
+    need = goal.get("minFragImprovementPercent") or 0
+    improvement = plan.frag_before - plan.frag_after
+    pods = len(plan.moves)
+    groups = len({f"{m.pod.namespace}/{m.pod.group_name}" for m in plan.moves})
+    minimum = f"{plan.minimum}" + ("" if plan.minimum_exact else " (lower bound, not proven)")
+    lines = [
+        f"RepackRun:      {run['metadata']['name']} ({spec.get('mode', 'DryRun')}, {plan.resource}, {source})",
+        f"Outcome:        {plan.outcome}",
+        f"Message:        {plan.message}",
+        f"Fragmentation:  {_pct(plan.frag_before)} -> {_pct(plan.frag_after)}"
+        f" ({_points(improvement)} points; required {need})",
+        f"Nodes:          {plan.providers} providers, occupied {plan.occupied_before} -> {plan.occupied_after},"
+        f" theoretical minimum {minimum}",
+        f"Scope:          {plan.resolved_podgroups} PodGroup(s), {plan.resolved_nodes} node(s)",
+        f"Freed nodes:    {len(plan.freed_nodes)}" + _names(plan.freed_nodes),
+        f"Moved:          {plan.moved_cards} {plan.resource} in {pods} pod(s) of {groups} PodGroup(s)",
+    ]
+    if wide:
+        lines.append(f"Rounds:         {plan.rounds}")
+    if saved:
+        lines.append(f"Saved:          {saved}")
+    out = "\n".join(lines) + "\n"
+    if plan.moves:
+        out += "\nMOVES\n" + moves_table(plan, wide) + "\n"
+    else:
+        out += "\nNo moves.\n"
+    if wide:
+        if any(not v.vacated for v in plan.verdicts):
+            out += "\nBLOCKED CANDIDATES\n" + blocked_table(plan) + "\n"
+        else:
+            out += "\nNo blocked candidates.\n"
+    if plan.notes:
+        out += "\nNOTES\n" + "".join(f"- {n}\n" for n in plan.notes)
+    if plan.cards:
+        out += f"\nCARDS ({plan.resource} per node: before -> after)\n" + card_map(plan) + "\n"
+    return out
+
+
+# ---------- status of a stored run ----------
+
+def _cell(v):
+    if v is None or v == "":
+        return "-"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def _frag(a, b=None):
+    if a is None and b is None:
+        return "-"
+    if b is None:
+        return f"{a}%"
+    return f"{_cell(a)}% -> {_cell(b)}%"
+
+
+def run_status(obj: dict) -> str:
+    """`kubectl repack status NAME`: phase, conditions, plan vs result, moves and relocations."""
+    meta, spec, st = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    goal = (spec.get("goals") or [{}])[0]
+    plan = st.get("plan") or {}
+    summary = plan.get("summary") or {}
+    result = st.get("result") or {}
+    lines = [
+        f"Name:        {meta.get('name', '')}",
+        f"Mode:        {spec.get('mode', '')}",
+        f"Resource:    {goal.get('resource', '')}",
+        f"Phase:       {st.get('phase') or 'Pending'}",
+    ]
+    for label, key in (("Started:", "startTime"), ("Completed:", "completionTime")):
+        if st.get(key):
+            lines.append(f"{label:<13}{st[key]}")
+    if st.get("message"):
+        lines.append(f"Message:     {st['message']}")
+    out = "\n".join(lines) + "\n"
+    conds = st.get("conditions") or []
+    out += "\nCONDITIONS\n"
+    out += (table(["TYPE", "STATUS", "REASON", "MESSAGE"],
+                  [[c.get("type"), c.get("status"), _cell(c.get("reason")), _cell(c.get("message"))]
+                   for c in conds]) if conds else "<none>") + "\n"
+    rows = [
+        ["Fragmentation", _frag(summary.get("fragBeforePercent"), summary.get("fragAfterPercent"))
+         if summary else "-", _frag(result.get("fragAfterPercent")) if result else "-"],
+        ["Freed nodes", _cell(summary.get("freedNodeCount")), _cell(result.get("freedNodeCount"))],
+        ["Moved cards", _cell(summary.get("movedCardCount")), _cell(result.get("movedCardCount"))],
+        ["Verified", "-", _cell(result.get("metricsVerified"))],
+        ["Freed", ", ".join(plan.get("freedNodes") or []) or "-", ", ".join(result.get("freedNodes") or []) or "-"],
+    ]
+    scope = summary.get("resolvedScope")
+    if scope:
+        rows.append(["Scope", f"{scope.get('podGroupCount', 0)} PodGroup(s), {scope.get('nodeCount', 0)} node(s)",
+                     "-"])
+    out += "\n" + table(["", "PLAN", "RESULT"], rows) + "\n"
+    moves = plan.get("moves") or []
+    if moves:
+        mrows = []
+        for m in moves:
+            owner = m.get("owner") or {}
+            o = f"{owner.get('kind')}/{owner.get('name')}" if owner else NONE
+            for p in m.get("pods") or []:
+                mrows.append([m.get("namespace"), m.get("podGroupName"), o, p.get("name"), p.get("fromNode"),
+                              p.get("toNode"), p.get("cards")])
+        out += "\nPLANNED MOVES\n" + table(["NAMESPACE", "PODGROUP", "OWNER", "POD", "FROM", "TO", "CARDS"],
+                                          mrows) + "\n"
+    rel = st.get("relocations") or []
+    out += "\nRELOCATIONS\n"
+    if rel:
+        rrows = []
+        for r in rel:
+            ev, pl = r.get("eviction") or {}, r.get("placement") or {}
+            rrows.append([r.get("namespace"), r.get("victimPodName"), _cell(ev.get("phase")), _cell(pl.get("phase")),
+                          _cell(r.get("plannedNodeName")), _cell(pl.get("selectedNodeName")),
+                          _cell(pl.get("actualNodeName")), _cell(pl.get("replacementPodName"))])
+        out += table(["NAMESPACE", "VICTIM", "EVICTION", "PLACEMENT", "PLANNED", "SELECTED", "ACTUAL",
+                      "REPLACEMENT"], rrows) + "\n"
+    else:
+        out += "<none>" + (" (DryRun runs evict nothing)" if spec.get("mode") == "DryRun" else "") + "\n"
+    return out
+
+
+__all__ = ["table", "canonical_run", "to_yaml", "to_json", "dump", "card_bar", "card_map", "moves_table",
+           "blocked_table", "plan_summary", "run_status"]
