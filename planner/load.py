@@ -14,7 +14,7 @@ from .model import (EMPTY, ClusterSnapshot, HostPort, LabelSelector, ModelServin
                     NodeSelectorTerm, OwnerRef, PersistentVolume, PersistentVolumeClaim, Pod,
                     PodAffinityTerm, PodDisruptionBudget, PodGroup, Requirement, SpreadConstraint,
                     Taint, Toleration, VCJob)
-from .quantity import scaled
+from .quantity import parse_quantity, scaled
 
 _READ_KINDS = {
     ("v1", "Node"), ("v1", "Pod"), ("v1", "PersistentVolume"), ("v1", "PersistentVolumeClaim"),
@@ -38,18 +38,20 @@ class _Ctx:
         raise SnapshotError(f"{self.label}: {path}: {msg}")
 
 
-def _get(ctx, obj, path, typ, default=None, required=False):
+def _get(ctx, obj, path, typ, default=None, required=False, at=""):
+    """obj[path] checked for type; `at` is where obj sits in the object, so errors give the full path."""
     cur = obj
+    full = at + path
     for part in path.split("."):
         if not isinstance(cur, dict):
-            ctx.fail(path, f"expected an object at '{part}'")
+            ctx.fail(full, f"expected an object at '{part}'")
         if part not in cur or cur[part] is None:
             if required:
-                ctx.fail(path, "required field is missing")
+                ctx.fail(full, "required field is missing")
             return default
         cur = cur[part]
     if typ is not None and not isinstance(cur, typ) or (typ is int and isinstance(cur, bool)):
-        ctx.fail(path, f"expected {typ.__name__ if isinstance(typ, type) else typ[0].__name__}, got {type(cur).__name__}")
+        ctx.fail(full, f"expected {typ.__name__ if isinstance(typ, type) else typ[0].__name__}, got {type(cur).__name__}")
     return cur
 
 
@@ -81,9 +83,9 @@ def _requirements(ctx, items, path):
         p = f"{path}[{i}]"
         if not isinstance(r, dict):
             ctx.fail(p, "expected an object")
-        key = _get(ctx, r, "key", str, required=True)
-        op = _get(ctx, r, "operator", str, required=True)
-        vals = _get(ctx, r, "values", list, [])
+        key = _get(ctx, r, "key", str, required=True, at=f"{p}.")
+        op = _get(ctx, r, "operator", str, required=True, at=f"{p}.")
+        vals = _get(ctx, r, "values", list, [], at=f"{p}.")
         if any(not isinstance(v, str) for v in vals):
             ctx.fail(f"{p}.values", "expected a list of strings")
         out.append(Requirement(key, op, tuple(vals)))
@@ -133,25 +135,46 @@ def _owner(ctx, meta):
     return chosen
 
 
+def _exact(ctx, m, path):
+    """A ResourceList as exact amounts (summed before scaling, as PodRequests sums Quantities)."""
+    out = {}
+    if not isinstance(m, dict):
+        ctx.fail(path, "expected an object of quantities")
+    for res, q in m.items():
+        try:
+            out[res] = parse_quantity(q)
+        except ValueError as e:
+            ctx.fail(f"{path}.{res}", str(e))
+    return out
+
+
+def _pod_level(resource) -> bool:
+    return resource in ("cpu", "memory") or resource.startswith("hugepages-")
+
+
 def pod_requests(ctx, spec):
-    """Requests as the scheduler counts them: max(sum of containers + sidecars, any init step) + overhead."""
+    """Requests as the scheduler counts them (component-helpers PodRequests): max(sum of containers +
+    sidecars, each init step), pod-level cpu/memory/hugepages requests when set, plus overhead;
+    summed exactly, then scaled once."""
     def container_req(c, p):
         if not isinstance(c, dict):
             ctx.fail(p, "expected a container object")
         res = c.get("resources") or {}
-        req = _resources(ctx, res.get("requests") or {}, f"{p}.resources.requests")
+        if not isinstance(res, dict):
+            ctx.fail(f"{p}.resources", "expected an object")
+        req = _exact(ctx, res.get("requests") or {}, f"{p}.resources.requests")
         # The API server defaults a missing request to its limit; files written by hand may lack it.
-        for r, v in _resources(ctx, res.get("limits") or {}, f"{p}.resources.limits").items():
+        for r, v in _exact(ctx, res.get("limits") or {}, f"{p}.resources.limits").items():
             req.setdefault(r, v)
         return req
 
-    containers = _get(ctx, spec, "containers", list, [])
+    containers = _get(ctx, spec, "containers", list, [], at="spec.")
     total = {}
     for i, c in enumerate(containers):
         for r, v in container_req(c, f"spec.containers[{i}]").items():
             total[r] = total.get(r, 0) + v
     sidecars, init_max = {}, {}
-    for i, c in enumerate(_get(ctx, spec, "initContainers", list, [])):
+    for i, c in enumerate(_get(ctx, spec, "initContainers", list, [], at="spec.")):
         req = container_req(c, f"spec.initContainers[{i}]")
         if c.get("restartPolicy") == "Always":
             for r, v in req.items():
@@ -166,11 +189,22 @@ def pod_requests(ctx, spec):
             init_max[r] = max(init_max.get(r, 0), v)
     for r, v in init_max.items():
         total[r] = max(total.get(r, 0), v)
-    for r, v in _resources(ctx, spec.get("overhead") or {}, "spec.overhead").items():
+    pod_res = spec.get("resources") or {}
+    if not isinstance(pod_res, dict):
+        ctx.fail("spec.resources", "expected an object")
+    level = {r: v for r, v in _exact(ctx, pod_res.get("requests") or {}, "spec.resources.requests").items()
+             if _pod_level(r)}
+    # The API server defaults a pod-level request to its limit when no container requests that resource.
+    for r, v in _exact(ctx, pod_res.get("limits") or {}, "spec.resources.limits").items():
+        if _pod_level(r) and r not in level and r not in total:
+            level[r] = v
+    total.update(level)
+    for r, v in _exact(ctx, spec.get("overhead") or {}, "spec.overhead").items():
         total[r] = total.get(r, 0) + v
-    total = {r: v for r, v in total.items() if v}
-    total["pods"] = 1
-    return total
+    out = {r: scaled(r, v) for r, v in total.items()}
+    out = {r: v for r, v in out.items() if v}
+    out["pods"] = 1
+    return out
 
 
 def _pod_affinity_terms(ctx, terms, path):
@@ -183,8 +217,8 @@ def _pod_affinity_terms(ctx, terms, path):
             ctx.fail(p, "expected an object")
         out.append(PodAffinityTerm(
             _selector(ctx, t.get("labelSelector"), f"{p}.labelSelector"),
-            _get(ctx, t, "topologyKey", str, required=True),
-            tuple(_get(ctx, t, "namespaces", list, [])),
+            _get(ctx, t, "topologyKey", str, required=True, at=f"{p}."),
+            tuple(_get(ctx, t, "namespaces", list, [], at=f"{p}.")),
             _selector(ctx, t.get("namespaceSelector"), f"{p}.namespaceSelector")))
     return tuple(out)
 
@@ -193,7 +227,7 @@ def _load_pod(ctx, obj):
     meta = _get(ctx, obj, "metadata", dict, required=True)
     spec = _get(ctx, obj, "spec", dict, required=True)
     status = _get(ctx, obj, "status", dict, {})
-    name = _get(ctx, meta, "name", str, required=True)
+    name = _get(ctx, meta, "name", str, required=True, at="metadata.")
     annotations = _strmap(ctx, obj, "metadata.annotations")
     aff = spec.get("affinity") or {}
     node_aff = ((aff.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {})
@@ -202,28 +236,34 @@ def _load_pod(ctx, obj):
         terms = _node_terms(ctx, node_aff.get("nodeSelectorTerms") or [],
                             "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms")
     tols = []
-    for i, t in enumerate(_get(ctx, spec, "tolerations", list, [])):
+    for i, t in enumerate(_get(ctx, spec, "tolerations", list, [], at="spec.")):
         if not isinstance(t, dict):
             ctx.fail(f"spec.tolerations[{i}]", "expected an object")
         tols.append(Toleration(t.get("key") or "", t.get("operator") or "Equal", t.get("value") or "",
                                t.get("effect") or ""))
     ports = []
-    for ci, c in enumerate(spec.get("containers") or []):
-        for pi, port in enumerate((c or {}).get("ports") or []):
+    # Host ports held while the pod runs: containers and sidecars (restartable init containers).
+    holders = [("initContainers", ci, c) for ci, c in enumerate(_get(ctx, spec, "initContainers", list, [], at="spec."))
+               if isinstance(c, dict) and c.get("restartPolicy") == "Always"]
+    holders += [("containers", ci, c) for ci, c in enumerate(_get(ctx, spec, "containers", list, [], at="spec."))]
+    for field_name, ci, c in holders:
+        if not isinstance(c, dict):
+            ctx.fail(f"spec.{field_name}[{ci}]", "expected a container object")
+        for pi, port in enumerate(c.get("ports") or []):
             hp = port.get("hostPort") if isinstance(port, dict) else None
             if hp:
-                if not isinstance(hp, int):
-                    ctx.fail(f"spec.containers[{ci}].ports[{pi}].hostPort", "expected an integer")
+                if not isinstance(hp, int) or isinstance(hp, bool):
+                    ctx.fail(f"spec.{field_name}[{ci}].ports[{pi}].hostPort", "expected an integer")
                 ports.append(HostPort(port.get("protocol") or "TCP", port.get("hostIP") or "0.0.0.0", hp))
     spread = []
-    for i, c in enumerate(_get(ctx, spec, "topologySpreadConstraints", list, [])):
+    for i, c in enumerate(_get(ctx, spec, "topologySpreadConstraints", list, [], at="spec.")):
         p = f"spec.topologySpreadConstraints[{i}]"
         if not isinstance(c, dict):
             ctx.fail(p, "expected an object")
         if (c.get("whenUnsatisfiable") or "DoNotSchedule") != "DoNotSchedule":
             continue
         spread.append(SpreadConstraint(
-            _get(ctx, c, "maxSkew", int, required=True), _get(ctx, c, "topologyKey", str, required=True),
+            _get(ctx, c, "maxSkew", int, required=True, at=f"{p}."), _get(ctx, c, "topologyKey", str, required=True, at=f"{p}."),
             _selector(ctx, c.get("labelSelector"), f"{p}.labelSelector"),
             c.get("minDomains") or 1, c.get("nodeAffinityPolicy") or "Honor", c.get("nodeTaintsPolicy") or "Ignore"))
     pvcs = []
@@ -251,7 +291,7 @@ def _load_pod(ctx, obj):
 
 def _load_node(ctx, obj):
     meta = _get(ctx, obj, "metadata", dict, required=True)
-    name = _get(ctx, meta, "name", str, required=True)
+    name = _get(ctx, meta, "name", str, required=True, at="metadata.")
     status = _get(ctx, obj, "status", dict, {})
     alloc = status.get("allocatable")
     if alloc is None:
@@ -275,7 +315,7 @@ def _load_podgroup(ctx, obj):
     mm = _get(ctx, obj, "spec.minMember", int, 0)
     if mm < 0:
         ctx.fail("spec.minMember", "must be >= 0")
-    return PodGroup(meta.get("namespace") or "default", _get(ctx, meta, "name", str, required=True),
+    return PodGroup(meta.get("namespace") or "default", _get(ctx, meta, "name", str, required=True, at="metadata."),
                     _strmap(ctx, obj, "metadata.labels"), mm, _owner(ctx, meta))
 
 
@@ -286,18 +326,18 @@ def _load_pv(ctx, obj):
     if req is not None:
         terms = _node_terms(ctx, req.get("nodeSelectorTerms") or [], "spec.nodeAffinity.required.nodeSelectorTerms")
     local = bool((obj.get("spec") or {}).get("local")) or bool((obj.get("spec") or {}).get("hostPath"))
-    return PersistentVolume(_get(ctx, meta, "name", str, required=True), terms, local)
+    return PersistentVolume(_get(ctx, meta, "name", str, required=True, at="metadata."), terms, local)
 
 
 def _load_pvc(ctx, obj):
     meta = _get(ctx, obj, "metadata", dict, required=True)
-    return PersistentVolumeClaim(meta.get("namespace") or "default", _get(ctx, meta, "name", str, required=True),
+    return PersistentVolumeClaim(meta.get("namespace") or "default", _get(ctx, meta, "name", str, required=True, at="metadata."),
                                  _get(ctx, obj, "spec.volumeName", str, ""))
 
 
 def _load_pdb(ctx, obj):
     meta = _get(ctx, obj, "metadata", dict, required=True)
-    return PodDisruptionBudget(meta.get("namespace") or "default", _get(ctx, meta, "name", str, required=True),
+    return PodDisruptionBudget(meta.get("namespace") or "default", _get(ctx, meta, "name", str, required=True, at="metadata."),
                                _selector(ctx, (obj.get("spec") or {}).get("selector"), "spec.selector"),
                                _get(ctx, obj, "status.disruptionsAllowed", int, None))
 
@@ -318,26 +358,26 @@ def _load_vcjob(ctx, obj):
     meta = _get(ctx, obj, "metadata", dict, required=True)
     spec = _get(ctx, obj, "spec", dict, {})
     tasks = {}
-    for i, t in enumerate(_get(ctx, spec, "tasks", list, [])):
+    for i, t in enumerate(_get(ctx, spec, "tasks", list, [], at="spec.")):
         if not isinstance(t, dict):
             ctx.fail(f"spec.tasks[{i}]", "expected an object")
         act = _evicted_action(ctx, t.get("policies") or [], f"spec.tasks[{i}].policies")
         if act:
             tasks[t.get("name") or ""] = act
-    return VCJob(meta.get("namespace") or "default", _get(ctx, meta, "name", str, required=True),
+    return VCJob(meta.get("namespace") or "default", _get(ctx, meta, "name", str, required=True, at="metadata."),
                  _strmap(ctx, obj, "metadata.labels"), _evicted_action(ctx, spec.get("policies") or [], "spec.policies"),
                  MappingProxyType(tasks) if tasks else EMPTY)
 
 
 def _load_modelserving(ctx, obj):
     meta = _get(ctx, obj, "metadata", dict, required=True)
-    return ModelServing(meta.get("namespace") or "default", _get(ctx, meta, "name", str, required=True),
+    return ModelServing(meta.get("namespace") or "default", _get(ctx, meta, "name", str, required=True, at="metadata."),
                         _strmap(ctx, obj, "metadata.labels"), _get(ctx, obj, "spec.recoveryPolicy", str, ""))
 
 
 def _load_namespace(ctx, obj):
     meta = _get(ctx, obj, "metadata", dict, required=True)
-    name = _get(ctx, meta, "name", str, required=True)
+    name = _get(ctx, meta, "name", str, required=True, at="metadata.")
     labels = dict(_strmap(ctx, obj, "metadata.labels"))
     labels.setdefault("kubernetes.io/metadata.name", name)
     return Namespace(name, MappingProxyType(labels))
