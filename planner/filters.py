@@ -5,22 +5,29 @@ here would pass there on the same state. Each filter is `f(pod, node, state, cac
 None when the node fits, else the scheduler's reason. `cache` lives for one placement attempt
 (state unchanged), so cluster-wide counts for inter-pod constraints are computed once per attempt.
 """
-from .selectors import selector_matches, terms_match
+from .selectors import parse_int64, selector_matches, terms_match
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 
 
 def tolerates(toleration, key, value, effect) -> bool:
-    """Does one toleration tolerate a taint (empty effect = all effects, empty key + Exists = all keys)?"""
+    """corev1 Toleration.ToleratesTaint: empty effect = all effects, empty key = all keys,
+    Exists = any value, Equal (or "") = same value, Lt/Gt = integer comparison of the values."""
     if toleration.effect and toleration.effect != effect:
         return False
     if toleration.key and toleration.key != key:
         return False
-    if not toleration.key and toleration.operator != "Exists":
-        return False
-    if toleration.operator == "Exists":
+    op = toleration.operator
+    if op in ("Equal", ""):
+        return toleration.value == value
+    if op == "Exists":
         return True
-    return toleration.operator in ("Equal", "") and toleration.value == value
+    if op in ("Lt", "Gt"):
+        want, have = parse_int64(toleration.value), parse_int64(value)
+        if want is None or have is None:
+            return False
+        return have < want if op == "Lt" else have > want
+    return False
 
 
 def node_unschedulable(pod, node, state, cache):
@@ -51,7 +58,7 @@ def volume_binding(pod, node, state, cache):
         if pvc is None:
             return f'persistentvolumeclaim "{claim}" not found'
         pv = snap.pv_by_name.get(pvc.volume_name) if pvc.volume_name else None
-        if pv is not None and not terms_match(pv.node_terms, node):
+        if pv is not None and not terms_match(pv.node_terms, node, match_fields=False):
             return "node(s) had volume node affinity conflict"
 
 
@@ -139,7 +146,9 @@ def inter_pod_affinity(pod, node, state, cache):
                         v = labels.get(t.topology_key)
                         if v is not None:
                             anti_pairs.add((t.topology_key, v))
-        self_match = all(_term_matches(t, ns, pod) for t, ns in aff_terms)
+        # Upstream merges the incoming pod's namespace selectors into its namespace lists before
+        # podMatchesAllAffinityTerms, so the resolved namespace sets are the right test here.
+        self_match = bool(aff_terms) and all(_term_matches(t, ns, pod) for t, ns in aff_terms)
         cache["ipa"] = (forbidden, aff_terms, aff_counts, anti_terms, anti_pairs, self_match)
     forbidden, aff_terms, aff_counts, anti_terms, anti_pairs, self_match = cache["ipa"]
     labels = node.labels
@@ -163,7 +172,8 @@ def inter_pod_affinity(pod, node, state, cache):
 
 
 def _spread_eligible(pod, c, node):
-    if any(k not in node.labels for k in [c.topology_key]):
+    # A node counts for no constraint unless it carries every constraint's topology key.
+    if any(other.topology_key not in node.labels for other in pod.spread):
         return False
     if c.node_affinity_policy == "Honor" and node_affinity(pod, node, None, None) is not None:
         return False
@@ -185,8 +195,10 @@ def pod_topology_spread(pod, node, state, cache):
                     eligible_nodes.add(n.name)
                     counts.setdefault(n.labels[c.topology_key], 0)
             for other, onode in state.all_pods():
+                # An empty selector counts nothing upstream (countPodsMatchSelector), a nil one matches nothing.
                 if (onode in eligible_nodes and other.key != pod.key and not other.terminating
                         and other.namespace == pod.namespace and c.label_selector is not None
+                        and (c.label_selector.match_labels or c.label_selector.match_expressions)
                         and selector_matches(c.label_selector, other.labels)):
                     v = snap.node_by_name[onode].labels[c.topology_key]
                     counts[v] += 1
