@@ -348,7 +348,13 @@ def _evicted_action(ctx, policies, path):
     for i, p in enumerate(policies):
         if not isinstance(p, dict):
             ctx.fail(f"{path}[{i}]", "expected an object")
-        events = list(p.get("events") or []) + ([p["event"]] if p.get("event") else [])
+        listed = p.get("events") or []
+        if not isinstance(listed, list) or any(not isinstance(e, str) for e in listed):
+            ctx.fail(f"{path}[{i}].events", "expected a list of strings")
+        single = p.get("event") or ""
+        if not isinstance(single, str):
+            ctx.fail(f"{path}[{i}].event", "expected a string")
+        events = listed + ([single] if single else [])
         if "PodEvicted" in events or "*" in events:
             return p.get("action") or ""
     return ""

@@ -157,6 +157,10 @@ MALFORMED = [
     ("vcjob-policies-not-list", vcjob("j", policies={"event": "PodEvicted"}), "Job default/j: spec.policies: expected a list"),
     ("vcjob-task-policy-not-object", vcjob("j", task_policies={"t": ["PodEvicted"]}),
      "Job default/j: spec.tasks[0].policies[0]: expected an object"),
+    ("vcjob-events-not-list", vcjob("j", policies=[{"events": "PodEvicted", "action": "RestartJob"}]),
+     "Job default/j: spec.policies[0].events: expected a list of strings"),
+    ("vcjob-event-not-string", vcjob("j", task_policies={"t": [{"event": ["PodEvicted"], "action": "RestartJob"}]}),
+     "Job default/j: spec.tasks[0].policies[0].event: expected a string"),
     ("missing-kind", {"apiVersion": "v1", "metadata": {"name": "x"}}, "? x: kind: required field is missing"),
     ("missing-apiversion", {"kind": "Pod", "metadata": {"name": "x"}}, "Pod x: apiVersion: required field is missing"),
 ]
