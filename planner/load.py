@@ -265,7 +265,9 @@ def _load_pod(ctx, obj):
         spread.append(SpreadConstraint(
             _get(ctx, c, "maxSkew", int, required=True, at=f"{p}."), _get(ctx, c, "topologyKey", str, required=True, at=f"{p}."),
             _selector(ctx, c.get("labelSelector"), f"{p}.labelSelector"),
-            c.get("minDomains") or 1, c.get("nodeAffinityPolicy") or "Honor", c.get("nodeTaintsPolicy") or "Ignore"))
+            _get(ctx, c, "minDomains", int, 1, at=f"{p}."),
+            _get(ctx, c, "nodeAffinityPolicy", str, "Honor", at=f"{p}.") or "Honor",
+            _get(ctx, c, "nodeTaintsPolicy", str, "Ignore", at=f"{p}.") or "Ignore"))
     pvcs = []
     for v in spec.get("volumes") or []:
         claim = (v or {}).get("persistentVolumeClaim")

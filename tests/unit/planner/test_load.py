@@ -137,6 +137,8 @@ MALFORMED = [
      "Pod default/p1: spec.containers[0].ports[0].hostPort: expected an integer"),
     ("spread-max-skew-missing", pod("p1", spread=[{"topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]),
      "Pod default/p1: spec.topologySpreadConstraints[0].maxSkew: required field is missing"),
+    ("spread-min-domains-not-int", pod("p1", spread=[{"maxSkew": 1, "topologyKey": "zone", "minDomains": "3"}]),
+     "Pod default/p1: spec.topologySpreadConstraints[0].minDomains: expected int, got str"),
     ("selector-bad-operator", pod("p1", affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"topologyKey": "zone", "labelSelector": {"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]}}]}}),
      "Pod default/p1: spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector."
