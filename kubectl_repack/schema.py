@@ -140,15 +140,8 @@ def spec_schema():
     return copy.deepcopy(_run_schema_cached()["properties"]["spec"])
 
 
-def _is_strict_integer(_checker, instance):
-    # 10.0 is an integer for Draft 7, but not for a Go int32 field: refuse it like the server.
-    return isinstance(instance, int) and not isinstance(instance, bool)
-
-
-_Validator = jsonschema.validators.extend(
-    jsonschema.Draft7Validator,
-    type_checker=jsonschema.Draft7Validator.TYPE_CHECKER.redefine("integer", _is_strict_integer),
-)
+# Draft 7 counts 10.0 as an integer, and so does the API server (it stores it as 10).
+_Validator = jsonschema.Draft7Validator
 
 
 @functools.lru_cache(maxsize=1)
@@ -341,9 +334,10 @@ def _render(found, schema):
             for path, message, names_field in sorted(found, key=_sort_key)]
 
 
-def _drop_null_fields(value, schema):
-    """A copy without fields set to null, as the API server prunes them from custom objects
-    (`scope:` with every line below it commented out means no scope, not an error)."""
+def _as_stored(value, schema):
+    """A copy of `value` as the API server would store it: fields set to null are dropped
+    (`scope:` with every line below it commented out means no scope, not an error), and whole
+    numbers written as floats (10.0) in integer fields become integers."""
     schema = schema if isinstance(schema, dict) else {}
     if isinstance(value, dict):
         properties = schema.get("properties", {})
@@ -353,22 +347,25 @@ def _drop_null_fields(value, schema):
             if key in properties:
                 if item is None and not properties[key].get("nullable"):
                     continue
-                out[key] = _drop_null_fields(item, properties[key])
+                out[key] = _as_stored(item, properties[key])
             else:
-                out[key] = _drop_null_fields(item, extra if isinstance(extra, dict) else {})
+                out[key] = _as_stored(item, extra if isinstance(extra, dict) else {})
         return out
     if isinstance(value, list):
-        return [_drop_null_fields(item, schema.get("items", {})) for item in value]
+        return [_as_stored(item, schema.get("items", {})) for item in value]
+    if (isinstance(value, float) and value.is_integer()
+            and (schema.get("type") == "integer" or schema.get("x-kubernetes-int-or-string"))):
+        return int(value)
     return value
 
 
 def validate_run(obj):
-    """Validate one RepackRun object; return it as the API server would store it (a copy
-    without null fields) or raise ValidationError with one `<path>: <message>` line per error."""
+    """Validate one RepackRun object; return it as the API server would store it (a copy without
+    null fields, 10.0 as 10) or raise ValidationError with one `<path>: <message>` per error."""
     schema = _run_schema_cached()
     if not isinstance(obj, dict):
         raise ValidationError([f"{ROOT}: expected a {KIND} object, got {_json_type(obj)}"])
-    obj = _drop_null_fields(obj, schema)
+    obj = _as_stored(obj, schema)
     found = _schema_errors(_validator(), obj) | _metadata_errors(obj)
     if found:
         raise ValidationError(_render(found, schema))
@@ -377,11 +374,11 @@ def validate_run(obj):
 
 def validate_spec(spec):
     """Validate a bare RepackRun spec (e.g. built from flags); paths start with `spec.`.
-    Returns the spec without null fields, like validate_run."""
+    Returns the spec as stored, like validate_run."""
     schema = _run_schema_cached()
     spec_schema_ = schema["properties"]["spec"]
     if isinstance(spec, dict):
-        spec = _drop_null_fields(spec, spec_schema_)
+        spec = _as_stored(spec, spec_schema_)
     found = _schema_errors(_Validator(spec_schema_), spec, prefix=("spec",))
     if found:
         raise ValidationError(_render(found, schema))

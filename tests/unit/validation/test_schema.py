@@ -149,3 +149,16 @@ def test_an_unknown_cel_rule_fails_loudly():
 def test_int_or_string_without_anyof_is_translated():
     node = schema._convert({"x-kubernetes-int-or-string": True})
     assert node["anyOf"] == [{"type": "integer"}, {"type": "string"}]
+
+
+def test_whole_floats_in_integer_fields_are_stored_as_integers():
+    stored = schema.validate_run(run(goals=[{"resource": "nvidia.com/gpu",
+                                             "minFragImprovementPercent": 10.0}],
+                                     maxPerRun={"podGroups": 2.0, "resources": {"nvidia.com/gpu": 4.0}},
+                                     ttlSecondsAfterFinished=60))
+    assert stored["spec"]["goals"][0]["minFragImprovementPercent"] == 10
+    assert type(stored["spec"]["goals"][0]["minFragImprovementPercent"]) is int
+    assert type(stored["spec"]["maxPerRun"]["podGroups"]) is int
+    assert type(stored["spec"]["maxPerRun"]["resources"]["nvidia.com/gpu"]) is int
+    assert errors_of(run(maxPerRun={"podGroups": 2.5})) == [
+        "spec.maxPerRun.podGroups: 2.5 is not of type 'integer'"]
