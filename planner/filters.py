@@ -57,9 +57,15 @@ def volume_binding(pod, node, state, cache):
         pvc = snap.pvc_by_key.get(f"{pod.namespace}/{claim}")
         if pvc is None:
             return f'persistentvolumeclaim "{claim}" not found'
-        pv = snap.pv_by_name.get(pvc.volume_name) if pvc.volume_name else None
-        if pv is not None and not terms_match(pv.node_terms, node, match_fields=False):
-            return "node(s) had volume node affinity conflict"
+        if not pvc.volume_name:
+            continue        # unbound: provisioning is not simulated (needs StorageClasses)
+        pv = snap.pv_by_name.get(pvc.volume_name)
+        if pv is None:
+            return "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
+        if not terms_match(pv.node_terms, node, match_fields=False):
+            # Worded as since Kubernetes 1.33 (kubernetes#129887); older releases said
+            # "node(s) had volume node affinity conflict".
+            return "node(s) didn't match PersistentVolume's node affinity"
 
 
 _CORE_ORDER = {"cpu": 0, "memory": 1, "ephemeral-storage": 2}
