@@ -11,6 +11,7 @@ receivers in the receiver order (pods with inter-pod constraints are always re-e
 `optimized=False` path re-evaluates everything by brute force; tests hold the two identical.
 """
 import bisect
+import dataclasses
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Optional
@@ -345,21 +346,22 @@ class _Planner:
                                     f"no receiver has {need} free {self.R}")
 
     # -- one candidate ---------------------------------------------------------------------------
-    def evaluate(self, node) -> _Eval:
+    def _trace(self, pods, vacating, unbind, interpod=False, diagnose=False) -> _Eval:
+        """Greedy placement of `pods` in order on a fork; the fork is reverted before returning."""
         st = self.state
         mark = st.fork()
-        pods = self.r_pods[node]
-        for p in pods:
-            st.unbind(p)
-        ev = _Eval(True, interpod=node in self.interpod)
+        if unbind:
+            for p in pods:
+                st.unbind(p)
+        ev = _Eval(True, interpod=interpod)
         fork_nodes = set()
         saved_receiving = self.receiving
         self.receiving = set(self.receiving)
         try:
             for p in pods:
-                to, key = self._place(p, node, fork_nodes)
+                to, key = self._place(p, vacating, fork_nodes)
                 if to is None:
-                    f, msg = self._diagnose(p, node, fork_nodes)
+                    f, msg = self._diagnose(p, vacating, fork_nodes) if diagnose else ("", "")
                     ev.feasible, ev.fail = False, (p.key, f, msg)
                     break
                 st.bind(p, to)
@@ -371,10 +373,71 @@ class _Planner:
             st.revert(mark)
         return ev
 
+    def evaluate(self, node, diagnose=False) -> _Eval:
+        """Can every R pod of `node` be placed elsewhere, cumulatively, by the scheduler's filters?"""
+        return self._trace(self.r_pods[node], node, True, node in self.interpod, diagnose)
+
+    def _evaluate_unit(self, unit) -> _Eval:
+        if unit[0] == "node":
+            return self.evaluate(unit[1])
+        return self._trace(self.sig_pods[unit[1]], None, False)
+
+    def revalidate(self, unit, ev, touched):
+        """Replay a cached evaluation after a round that touched `touched` (not its vacated node).
+
+        Every pod must still fit its cached receiver, and no touched node may now come before that
+        receiver and accept the pod; then the result is what a fresh evaluation would give, with
+        refreshed keys. Returns the refreshed evaluation, or None when a fresh one is needed.
+        """
+        st = self.state
+        mark = st.fork()
+        if unit[0] == "node":
+            for p in self.r_pods[unit[1]]:
+                st.unbind(p)
+        saved_receiving = self.receiving
+        self.receiving = set(self.receiving)
+        out = _Eval(ev.feasible, fail=ev.fail, interpod=ev.interpod)
+        try:
+            for p, to, _ in ev.moves:
+                cache = {}
+                key = self._key(to)
+                if run_filters(p, self.snap.node_by_name[to], st, cache) is not None:
+                    return None
+                for t in touched:
+                    if t != to and self._key(t) < key and st.free(t, self.R) >= p.requests[self.R] and \
+                            run_filters(p, self.snap.node_by_name[t], st, cache) is None:
+                        return None
+                st.bind(p, to)
+                out.moves.append((p, to, key))
+                self.receiving.add(to)
+            return out
+        finally:
+            self.receiving = saved_receiving
+            st.revert(mark)
+
+    def _signatures(self):
+        """Candidates whose R pods have identical scheduling shapes, in order, share one evaluation.
+
+        Placement of such pods depends only on their shapes and on the receivers, so one trace
+        with stand-in pods serves every candidate with that signature, except a candidate whose
+        own node the trace chose (it is then evaluated on its own).
+        """
+        self.sig_of, self.sig_pods, ids = {}, [], {}
+        for c in self.candidates:
+            if c in self.interpod:
+                continue
+            sig = tuple((p.requests[self.R], tuple(sorted(p.requests.items())), self._pod_sig(p), p.host_ports)
+                        for p in self.r_pods[c])
+            if sig not in ids:
+                ids[sig] = n = len(self.sig_pods)
+                self.sig_pods.append([dataclasses.replace(p, name=f"~shape{n}-{i}", uid="")
+                                      for i, p in enumerate(self.r_pods[c])])
+            self.sig_of[c] = ids[sig]
+
     # -- rounds ----------------------------------------------------------------------------------
-    def _groups_of(self, ev):
+    def _candidate_groups(self, c):
         out = {}
-        for p, _, _ in ev.moves:
+        for p in self.r_pods[c]:
             out.setdefault(f"{p.namespace}/{p.group_name}", set()).add(p.key)
         return out
 
@@ -384,35 +447,54 @@ class _Planner:
         moved_cards = 0
         self.moves, self.freed = [], []
         live = list(self.candidates)
-        cache = {}                   # candidate -> _Eval
-        dims = {}                    # candidate -> complete-plan dimensions (valid while its groups are untouched)
-        by_receiver = {}             # node -> candidates whose cached moves use it
+        groups_of = {c: self._candidate_groups(c) for c in live}
+        cards_of = {c: sum(p.requests[R] for p in self.r_pods[c]) for c in live}
+        if self.optimized:
+            self._signatures()
+        cache = {}                   # evaluation unit -> _Eval
+        dims = {}                    # candidate -> increase of the plan's cost (valid while its groups are untouched)
+        by_receiver = {}             # node -> units whose cached moves use it
         by_group = {}                # podgroup or workload -> candidates moving its pods
-        choice_keys = []             # sorted (receiver key at choice, candidate, pod index)
+        choice_keys = []             # sorted (receiver key at choice, unit, pod index)
         occupied_now = len(self.occupied)
         rnd = 0
+        for c in live:
+            for g in groups_of[c]:
+                by_group.setdefault(g, set()).add(c)
+                by_group.setdefault(self.gangs[g].workload, set()).add(c)
 
-        def forget(c):
-            ev = cache.pop(c, None)
-            dims.pop(c, None)
+        def forget(u):
+            ev = cache.pop(u, None)
             if ev is not None:
                 for i, (_, to, key) in enumerate(ev.moves):
-                    by_receiver.get(to, set()).discard(c)
-                    j = bisect.bisect_left(choice_keys, (key, c, i))
-                    if j < len(choice_keys) and choice_keys[j] == (key, c, i):
+                    by_receiver.get(to, set()).discard(u)
+                    j = bisect.bisect_left(choice_keys, (key, u, i))
+                    if j < len(choice_keys) and choice_keys[j] == (key, u, i):
                         choice_keys.pop(j)
 
-        def remember(c, ev):
-            cache[c] = ev
+        def remember(u, ev):
+            cache[u] = ev
             # A failed evaluation keeps the choices made before its failing pod: the failure can
             # only change if those choices change (the failing pod's options never grow).
             for i, (_, to, key) in enumerate(ev.moves):
-                by_receiver.setdefault(to, set()).add(c)
-                bisect.insort(choice_keys, (key, c, i))
-            if ev.feasible:
-                for g in self._groups_of(ev):
-                    by_group.setdefault(g, set()).add(c)
-                    by_group.setdefault(self.gangs[g].workload, set()).add(c)
+                by_receiver.setdefault(to, set()).add(u)
+                bisect.insort(choice_keys, (key, u, i))
+
+        def evaluation(u):
+            ev = cache.get(u)
+            if ev is None or not self.optimized or ev.interpod:
+                forget(u)
+                ev = self._evaluate_unit(u)
+                remember(u, ev)
+            return ev
+
+        def feasible_now(c):
+            if not self.optimized or c in self.interpod:
+                return evaluation(("node", c)).feasible
+            ev = evaluation(("sig", self.sig_of[c]))
+            if any(to == c for _, to, _ in ev.moves):
+                return evaluation(("node", c)).feasible
+            return ev.feasible
 
         while live:
             if occupied_now <= self.minimum.value:
@@ -424,48 +506,44 @@ class _Planner:
             rows, feasible = [], []
             still = []
             for c in live:
-                ev = cache.get(c)
-                if ev is None or not self.optimized or ev.interpod:
-                    forget(c)
-                    ev = self.evaluate(c)
-                    remember(c, ev)
-                if not ev.feasible:
+                if not feasible_now(c):
                     still.append(c)
                     continue
-                groups = self._groups_of(ev)
-                cards = sum(p.requests[R] for p, _, _ in ev.moves)
+                groups = groups_of[c]
+                cards = cards_of[c]
                 n_pgs = len(cost.moved) + sum(1 for g in groups if g not in cost.moved)
                 if self.run.max_podgroups is not None and n_pgs > self.run.max_podgroups:
                     self.verdicts[c] = NodeVerdict(c, False, "BudgetExceeded",
                                                    f"vacating {c} would affect {n_pgs} PodGroups in this run; maxPerRun.podGroups is {self.run.max_podgroups}",
                                                    round=rnd)
-                    forget(c)
                     continue
                 if self.run.max_resource is not None and moved_cards + cards > self.run.max_resource:
                     self.verdicts[c] = NodeVerdict(c, False, "BudgetExceeded",
                                                    f"vacating {c} would move {moved_cards + cards} {R} in this run; maxPerRun.resources[{R}] is {self.run.max_resource}",
                                                    round=rnd)
-                    forget(c)
                     continue
                 d = dims.get(c) if self.optimized else None
                 if d is None:
                     d = dims[c] = cost.with_candidate(groups)
                 rows.append(d)
-                feasible.append((c, ev, cards, groups))
+                feasible.append(c)
                 still.append(c)
             live = still
             if not feasible:
                 break
             sc = scores(rows, self.weights)
-            best = min(range(len(feasible)),
-                       key=lambda i: (sc[i], -self.alloc[feasible[i][0]], feasible[i][0]))
-            chosen, ev, cards, groups = feasible[best]
+            best = min(range(len(feasible)), key=lambda i: (sc[i], -self.alloc[feasible[i]], feasible[i]))
+            chosen = feasible[best]
+            ev = self.evaluate(chosen)
+            if not ev.feasible:
+                raise AssertionError(f"planner bug: {chosen} judged feasible but its own evaluation fails")
+            groups = groups_of[chosen]
+            cards = cards_of[chosen]
             # Commit: apply the moves to the real simulated state.
             touched = {}
             for p, to, _ in ev.moves:
                 if to not in touched:
                     touched[to] = self.index.key_of.get(to) if self.optimized else None
-            old_chosen_key = self.index.key_of.get(chosen) if self.optimized else None
             for p, to, _ in ev.moves:
                 self.state.move(p, to)
                 self.moves.append(PodMove(p, chosen, to, p.requests[R], rnd))
@@ -479,24 +557,24 @@ class _Planner:
             self.verdicts[chosen] = NodeVerdict(chosen, True, "Vacated",
                                                 f"{len(ev.moves)} pod(s), {cards} {R} moved in round {rnd}", round=rnd)
             live.remove(chosen)
-            forget(chosen)
+            forget(("node", chosen))
             for t in touched:
                 if t in live:
                     live.remove(t)
-                    forget(t)
+                    forget(("node", t))
                     self.verdicts[t] = NodeVerdict(t, False, "ReceivingMoves",
                                                    f"{t} receives pods of {chosen} in round {rnd} and stays occupied",
                                                    round=rnd)
             if self.optimized:
                 for g in groups:
                     for key in (g, self.gangs[g].workload):
-                        for c in by_group.pop(key, ()):
+                        for c in by_group.get(key, ()):
                             dims.pop(c, None)
-                self._invalidate(chosen, touched, cache, by_receiver, choice_keys, forget, live)
+                self._invalidate(chosen, touched, cache, by_receiver, choice_keys, forget, remember)
         for c in live:
             if c in self.verdicts:
                 continue
-            ev = self.evaluate(c)
+            ev = self.evaluate(c, diagnose=True)
             if not ev.feasible:
                 pod, f, msg = ev.fail
                 self.verdicts[c] = NodeVerdict(c, False, "NoFeasibleReceiver", msg, pod, f, rnd)
@@ -511,28 +589,36 @@ class _Planner:
             return False
         return run_filters(pod, self.snap.node_by_name[node], self.state, {}) is None
 
-    def _invalidate(self, chosen, touched, cache, by_receiver, choice_keys, forget, live):
-        # Without inter-pod constraints a round only removes capacity (receivers fill up, the
-        # vacated node leaves), so a pod's options never grow; a cached evaluation changes only if
-        # one of its chosen receivers was touched, or a touched node now comes before a choice in
-        # the receiver order and would take that pod.
-        """Drop cached evaluations this round may have changed (see the module docstring)."""
+    def _invalidate(self, chosen, touched, cache, by_receiver, choice_keys, forget, remember):
+        """Drop or replay cached evaluations this round may have changed.
+
+        Without inter-pod constraints a round only removes capacity (receivers fill up, the
+        vacated node leaves), so a pod's options never grow; a cached evaluation changes only if
+        one of its chosen receivers was touched, or a touched node now comes before a choice in
+        the receiver order and would take that pod.
+        """
         self.index.remove(chosen)
-        changed = set(by_receiver.get(chosen, ()))
+        stale = set(by_receiver.get(chosen, ()))      # used the vacated node: evaluate afresh
+        replay = set()                                # may still hold: replay and check
         for t, old in touched.items():
             self.index.remove(t)
             new = self._key(t)
             self.index.add(new)
-            changed |= by_receiver.get(t, set())
+            replay |= by_receiver.get(t, set())
             if old is not None and new < old:
-                # t moved ahead of these choices: it matters only if it would now take that pod.
-                lo = bisect.bisect_right(choice_keys, (new, "\uffff"))
-                hi = bisect.bisect_left(choice_keys, (old, ""))
-                for _, c, i in choice_keys[lo:hi]:
-                    if c not in changed and self._hosts(t, cache[c].moves[i][0]):
-                        changed.add(c)
-        for c in changed:
-            forget(c)
+                lo = bisect.bisect_right(choice_keys, (new, ("\uffff",)))
+                hi = bisect.bisect_left(choice_keys, (old, ("",)))
+                for _, u, i in choice_keys[lo:hi]:
+                    if u not in replay and self._hosts(t, cache[u].moves[i][0]):
+                        replay.add(u)
+        for u in stale:
+            forget(u)
+        for u in replay - stale:
+            ev = cache.get(u)
+            fresh = self.revalidate(u, ev, touched) if ev is not None else None
+            forget(u)
+            if fresh is not None:
+                remember(u, fresh)
 
     def finish(self) -> Plan:
         R = self.R
