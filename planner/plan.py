@@ -28,6 +28,7 @@ from .selectors import selector_matches
 from .state import SimulatedState
 
 REASON_RECOMMENDED = "RepackRecommended"
+_END = ("end",)   # a start key after every receiver: only changed nodes can take the pod
 REASON_NO_FRAGMENTATION = "NoFragmentation"
 REASON_INSUFFICIENT = "InsufficientImprovement"
 
@@ -280,8 +281,9 @@ class _Planner:
         return (tuple(sorted(pod.node_selector.items())), pod.affinity_terms, pod.tolerations,
                 pod.namespace if pod.pvc_names else "", pod.pvc_names)
 
-    def _ordered(self, pod, vacating, fork_nodes):
-        """Receiver keys for `pod` in PLAN-2 order (nodes touched in the fork carry fork keys)."""
+    def _ordered(self, pod, vacating, fork_nodes, start=None):
+        """Receiver keys for `pod` in PLAN-2 order (nodes touched in the fork carry fork keys),
+        from `start` on when given (optimized path only)."""
         need = pod.requests[self.R]
         if not self.optimized:
             keys = sorted(self._key(n) for n in self.receivers if n != vacating)
@@ -299,9 +301,9 @@ class _Planner:
                 ok = self.static_ok[ck] = run_filters(pod, node, self.state, {}, STATIC_FILTERS) is None
             return ok
 
-        fork_keys = sorted(self._key(n) for n in fork_nodes)
+        fork_keys = sorted(k for k in (self._key(n) for n in fork_nodes) if start is None or k >= start)
         fi = 0
-        for k in self.index.walk(need, class_ok):
+        for k in self.index.walk(need, class_ok, start):
             while fi < len(fork_keys) and fork_keys[fi] < k:
                 if fork_keys[fi][2] >= need:
                     yield fork_keys[fi], True
@@ -313,9 +315,20 @@ class _Planner:
             if fk[2] >= need:
                 yield fk, True
 
-    def _place(self, pod, vacating, fork_nodes):
+    def _place(self, pod, vacating, fork_nodes, start=None, dirty=()):
+        """First receiver in order that accepts `pod`. With `start`, nodes before it are known to
+        reject the pod unless they are in `dirty` (their state changed since that was known)."""
         cache = {}
-        for key, static_checked in self._ordered(pod, vacating, fork_nodes):
+        if start is not None:
+            need = pod.requests[self.R]
+            before = sorted(k for k in (self._key(t) for t in dirty if t in self.receivers and t != vacating)
+                            if (start == _END or k < start) and k[2] >= need)
+            for key in before:
+                if run_filters(pod, self.snap.node_by_name[key[3]], self.state, cache) is None:
+                    return key[3], key
+            if start == _END:
+                return None, None
+        for key, static_checked in self._ordered(pod, vacating, fork_nodes, start):
             node = key[3]
             if node == vacating or node not in self.receivers:
                 continue
@@ -382,34 +395,46 @@ class _Planner:
             return self.evaluate(unit[1])
         return self._trace(self.sig_pods[unit[1]], None, False)
 
-    def revalidate(self, unit, ev, touched):
-        """Replay a cached evaluation after a round that touched `touched` (not its vacated node).
+    def repair(self, unit, ev, changed):
+        """Redo a cached evaluation after a round that changed the nodes in `changed`.
 
-        Every pod must still fit its cached receiver, and no touched node may now come before that
-        receiver and accept the pod; then the result is what a fresh evaluation would give, with
-        refreshed keys. Returns the refreshed evaluation, or None when a fresh one is needed.
+        Nodes outside `changed` before a pod's cached receiver rejected it then and still do
+        (a round only takes capacity away), so each pod's search resumes at its cached receiver,
+        after checking the changed nodes that now come before it. Nodes used by the cached or the
+        new trace of earlier pods count as changed for later pods. Gives exactly what a fresh
+        evaluation would give.
         """
+        pods = self.r_pods[unit[1]] if unit[0] == "node" else self.sig_pods[unit[1]]
+        vacating = unit[1] if unit[0] == "node" else None
         st = self.state
         mark = st.fork()
         if unit[0] == "node":
-            for p in self.r_pods[unit[1]]:
+            for p in pods:
                 st.unbind(p)
+        out = _Eval(True, interpod=ev.interpod)
+        fork_nodes = set()
+        dirty = set(changed)
         saved_receiving = self.receiving
         self.receiving = set(self.receiving)
-        out = _Eval(ev.feasible, fail=ev.fail, interpod=ev.interpod)
         try:
-            for p, to, _ in ev.moves:
-                cache = {}
-                key = self._key(to)
-                if run_filters(p, self.snap.node_by_name[to], st, cache) is not None:
-                    return None
-                for t in touched:
-                    if t != to and self._key(t) < key and st.free(t, self.R) >= p.requests[self.R] and \
-                            run_filters(p, self.snap.node_by_name[t], st, cache) is None:
-                        return None
+            for i, p in enumerate(pods):
+                if i < len(ev.moves):
+                    start = ev.moves[i][2]
+                elif i == len(ev.moves) and not ev.feasible:
+                    start = _END
+                else:
+                    start = None
+                to, key = self._place(p, vacating, fork_nodes, start, dirty)
+                if to is None:
+                    out.feasible, out.fail = False, (p.key, "", "")
+                    break
                 st.bind(p, to)
                 out.moves.append((p, to, key))
+                fork_nodes.add(to)
                 self.receiving.add(to)
+                dirty.add(to)
+                if i < len(ev.moves):
+                    dirty.add(ev.moves[i][1])
             return out
         finally:
             self.receiving = saved_receiving
@@ -480,11 +505,18 @@ class _Planner:
                 by_receiver.setdefault(to, set()).add(u)
                 bisect.insort(choice_keys, (key, u, i))
 
+        pending = self._pending = {}     # unit -> nodes changed since its cached evaluation
+
         def evaluation(u):
             ev = cache.get(u)
             if ev is None or not self.optimized or ev.interpod:
                 forget(u)
+                pending.pop(u, None)
                 ev = self._evaluate_unit(u)
+                remember(u, ev)
+            elif u in pending:
+                forget(u)
+                ev = self.repair(u, ev, pending.pop(u))
                 remember(u, ev)
             return ev
 
@@ -598,8 +630,7 @@ class _Planner:
         the receiver order and would take that pod.
         """
         self.index.remove(chosen)
-        stale = set(by_receiver.get(chosen, ()))      # used the vacated node: evaluate afresh
-        replay = set()                                # may still hold: replay and check
+        replay = set(by_receiver.get(chosen, ()))
         for t, old in touched.items():
             self.index.remove(t)
             new = self._key(t)
@@ -611,14 +642,10 @@ class _Planner:
                 for _, u, i in choice_keys[lo:hi]:
                     if u not in replay and self._hosts(t, cache[u].moves[i][0]):
                         replay.add(u)
-        for u in stale:
-            forget(u)
-        for u in replay - stale:
-            ev = cache.get(u)
-            fresh = self.revalidate(u, ev, touched) if ev is not None else None
-            forget(u)
-            if fresh is not None:
-                remember(u, fresh)
+        # Repaired lazily, when a live candidate next asks for the evaluation.
+        changed = set(touched) | {chosen}
+        for u in replay:
+            self._pending.setdefault(u, set()).update(changed)
 
     def finish(self) -> Plan:
         R = self.R
