@@ -149,6 +149,13 @@ build() {
   say "built in $((end - start)) s"
 }
 
+# One build at a time per version key: a second caller waits, then finds the binaries.
+mkdir -p "$CACHE/controlplane"
+exec 9>"$CACHE/controlplane/$KEY.lock"
+if ! flock -n 9; then
+  say "another build of $KEY is running; waiting for it"
+  flock 9
+fi
 if [ "$FORCE" = 1 ] || ! is_complete; then
   build
 else

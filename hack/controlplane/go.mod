@@ -187,11 +187,10 @@ require (
 )
 
 // Same pattern as Volcano's own go.mod: k8s.io/kubernetes requires its staging modules at v0.0.0,
-// so every staging module is pinned to the matching v0.34.x release.
+// so every staging module is pinned to the matching v0.34.x release. Volcano's other replaces
+// (grpc v1.64.0 among them) are deliberately NOT copied: kube-apiserver's etcd client needs the
+// grpc that k8s.io/kubernetes requires ("bad resolver state" and no etcd connection otherwise).
 replace (
-	cloud.google.com/go => cloud.google.com/go v0.100.2
-	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc => go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc v1.19.0
-	google.golang.org/grpc => google.golang.org/grpc v1.64.0
 	k8s.io/api => k8s.io/api v0.34.1
 	k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.34.1
 	k8s.io/apimachinery => k8s.io/apimachinery v0.34.1
