@@ -86,10 +86,10 @@ class LeaseWatcher(_Loop):
         self._api_client = api_client or client.ApiClient()
         self._api = client.CoordinationV1Api(self._api_client)
         self._watch = watch
-        self._state, self._namespace, self._name = state, namespace, name
+        self._state, self._namespace, self._lease_name = state, namespace, name
 
     def once(self) -> None:
-        selector = f"metadata.name={self._name}"
+        selector = f"metadata.name={self._lease_name}"
         listing = self._api.list_namespaced_lease(self._namespace, field_selector=selector)
         items = listing.items or []
         self._state.set(_to_dict(self._api_client, items[0]) if items else None)
