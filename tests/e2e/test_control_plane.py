@@ -5,6 +5,7 @@ from __future__ import annotations
 import glob
 import os
 import time
+import uuid
 
 import pytest
 from kubernetes import client
@@ -163,10 +164,36 @@ def test_graceful_deletion_is_finished_by_the_node_agent(control_plane, fake_nod
 
 
 @pytest.fixture
-def repackrun_crd(control_plane):
+def repackruns(control_plane):
+    """Creates cluster-scoped RepackRuns with unique names; deletes them when the test ends."""
     if not glob.glob(REPACK_CRD):
         pytest.fail(f"{REPACK_CRD} is missing: the RepackRun CRD is part of the product")
-    return client.CustomObjectsApi(control_plane.api_client)
+    custom = client.CustomObjectsApi(control_plane.api_client)
+    made: list[str] = []
+
+    class RepackRuns:
+        api = custom
+
+        @staticmethod
+        def create(body: dict) -> dict:
+            body["metadata"]["name"] += "-" + uuid.uuid4().hex[:6]
+            created = custom.create_cluster_custom_object(GROUP, VERSION, PLURAL, body)
+            made.append(created["metadata"]["name"])
+            return created
+
+        @staticmethod
+        def rejected(body: dict) -> ApiException:
+            with pytest.raises(ApiException) as exc:
+                RepackRuns.create(body)
+            assert exc.value.status == 422, exc.value.body
+            return exc.value
+
+    yield RepackRuns
+    for name in made:
+        try:
+            custom.delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)
+        except ApiException:
+            pass
 
 
 def repackrun(name: str, **spec) -> dict:
@@ -177,35 +204,25 @@ def repackrun(name: str, **spec) -> dict:
             "metadata": {"name": name}, "spec": body}
 
 
-def rejected(custom, ns: str, body: dict) -> ApiException:
-    with pytest.raises(ApiException) as exc:
-        custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
-    assert exc.value.status == 422, exc.value.body
-    return exc.value
-
-
-def test_invalid_repackrun_is_rejected_with_the_field_named(repackrun_crd, make_namespace):
-    ns = make_namespace("rr")
-    err = rejected(repackrun_crd, ns, repackrun(
+def test_invalid_repackrun_is_rejected_with_the_field_named(repackruns):
+    err = repackruns.rejected(repackrun(
         "too-much", goals=[{"resource": NPU_RESOURCE, "minFragImprovementPercent": 150}]))
     assert "spec.goals[0].minFragImprovementPercent" in err.body, err.body
 
-    err = rejected(repackrun_crd, ns, repackrun("bad-mode", mode="Foo"))
+    err = repackruns.rejected(repackrun("bad-mode", mode="Foo"))
     assert "spec.mode" in err.body and "Foo" in err.body, err.body
 
     # A valid one is accepted (so the rejections above are about the fields, not the object).
-    created = repackrun_crd.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL,
-                                                            repackrun("ok"))
+    created = repackruns.create(repackrun("ok"))
     assert created["spec"]["mode"] == "DryRun"
 
 
-def test_repackrun_spec_is_immutable(repackrun_crd, make_namespace):
-    ns = make_namespace("rr")
-    repackrun_crd.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, repackrun("fixed"))
+def test_repackrun_spec_is_immutable(repackruns):
+    name = repackruns.create(repackrun("fixed"))["metadata"]["name"]
     with pytest.raises(ApiException) as exc:
-        repackrun_crd.patch_namespaced_custom_object(
-            GROUP, VERSION, ns, PLURAL, "fixed", {"spec": {"mode": "Execute"}})
+        repackruns.api.patch_cluster_custom_object(
+            GROUP, VERSION, PLURAL, name, {"spec": {"mode": "Execute"}})
     assert exc.value.status == 422, exc.value.body
     assert "immutable" in exc.value.body and "spec" in exc.value.body, exc.value.body
-    cur = repackrun_crd.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "fixed")
+    cur = repackruns.api.get_cluster_custom_object(GROUP, VERSION, PLURAL, name)
     assert cur["spec"]["mode"] == "DryRun"

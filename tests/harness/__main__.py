@@ -51,7 +51,7 @@ def cmd_up(args) -> int:
         log = os.path.join(cp.log_dir, "node-agent.log")
         with open(log, "ab") as out:
             agent = subprocess.Popen(
-                [sys.executable, "-m", "tests.harness.nodeagent", f"--kubeconfig={cp.kubeconfig}",
+                [sys.executable, "-m", "tests.harness", "agent", f"--kubeconfig={cp.kubeconfig}",
                  f"--npu-nodes={args.npu_nodes}", f"--cards={args.cards}"],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -110,6 +110,11 @@ def cmd_status(args) -> int:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["agent"]:  # the node agent as a process: its own options
+        from .nodeagent import main as agent_main
+
+        return agent_main(argv[1:])
     p = argparse.ArgumentParser(prog="python -m tests.harness", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -125,6 +130,7 @@ def main(argv=None) -> int:
     st = sub.add_parser("status", help="show the components of a control plane")
     st.add_argument("run_dir", nargs="?")
     st.set_defaults(fn=cmd_status)
+    sub.add_parser("agent", help="run a node agent in the foreground (see `agent --help`)")
     args = p.parse_args(argv)
     return args.fn(args)
 

@@ -9,7 +9,7 @@ The agent owns the Nodes it creates. It
     gracePeriodSeconds=0 after `deletion_delay` seconds (a kubelet would stop the containers first).
 
 It runs as a background thread (`start()`/`stop()`), or as a process:
-  python -m tests.harness.nodeagent --kubeconfig K [--npu-nodes N --cards C]
+  python -m tests.harness agent --kubeconfig K [--npu-nodes N --cards C]
 """
 from __future__ import annotations
 
@@ -29,6 +29,8 @@ log = logging.getLogger("repack.nodeagent")
 NPU_RESOURCE = "huawei.com/ascend-1980"
 AGENT_LABEL = "repack.test/fake-node"
 KUBELET_VERSION = "v1.34.1"
+# Taints the control plane puts on nodes that are not Ready; a Ready fake node must not keep them.
+CONDITION_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 
 
 def _now() -> str:
@@ -105,9 +107,32 @@ class NodeAgent:
                          "annotations": {"node.alpha.kubernetes.io/ttl": "0"}},
             "spec": {"taints": spec.taints or None, "unschedulable": spec.unschedulable or None},
         }
-        node = self.core.create_node(body)
+        self.core.create_node(body)
         self._post_node_status(spec, ip)
-        return node
+        return self._clear_condition_taints(spec.name)
+
+    def _clear_condition_taints(self, name: str) -> client.V1Node:
+        """The TaintNodesByCondition admission plugin gives every new Node the not-ready taint;
+        the node-lifecycle controller (off here: no kubelets) would lift it once the node is
+        Ready. The agent does that part of its job for its own nodes."""
+        for _ in range(10):
+            node = self.core.read_node(name)
+            taints = node.spec.taints or []
+            keep = [t for t in taints if t.key not in CONDITION_TAINTS]
+            if len(keep) == len(taints):
+                return node
+            patch = [
+                {"op": "test", "path": "/metadata/resourceVersion",
+                 "value": node.metadata.resource_version},
+                {"op": "replace", "path": "/spec/taints",
+                 "value": [self.api.sanitize_for_serialization(t) for t in keep]},
+            ]
+            try:
+                return self.core.patch_node(name, patch)
+            except ApiException as e:
+                if e.status not in (409, 422):
+                    raise
+        raise RuntimeError(f"could not lift the condition taints of node {name}")
 
     def add_nodes(self, specs) -> list[str]:
         names = []
@@ -175,6 +200,8 @@ class NodeAgent:
                 stale = age > self.heartbeat * 3
             if not ready or ready[0].status != "True" or stale:
                 self.core.patch_node_status(name, {"status": self._status(None, ip)})
+            if any(t.key in CONDITION_TAINTS for t in node.spec.taints or []):
+                self._clear_condition_taints(name)
 
     # ---- pods ----------------------------------------------------------------------------
     def _handle_pod(self, pod: client.V1Pod) -> None:
@@ -348,7 +375,7 @@ def main(argv=None) -> int:
 
     from kubernetes import config
 
-    p = argparse.ArgumentParser(prog="python -m tests.harness.nodeagent")
+    p = argparse.ArgumentParser(prog="python -m tests.harness agent")
     p.add_argument("--kubeconfig", required=True)
     p.add_argument("--npu-nodes", type=int, default=0, help="create this many NPU nodes first")
     p.add_argument("--cards", type=int, default=8)
