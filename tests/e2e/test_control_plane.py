@@ -226,3 +226,72 @@ def test_repackrun_spec_is_immutable(repackruns):
     assert "immutable" in exc.value.body and "spec" in exc.value.body, exc.value.body
     cur = repackruns.api.get_cluster_custom_object(GROUP, VERSION, PLURAL, name)
     assert cur["spec"]["mode"] == "DryRun"
+
+
+def test_deployment_pdb_and_eviction_api(control_plane, fake_nodes, make_namespace):
+    """The pieces a repack Execute relies on: Volcano schedules a plain Deployment (its
+    pg-controller makes the PodGroup), the disruption controller keeps the PDB's status, the
+    Eviction API honours it, and the ReplicaSet re-creates an evicted pod, which runs again."""
+    api = control_plane.api_client
+    core = client.CoreV1Api(api)
+    apps = client.AppsV1Api(api)
+    policy = client.PolicyV1Api(api)
+    custom = client.CustomObjectsApi(api)
+    nodes = fake_nodes(*[npu_node(f"npu-evict-{i}", cards=8) for i in range(2)])
+    ns = make_namespace("evict")
+    labels = {"app": "serve"}
+    apps.create_namespaced_deployment(ns, {
+        "metadata": {"name": "serve", "labels": labels},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {
+                "schedulerName": "volcano",
+                "nodeSelector": {"accelerator-pool": "ascend-npu"},
+                "terminationGracePeriodSeconds": 5,
+                "containers": [{"name": "serve", "image": "example.invalid/serve:1",
+                                "resources": {"limits": {NPU_RESOURCE: "1"}}}]}},
+        },
+    })
+
+    def running(n: int):
+        pods = [p for p in core.list_namespaced_pod(ns, label_selector="app=serve").items
+                if p.metadata.deletion_timestamp is None]
+        ok = len(pods) == n and all(p.status.phase == "Running" for p in pods)
+        return pods if ok else None
+
+    pods = wait_for("2 Deployment pods Running", lambda: running(2), timeout=90)
+    assert {p.spec.node_name for p in pods} <= set(nodes)
+    group = pods[0].metadata.annotations.get("scheduling.k8s.io/group-name")
+    assert group, pods[0].metadata.annotations
+    custom.get_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", ns, "podgroups", group)
+
+    policy.create_namespaced_pod_disruption_budget(ns, {
+        "metadata": {"name": "serve"},
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": labels}}})
+
+    def pdb_settled(allowed: int):
+        pdb = policy.read_namespaced_pod_disruption_budget("serve", ns)
+        st = pdb.status
+        return (st is not None and st.observed_generation == pdb.metadata.generation
+                and st.current_healthy == 2 and st.disruptions_allowed == allowed)
+
+    wait_for("PDB status: 2 healthy, 0 disruptions allowed", lambda: pdb_settled(0), timeout=30)
+    victim = pods[0].metadata.name
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": victim, "namespace": ns}}
+    with pytest.raises(ApiException) as exc:
+        core.create_namespaced_pod_eviction(victim, ns, eviction)
+    assert exc.value.status == 429, exc.value.body
+    assert "disruption budget" in exc.value.body
+
+    policy.patch_namespaced_pod_disruption_budget("serve", ns, {"spec": {"minAvailable": 1}})
+    wait_for("PDB allows 1 disruption", lambda: pdb_settled(1), timeout=30)
+    core.create_namespaced_pod_eviction(victim, ns, eviction)
+
+    def replaced():
+        pods = running(2)
+        return pods if pods and victim not in {p.metadata.name for p in pods} else None
+
+    pods = wait_for("the evicted pod replaced and Running again", replaced, timeout=60)
+    assert {p.spec.node_name for p in pods} <= set(nodes)
