@@ -121,6 +121,16 @@ def make_namespace(control_plane):
             pass
 
 
+@pytest.fixture(autouse=True)
+def _control_plane_alive():
+    """Fails a test at once, with the component's last log lines, if a component has died
+    (instead of letting it time out waiting for something that can no longer happen)."""
+    cp = _STATE.get("cp")
+    if cp is not None and cp.components and "error" not in _STATE:
+        cp.check_alive()
+    yield
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
