@@ -42,7 +42,7 @@ class RepackGroup(click.Group):
     """The `kubectl repack` group: prog name, and expected errors turned into exit codes."""
 
     def main(self, *args, **kwargs):
-        kwargs.setdefault("prog_name", PROG_NAME)
+        kwargs["prog_name"] = PROG_NAME  # also under CliRunner and `python -m`
         return super().main(*args, **kwargs)
 
     def invoke(self, ctx):

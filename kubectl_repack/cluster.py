@@ -115,18 +115,26 @@ def _call(doing: str, fn: Callable, *args, **kwargs):
 
 # ---------- reading ----------
 
-def _raw_get(api, path: str, query: list):
-    """GET an API path and return the decoded JSON, untouched by the client's typed models."""
-    resp = api.call_api(path, "GET", query_params=query, header_params={"Accept": "application/json"},
-                        auth_settings=["BearerToken"], _preload_content=False,
-                        _request_timeout=REQUEST_TIMEOUT, _return_http_data_only=True)
-    return json.loads(resp.data)
+def _list_page(api, kind: "Kind", limit: int, token: Optional[str]) -> dict:
+    """One page of a cluster-wide list as raw JSON (the client's typed models are bypassed)."""
+    from kubernetes import client
 
-
-def _list_path(kind: Kind) -> str:
+    kw = {"limit": limit, "_preload_content": False, "_request_timeout": REQUEST_TIMEOUT}
+    if token:
+        kw["_continue"] = token
     if kind.api_version == "v1":
-        return f"/api/v1/{kind.plural}"
-    return f"/apis/{kind.group}/{kind.version}/{kind.plural}"
+        core = client.CoreV1Api(api)
+        fn = {"namespaces": core.list_namespace, "nodes": core.list_node,
+              "persistentvolumes": core.list_persistent_volume,
+              "persistentvolumeclaims": core.list_persistent_volume_claim_for_all_namespaces,
+              "pods": core.list_pod_for_all_namespaces}[kind.plural]
+        resp = fn(**kw)
+    elif kind.api_version == "policy/v1":
+        resp = client.PolicyV1Api(api).list_pod_disruption_budget_for_all_namespaces(**kw)
+    else:
+        resp = client.CustomObjectsApi(api).list_cluster_custom_object(kind.group, kind.version, kind.plural,
+                                                                       **kw)
+    return json.loads(resp.data)
 
 
 def list_objects(api, kind: Kind, page_size: int = PAGE_SIZE) -> list:
@@ -135,17 +143,12 @@ def list_objects(api, kind: Kind, page_size: int = PAGE_SIZE) -> list:
     An optional kind whose CRD is not installed yields []. A continue token that expired midway
     (410 Gone) restarts the list, so the result is always one consistent list.
     """
-    from kubernetes.client.rest import ApiException
-
     doing = f"listing {kind.plural}.{kind.group or 'core'}"
     for attempt in range(EXPIRED_LIST_RETRIES):
         items, token = [], None
         try:
             while True:
-                query = [("limit", page_size)]
-                if token:
-                    query.append(("continue", token))
-                page = _call(doing, _raw_get, api, _list_path(kind), query)
+                page = _call(doing, _list_page, api, kind, page_size, token)
                 for item in page.get("items") or []:
                     items.append(_normalise(item, kind))
                 token = (page.get("metadata") or {}).get("continue")

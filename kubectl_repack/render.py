@@ -80,10 +80,7 @@ def canonical_run(obj: dict) -> dict:
 
 
 class _Dumper(yaml.SafeDumper):
-    """Block-style YAML like kubectl's, lists indented under their key."""
-
-    def increase_indent(self, flow=False, indentless=False):
-        return super().increase_indent(flow, False)
+    """Block-style YAML like kubectl's (list items level with their key)."""
 
 
 def _str_presenter(dumper, data):
