@@ -75,7 +75,8 @@ def node_agent(control_plane):
 
 @pytest.fixture
 def fake_nodes(node_agent):
-    """Adds NodeSpecs for this test; deletes the Nodes when the test ends."""
+    """Adds NodeSpecs for this test; when it ends, deletes the pods still on them (at once) and
+    then the Nodes."""
     added: list[str] = []
 
     def add(*specs):
@@ -86,13 +87,13 @@ def fake_nodes(node_agent):
 
     yield add
     for name in added:
-        node_agent.remove_node(name)
+        node_agent.remove_node(name, delete_pods=True)
 
 
 @pytest.fixture
 def make_namespace(control_plane):
     """make_namespace(prefix='e2e') -> name of a new namespace whose default ServiceAccount exists.
-    Namespaces are deleted (without waiting) when the test ends."""
+    Namespaces are deleted when the test ends, and their pods waited for (up to a minute)."""
     from kubernetes import client
     from kubernetes.client.rest import ApiException
 
@@ -117,8 +118,17 @@ def make_namespace(control_plane):
     for name in made:
         try:
             core.delete_namespace(name)
+            # A Terminating namespace admits no new pods, so what its controllers would re-create
+            # cannot come back; deleting the pods now saves waiting for the namespace controller.
+            core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
         except ApiException:
             pass
+    # Wait (bounded) until their pods are gone, so the next test sees a cluster without them:
+    # the planner's statistics are cluster-wide. (The Namespace objects go a few seconds later.)
+    deadline = time.monotonic() + 60
+    for name in made:
+        while time.monotonic() < deadline and core.list_namespaced_pod(name, limit=1).items:
+            time.sleep(0.25)
 
 
 @pytest.fixture(autouse=True)

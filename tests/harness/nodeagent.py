@@ -141,7 +141,19 @@ class NodeAgent:
             names.append(spec.name)
         return names
 
-    def remove_node(self, name: str) -> None:
+    def remove_node(self, name: str, delete_pods: bool = False) -> None:
+        """Deletes the Node. delete_pods: first force-delete the pods bound to it, so none is
+        left behind on a node that no longer exists."""
+        if delete_pods:
+            pods = self.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={name}")
+            for pod in pods.items:
+                try:
+                    self.core.delete_namespaced_pod(
+                        pod.metadata.name, pod.metadata.namespace,
+                        body=client.V1DeleteOptions(grace_period_seconds=0))
+                except ApiException as e:
+                    if e.status != 404:
+                        raise
         with self._lock:
             self.nodes.pop(name, None)
         try:
