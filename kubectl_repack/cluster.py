@@ -110,7 +110,8 @@ def _call(doing: str, fn: Callable, *args, **kwargs):
     except ApiException as e:
         raise api_error(e, doing) from e
     except HTTPError as e:
-        raise ClusterAPIError(f"{doing}: cannot reach the API server: {e}") from e
+        reason = getattr(e, "reason", None) or e  # MaxRetryError wraps the real failure
+        raise ClusterAPIError(f"{doing}: cannot reach the API server: {reason}") from e
 
 
 # ---------- reading ----------

@@ -1,0 +1,80 @@
+"""Rendering helpers, and the CLI as a real process (exit codes and stderr as a shell sees them)."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kubectl_repack import render
+from tests.unit.cli.conftest import GUARDED, NOW, REPO, SEED3
+
+
+@pytest.mark.parametrize("total, used, bar", [
+    (8, 2, "[##......]"),
+    (8, 0, "[........]"),
+    (8, 8, "[########]"),
+    (16, 5, "[#####...........]"),
+    (64, 1, "[#" + "." * 31 + "]"),        # scaled to 32 cells, any use shows
+    (64, 32, "[" + "#" * 16 + "." * 16 + "]"),
+    (0, 0, "[]"),
+])
+def test_card_bar(total, used, bar):
+    assert render.card_bar(total, used) == bar
+
+
+def test_table_pads_columns_and_strips_trailing_space():
+    out = render.table(["NAME", "X"], [["a", ""], ["long-name", 3]])
+    assert out.splitlines() == ["NAME        X", "a", "long-name   3"]
+
+
+def test_canonical_run_orders_keys_like_the_crd():
+    obj = {"status": {"plan": {"freedNodes": [], "summary": {"movedCardCount": 1, "fragBeforePercent": 2}},
+                      "phase": "Succeeded"},
+           "spec": {"goals": [{"minFragImprovementPercent": 1, "resource": "a/b"}], "mode": "DryRun",
+                    "maxPerRun": {"resources": {"z/z": 1, "a/a": 2}, "podGroups": 1}},
+           "metadata": {"labels": {"b": "1", "a": "2"}, "name": "n", "managedFields": []},
+           "kind": "RepackRun", "apiVersion": "repack.volcano.sh/v1alpha1"}
+    out = render.canonical_run(obj)
+    assert list(out) == ["apiVersion", "kind", "metadata", "spec", "status"]
+    assert list(out["metadata"]) == ["name", "labels"] and list(out["metadata"]["labels"]) == ["a", "b"]
+    assert list(out["spec"]) == ["mode", "goals", "maxPerRun"]
+    assert list(out["spec"]["goals"][0]) == ["resource", "minFragImprovementPercent"]
+    assert list(out["spec"]["maxPerRun"]) == ["podGroups", "resources"]
+    assert list(out["spec"]["maxPerRun"]["resources"]) == ["a/a", "z/z"]
+    assert list(out["status"]) == ["phase", "plan"]
+    assert list(out["status"]["plan"]) == ["summary", "freedNodes"]
+    assert list(out["status"]["plan"]["summary"]) == ["fragBeforePercent", "movedCardCount"]
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-c", "from kubectl_repack.cli import main; main()", *map(str, args)],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)
+
+
+def test_real_process_exit_codes_and_messages(tmp_path):
+    ok = cli("plan", "--snapshot", SEED3, "-f", GUARDED, "-o", "json", "--now", NOW, "--exit-code")
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["status"]["plan"]["summary"]["fragBeforePercent"] == 33
+
+    not_recommended = cli("plan", "--snapshot", SEED3, "-f", GUARDED, "--min-improvement", "90", "--exit-code")
+    assert not_recommended.returncode == 3
+    assert "InsufficientImprovement" in not_recommended.stdout and not_recommended.stderr == ""
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(open(GUARDED).read().replace("minFragImprovementPercent: 10", "minFragImprovementPercent: 150"))
+    invalid = cli("plan", "-f", bad, "--kubeconfig", tmp_path / "never-read")
+    assert invalid.returncode == 2
+    assert invalid.stderr == "error: spec.goals[0].minFragImprovementPercent: 150 is greater than the maximum of 100\n"
+    assert invalid.stdout == ""
+
+    unreachable = tmp_path / "kubeconfig"
+    unreachable.write_text("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'http://127.0.0.1:9'}\n"
+                           "users:\n- name: u\n  user: {}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\n"
+                           "current-context: x\n")
+    down = cli("plan", "-f", GUARDED, "--kubeconfig", unreachable)
+    assert down.returncode == 1
+    assert down.stderr.startswith("error: listing namespaces.core: cannot reach the API server"), down.stderr
+    assert "Traceback" not in down.stderr
+
+    usage = cli("plan", "--output", "xml")
+    assert usage.returncode == 2 and "Usage: kubectl repack plan" in usage.stderr
