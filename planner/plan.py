@@ -391,6 +391,7 @@ class _Planner:
         return self._trace(self.r_pods[node], node, True, node in self.interpod, diagnose)
 
     def _evaluate_unit(self, unit) -> _Eval:
+        """Evaluate a candidate node ("node", name) or a shared pod-shape signature ("sig", id)."""
         if unit[0] == "node":
             return self.evaluate(unit[1])
         return self._trace(self.sig_pods[unit[1]], None, False)
@@ -468,152 +469,229 @@ class _Planner:
 
     def run_rounds(self):
         R = self.R
-        cost = PlanCost(self.gangs)
-        moved_cards = 0
+        self.cost = PlanCost(self.gangs)
+        self.moved_cards = 0
         self.moves, self.freed = [], []
-        live = list(self.candidates)
-        groups_of = {c: self._candidate_groups(c) for c in live}
-        cards_of = {c: sum(p.requests[R] for p in self.r_pods[c]) for c in live}
+        self.live = set(self.candidates)
+        self.groups_of = {c: self._candidate_groups(c) for c in self.candidates}
+        self.cards_of = {c: sum(p.requests[R] for p in self.r_pods[c]) for c in self.candidates}
+        self.occupied_now = len(self.occupied)
+        self.rnd = 0
         if self.optimized:
             self._signatures()
-        cache = {}                   # evaluation unit -> _Eval
-        dims = {}                    # candidate -> increase of the plan's cost (valid while its groups are untouched)
-        by_receiver = {}             # node -> units whose cached moves use it
-        by_group = {}                # podgroup or workload -> candidates moving its pods
-        choice_keys = []             # sorted (receiver key at choice, unit, pod index)
-        occupied_now = len(self.occupied)
-        rnd = 0
-        for c in live:
-            for g in groups_of[c]:
-                by_group.setdefault(g, set()).add(c)
-                by_group.setdefault(self.gangs[g].workload, set()).add(c)
-
-        def forget(u):
-            ev = cache.pop(u, None)
-            if ev is not None:
-                for i, (_, to, key) in enumerate(ev.moves):
-                    by_receiver.get(to, set()).discard(u)
-                    j = bisect.bisect_left(choice_keys, (key, u, i))
-                    if j < len(choice_keys) and choice_keys[j] == (key, u, i):
-                        choice_keys.pop(j)
-
-        def remember(u, ev):
-            cache[u] = ev
-            # A failed evaluation keeps the choices made before its failing pod: the failure can
-            # only change if those choices change (the failing pod's options never grow).
-            for i, (_, to, key) in enumerate(ev.moves):
-                by_receiver.setdefault(to, set()).add(u)
-                bisect.insort(choice_keys, (key, u, i))
-
-        pending = self._pending = {}     # unit -> nodes changed since its cached evaluation
-
-        def evaluation(u):
-            ev = cache.get(u)
-            if ev is None or not self.optimized or ev.interpod:
-                forget(u)
-                pending.pop(u, None)
-                ev = self._evaluate_unit(u)
-                remember(u, ev)
-            elif u in pending:
-                forget(u)
-                ev = self.repair(u, ev, pending.pop(u))
-                remember(u, ev)
-            return ev
-
-        def feasible_now(c):
-            if not self.optimized or c in self.interpod:
-                return evaluation(("node", c)).feasible
-            ev = evaluation(("sig", self.sig_of[c]))
-            if any(to == c for _, to, _ in ev.moves):
-                return evaluation(("node", c)).feasible
-            return ev.feasible
-
-        while live:
-            if occupied_now <= self.minimum.value:
-                for c in live:
-                    self.verdicts[c] = NodeVerdict(c, False, "MinimumReached",
-                                                   f"occupied nodes already equal the theoretical minimum ({self.minimum.value})")
-                break
-            rnd += 1
-            rows, feasible = [], []
-            still = []
-            for c in live:
-                if not feasible_now(c):
-                    still.append(c)
-                    continue
-                groups = groups_of[c]
-                cards = cards_of[c]
-                n_pgs = len(cost.moved) + sum(1 for g in groups if g not in cost.moved)
-                if self.run.max_podgroups is not None and n_pgs > self.run.max_podgroups:
-                    self.verdicts[c] = NodeVerdict(c, False, "BudgetExceeded",
-                                                   f"vacating {c} would affect {n_pgs} PodGroups in this run; maxPerRun.podGroups is {self.run.max_podgroups}",
-                                                   round=rnd)
-                    continue
-                if self.run.max_resource is not None and moved_cards + cards > self.run.max_resource:
-                    self.verdicts[c] = NodeVerdict(c, False, "BudgetExceeded",
-                                                   f"vacating {c} would move {moved_cards + cards} {R} in this run; maxPerRun.resources[{R}] is {self.run.max_resource}",
-                                                   round=rnd)
-                    continue
-                d = dims.get(c) if self.optimized else None
-                if d is None:
-                    d = dims[c] = cost.with_candidate(groups)
-                rows.append(d)
-                feasible.append(c)
-                still.append(c)
-            live = still
-            if not feasible:
-                break
-            sc = scores(rows, self.weights)
-            best = min(range(len(feasible)), key=lambda i: (sc[i], -self.alloc[feasible[i]], feasible[i]))
-            chosen = feasible[best]
-            ev = self.evaluate(chosen)
-            if not ev.feasible:
-                raise AssertionError(f"planner bug: {chosen} judged feasible but its own evaluation fails")
-            groups = groups_of[chosen]
-            cards = cards_of[chosen]
-            # Commit: apply the moves to the real simulated state.
-            touched = {}
-            for p, to, _ in ev.moves:
-                if to not in touched:
-                    touched[to] = self.index.key_of.get(to) if self.optimized else None
-            for p, to, _ in ev.moves:
-                self.state.move(p, to)
-                self.moves.append(PodMove(p, chosen, to, p.requests[R], rnd))
-                self.receiving.add(to)
-            self.state.commit()
-            cost.add(groups)
-            moved_cards += cards
-            self.freed.append(chosen)
-            occupied_now -= 1
-            self.receivers.discard(chosen)
-            self.verdicts[chosen] = NodeVerdict(chosen, True, "Vacated",
-                                                f"{len(ev.moves)} pod(s), {cards} {R} moved in round {rnd}", round=rnd)
-            live.remove(chosen)
-            forget(("node", chosen))
-            for t in touched:
-                if t in live:
-                    live.remove(t)
-                    forget(("node", t))
-                    self.verdicts[t] = NodeVerdict(t, False, "ReceivingMoves",
-                                                   f"{t} receives pods of {chosen} in round {rnd} and stays occupied",
-                                                   round=rnd)
-            if self.optimized:
-                for g in groups:
-                    for key in (g, self.gangs[g].workload):
-                        for c in by_group.get(key, ()):
-                            dims.pop(c, None)
-                self._invalidate(chosen, touched, cache, by_receiver, choice_keys, forget, remember)
-        for c in live:
+            self._init_cache()
+            self._rounds_fast()
+        else:
+            self._rounds_reference()
+        for c in sorted(self.live):
             if c in self.verdicts:
                 continue
             ev = self.evaluate(c, diagnose=True)
             if not ev.feasible:
                 pod, f, msg = ev.fail
-                self.verdicts[c] = NodeVerdict(c, False, "NoFeasibleReceiver", msg, pod, f, rnd)
+                self.verdicts[c] = NodeVerdict(c, False, "NoFeasibleReceiver", msg, pod, f, self.rnd)
             else:
-                self.verdicts[c] = NodeVerdict(c, False, "NotSelected", "feasible but planning stopped", round=rnd)
-        self.rounds = rnd
-        self.plan_groups = cost.moved
+                self.verdicts[c] = NodeVerdict(c, False, "NotSelected", "feasible but planning stopped", round=self.rnd)
+        self.rounds = self.rnd
+        self.plan_groups = self.cost.moved
+
+    # Both round loops share these steps, so they cannot drift apart.
+    def _minimum_reached(self) -> bool:
+        if self.occupied_now > self.minimum.value:
+            return False
+        for c in sorted(self.live):
+            self.verdicts[c] = NodeVerdict(c, False, "MinimumReached",
+                                           f"occupied nodes already equal the theoretical minimum ({self.minimum.value})")
+        self.live.clear()
+        return True
+
+    def _new_podgroups(self, c) -> int:
+        return sum(1 for g in self.groups_of[c] if g not in self.cost.moved)
+
+    def _over_budget(self, c):
+        """A BudgetExceeded verdict if vacating `c` would break maxPerRun, else None."""
+        R = self.R
+        if self.run.max_podgroups is not None:
+            n = len(self.cost.moved) + self._new_podgroups(c)
+            if n > self.run.max_podgroups:
+                return NodeVerdict(c, False, "BudgetExceeded",
+                                   f"vacating {c} would affect {n} PodGroups in this run; maxPerRun.podGroups is {self.run.max_podgroups}",
+                                   round=self.rnd)
+        if self.run.max_resource is not None and self.moved_cards + self.cards_of[c] > self.run.max_resource:
+            return NodeVerdict(c, False, "BudgetExceeded",
+                               f"vacating {c} would move {self.moved_cards + self.cards_of[c]} {R} in this run; maxPerRun.resources[{R}] is {self.run.max_resource}",
+                               round=self.rnd)
+        return None
+
+    def _commit(self, chosen):
+        """Apply the chosen candidate's moves; returns the receivers it touched (with old keys)."""
+        R = self.R
+        ev = self.evaluate(chosen)
+        if not ev.feasible:
+            raise AssertionError(f"planner bug: {chosen} judged feasible but its own evaluation fails")
+        touched = {}
+        for p, to, _ in ev.moves:
+            if to not in touched:
+                touched[to] = self.index.key_of.get(to) if self.optimized else None
+        for p, to, _ in ev.moves:
+            self.state.move(p, to)
+            self.moves.append(PodMove(p, chosen, to, p.requests[R], self.rnd))
+            self.receiving.add(to)
+        self.state.commit()
+        self.cost.add(self.groups_of[chosen])
+        self.moved_cards += self.cards_of[chosen]
+        self.freed.append(chosen)
+        self.occupied_now -= 1
+        self.receivers.discard(chosen)
+        self.verdicts[chosen] = NodeVerdict(chosen, True, "Vacated",
+                                            f"{len(ev.moves)} pod(s), {self.cards_of[chosen]} {R} moved in round {self.rnd}",
+                                            round=self.rnd)
+        self.live.discard(chosen)
+        for t in touched:
+            if t in self.live:
+                self.live.discard(t)
+                self.verdicts[t] = NodeVerdict(t, False, "ReceivingMoves",
+                                               f"{t} receives pods of {chosen} in round {self.rnd} and stays occupied",
+                                               round=self.rnd)
+        return touched
+
+    def _pick(self, entries):
+        """entries: (dimensions, candidate). Lowest weighted min-max score; ties: more R freed, then name."""
+        sc = scores([d for d, _ in entries], self.weights)
+        best = min(range(len(entries)), key=lambda i: (sc[i], -self.alloc[entries[i][1]], entries[i][1]))
+        return entries[best][1]
+
+    def _rounds_reference(self):
+        """Brute force: every round evaluates every remaining candidate from scratch."""
+        while self.live and not self._minimum_reached():
+            self.rnd += 1
+            entries = []
+            for c in sorted(self.live):
+                if not self.evaluate(c).feasible:
+                    continue
+                over = self._over_budget(c)
+                if over is not None:
+                    self.verdicts[c] = over
+                    self.live.discard(c)
+                    continue
+                entries.append((self.cost.with_candidate(self.groups_of[c]), c))
+            if not entries:
+                break
+            self._commit(self._pick(entries))
+
+    # -- the optimized loop ---------------------------------------------------------------------
+    def _init_cache(self):
+        self.cache = {}              # evaluation unit -> _Eval
+        self.by_receiver = {}        # node -> units whose cached moves use it
+        self.choice_keys = []        # sorted (receiver key at choice, unit, pod index)
+        self.pending = {}            # unit -> nodes changed since its cached evaluation
+        self.members = {}            # sig unit -> candidates sharing it
+        for c, sig in self.sig_of.items():
+            self.members.setdefault(("sig", sig), set()).add(c)
+
+    def _forget(self, u):
+        ev = self.cache.pop(u, None)
+        if ev is not None:
+            for i, (_, to, key) in enumerate(ev.moves):
+                self.by_receiver.get(to, set()).discard(u)
+                j = bisect.bisect_left(self.choice_keys, (key, u, i))
+                if j < len(self.choice_keys) and self.choice_keys[j] == (key, u, i):
+                    self.choice_keys.pop(j)
+
+    def _remember(self, u, ev):
+        self.cache[u] = ev
+        # A failed evaluation keeps the choices made before its failing pod: the failure can
+        # only change if those choices change (the failing pod's options never grow).
+        for i, (_, to, key) in enumerate(ev.moves):
+            self.by_receiver.setdefault(to, set()).add(u)
+            bisect.insort(self.choice_keys, (key, u, i))
+
+    def _evaluation(self, u):
+        ev = self.cache.get(u)
+        if ev is None or ev.interpod:
+            self._forget(u)
+            self.pending.pop(u, None)
+            ev = self._evaluate_unit(u)
+            self._remember(u, ev)
+        elif u in self.pending:
+            self._forget(u)
+            ev = self.repair(u, ev, self.pending.pop(u))
+            self._remember(u, ev)
+        return ev
+
+    def _feasible_now(self, c) -> bool:
+        if c in self.interpod:
+            return self._evaluation(("node", c)).feasible
+        ev = self._evaluation(("sig", self.sig_of[c]))
+        if any(to == c for _, to, _ in ev.moves):
+            return self._evaluation(("node", c)).feasible
+        return ev.feasible
+
+    def _rounds_fast(self):
+        """Same decisions as `_rounds_reference`, touching only what each round changed.
+
+        Feasible candidates are kept grouped by their cost increase (the five dimensions), so a
+        round scores the distinct vectors, not every candidate; a candidate is looked at again
+        only when its evaluation, its cost or the budget left may have changed.
+        """
+        groups = {}          # dimension vector -> sorted [(-alloc, name)]
+        where = {}           # candidate -> its vector while grouped
+        dims = {}            # candidate -> dimension vector (valid while its groups are untouched)
+        by_group = {}        # podgroup or workload -> candidates moving its pods
+        for c in self.candidates:
+            for g in self.groups_of[c]:
+                by_group.setdefault(g, set()).add(c)
+                by_group.setdefault(self.gangs[g].workload, set()).add(c)
+        budget = self.run.max_podgroups is not None or self.run.max_resource is not None
+        dirty = set(self.candidates)
+
+        def ungroup(c):
+            v = where.pop(c, None)
+            if v is not None:
+                lst = groups[v]
+                lst.pop(bisect.bisect_left(lst, (-self.alloc[c], c)))
+                if not lst:
+                    del groups[v]
+
+        while self.live and not self._minimum_reached():
+            self.rnd += 1
+            dirty |= self.interpod & self.live
+            for c in sorted(dirty & self.live):
+                ungroup(c)
+                if not self._feasible_now(c):
+                    continue
+                d = dims.get(c)
+                if d is None:
+                    d = dims[c] = self.cost.with_candidate(self.groups_of[c])
+                where[c] = d
+                bisect.insort(groups.setdefault(d, []), (-self.alloc[c], c))
+            dirty.clear()
+            if budget:
+                for c in sorted(where):
+                    over = self._over_budget(c)
+                    if over is not None:
+                        self.verdicts[c] = over
+                        self.live.discard(c)
+                        ungroup(c)
+            if not groups:
+                break
+            chosen = self._pick([(v, lst[0][1]) for v, lst in groups.items()])
+            touched = self._commit(chosen)
+            for c in [chosen, *touched]:
+                ungroup(c)
+                self._forget(("node", c))
+            for g in self.groups_of[chosen]:
+                for key in (g, self.gangs[g].workload):
+                    for c in by_group.get(key, ()):
+                        if c in self.live:
+                            dims.pop(c, None)
+                            dirty.add(c)
+            for u in self._invalidate(chosen, touched):
+                if u[0] == "node":
+                    dirty.add(u[1])
+                else:
+                    dirty |= self.members.get(u, set())
+            dirty &= self.live
 
     def _hosts(self, node, pod):
         """Would `node` accept `pod` on the committed state (R fit and every filter)?"""
@@ -621,31 +699,32 @@ class _Planner:
             return False
         return run_filters(pod, self.snap.node_by_name[node], self.state, {}) is None
 
-    def _invalidate(self, chosen, touched, cache, by_receiver, choice_keys, forget, remember):
-        """Drop or replay cached evaluations this round may have changed.
+    def _invalidate(self, chosen, touched):
+        """Mark cached evaluations this round may have changed; returns those units.
 
         Without inter-pod constraints a round only removes capacity (receivers fill up, the
         vacated node leaves), so a pod's options never grow; a cached evaluation changes only if
         one of its chosen receivers was touched, or a touched node now comes before a choice in
-        the receiver order and would take that pod.
+        the receiver order and would take that pod. They are repaired lazily, when a candidate
+        next asks.
         """
         self.index.remove(chosen)
-        replay = set(by_receiver.get(chosen, ()))
+        replay = set(self.by_receiver.get(chosen, ()))
         for t, old in touched.items():
             self.index.remove(t)
             new = self._key(t)
             self.index.add(new)
-            replay |= by_receiver.get(t, set())
+            replay |= self.by_receiver.get(t, set())
             if old is not None and new < old:
-                lo = bisect.bisect_right(choice_keys, (new, ("\uffff",)))
-                hi = bisect.bisect_left(choice_keys, (old, ("",)))
-                for _, u, i in choice_keys[lo:hi]:
-                    if u not in replay and self._hosts(t, cache[u].moves[i][0]):
+                lo = bisect.bisect_right(self.choice_keys, (new, ("\uffff",)))
+                hi = bisect.bisect_left(self.choice_keys, (old, ("",)))
+                for _, u, i in self.choice_keys[lo:hi]:
+                    if u not in replay and self._hosts(t, self.cache[u].moves[i][0]):
                         replay.add(u)
-        # Repaired lazily, when a live candidate next asks for the evaluation.
         changed = set(touched) | {chosen}
         for u in replay:
-            self._pending.setdefault(u, set()).update(changed)
+            self.pending.setdefault(u, set()).update(changed)
+        return replay
 
     def finish(self) -> Plan:
         R = self.R
