@@ -36,10 +36,12 @@ class Kind:
 
     @property
     def group(self) -> str:
+        """API group ('' for the core group)."""
         return self.api_version.rpartition("/")[0]
 
     @property
     def version(self) -> str:
+        """API version within the group."""
         return self.api_version.rpartition("/")[2]
 
 
@@ -194,6 +196,7 @@ class LiveSource:
         self.description = "live cluster"
 
     def objects(self) -> list:
+        """Every object the planner reads, listed now."""
         return read_snapshot(self.api)
 
 
@@ -206,6 +209,7 @@ class FileSource:
         self.description = "stdin" if path == "-" else path
 
     def objects(self) -> list:
+        """The objects of the file, parsed but not interpreted (planner.load does that)."""
         import planner
 
         text = self.text
@@ -230,6 +234,7 @@ class RunStore:
         self.custom = client.CustomObjectsApi(api)
 
     def get(self, name: str) -> dict:
+        """The stored RepackRun `name` (NotFound if there is none)."""
         return _call(f"reading repackrun {name}", self.custom.get_cluster_custom_object,
                      GROUP, VERSION, PLURAL, name, _request_timeout=REQUEST_TIMEOUT)
 

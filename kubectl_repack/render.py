@@ -92,15 +92,18 @@ _Dumper.add_representer(str, _str_presenter)
 
 
 def to_yaml(obj) -> str:
+    """YAML as kubectl prints it (keys in the given order, block style)."""
     return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True,
                      width=100000)
 
 
 def to_json(obj) -> str:
+    """Indented JSON with a final newline."""
     return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
 
 
 def dump(obj, fmt: str) -> str:
+    """`obj` in the -o format: json or yaml."""
     return to_json(obj) if fmt == "json" else to_yaml(obj)
 
 
@@ -164,6 +167,7 @@ def _owner(plan, pod) -> str:
 
 
 def moves_table(plan, wide=False) -> str:
+    """One row per moved pod (wide: with the round that chose it)."""
     headers = ["NAMESPACE", "PODGROUP", "OWNER", "POD", "FROM", "TO", "CARDS"]
     if wide:
         headers.append("ROUND")
@@ -178,6 +182,7 @@ def moves_table(plan, wide=False) -> str:
 
 
 def blocked_table(plan) -> str:
+    """One row per candidate node that was not vacated, with its reason."""
     rows = [[v.node, v.reason, v.pod or NONE, v.filter or NONE, v.message]
             for v in plan.verdicts if not v.vacated]
     return table(["NODE", "REASON", "POD", "FILTER", "MESSAGE"], rows)

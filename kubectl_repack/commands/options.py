@@ -35,6 +35,7 @@ class Settings:
 
 
 def settings(ctx: Optional[click.Context] = None) -> Settings:
+    """The Settings of this invocation (shared by the group and the command)."""
     ctx = ctx or click.get_current_context()
     return ctx.ensure_object(Settings)
 
@@ -76,6 +77,7 @@ def now_option(f):
 
 
 def now_or_current(now: Optional[str]) -> str:
+    """The pinned time, or the current UTC time, as RFC 3339 with seconds."""
     if now:
         return now
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

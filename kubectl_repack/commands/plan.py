@@ -31,6 +31,10 @@ Examples:
 \b
   # Scriptable: the complete RepackRun as JSON; exit 3 unless a repack is recommended
   kubectl repack plan --snapshot S -f R -o json --exit-code
+
+\b
+Exit codes: 0 evaluated (any outcome), 1 runtime error (cluster, snapshot file),
+2 usage or validation error (nothing was read or sent), 3 with --exit-code: not RepackRecommended.
 """
 
 

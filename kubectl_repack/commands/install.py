@@ -1,0 +1,231 @@
+"""`kubectl repack install` / `uninstall`: the RepackRun CRD plus the webhook and coordinator.
+
+Install generates the TLS material (webhook.certs), renders the objects (webhook.manifests) after
+the CRD, and applies each one with server-side apply (field manager `kubectl-repack`, forced), so
+running it again converges instead of failing. A still-valid certificate in the existing Secret
+is kept, so a re-install does not change the caBundle under running pods. `--dry-run` renders
+without reading or touching the cluster. `--webhook-url` points the MutatingWebhookConfiguration
+at a URL (a webhook served outside the cluster, e.g. on loopback in tests): no Deployment or
+Service is installed then, and `--cert-dir` receives the serving pair for that webhook.
+
+Uninstall deletes what install created, webhook configuration first (so no pod creation waits on
+a webhook that is going away); the CRD, and with it every RepackRun, only with `--include-crd`.
+"""
+from __future__ import annotations
+
+import base64
+import json
+from typing import Optional
+from urllib.parse import urlparse
+
+import click
+
+from kubectl_repack import render
+from kubectl_repack.errors import ClusterAPIError
+
+from .options import OUTPUT_JSON, OUTPUT_YAML, cluster_options, output_option, settings
+
+FIELD_MANAGER = "kubectl-repack"
+
+# kind -> (plural, namespaced); the only kinds install writes.
+KINDS = {
+    "CustomResourceDefinition": ("customresourcedefinitions", False),
+    "Namespace": ("namespaces", False),
+    "ServiceAccount": ("serviceaccounts", True),
+    "ClusterRole": ("clusterroles", False),
+    "ClusterRoleBinding": ("clusterrolebindings", False),
+    "Role": ("roles", True),
+    "RoleBinding": ("rolebindings", True),
+    "Secret": ("secrets", True),
+    "Deployment": ("deployments", True),
+    "Service": ("services", True),
+    "MutatingWebhookConfiguration": ("mutatingwebhookconfigurations", False),
+}
+
+
+def object_path(obj: dict, with_name: bool = True) -> str:
+    """REST path of an object from its apiVersion, kind, namespace and name."""
+    api_version, kind = obj["apiVersion"], obj["kind"]
+    plural, namespaced = KINDS[kind]
+    base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    if namespaced:
+        base += f"/namespaces/{obj['metadata']['namespace']}"
+    path = f"{base}/{plural}"
+    return f"{path}/{obj['metadata']['name']}" if with_name else path
+
+
+def describe(obj: dict) -> str:
+    """`kind.group/name` as kubectl prints it."""
+    group = obj["apiVersion"].rpartition("/")[0]
+    return f"{obj['kind'].lower()}{'.' + group if group else ''}/{obj['metadata']['name']}"
+
+
+def _request(api, method: str, path: str, body: Optional[dict] = None, query=None, content_type=None):
+    from kubernetes.client.rest import ApiException
+    from urllib3.exceptions import HTTPError
+
+    from kubectl_repack.cluster import api_error
+
+    headers = {"Accept": "application/json"}
+    if content_type:
+        headers["Content-Type"] = content_type
+    try:
+        resp = api.call_api(path, method, query_params=list(query or []), header_params=headers,
+                            body=json.dumps(body) if body is not None else None, auth_settings=["BearerToken"],
+                            _preload_content=False, _request_timeout=60)
+    except ApiException as e:
+        raise api_error(e, f"{method} {path}") from e
+    except HTTPError as e:
+        raise ClusterAPIError(f"{method} {path}: cannot reach the API server: {e}") from e
+    data = resp[0].data if isinstance(resp, tuple) else resp.data
+    return json.loads(data) if data else {}
+
+
+def server_side_apply(api, obj: dict) -> dict:
+    """Create or update `obj` with server-side apply (forced: install owns these objects)."""
+    return _request(api, "PATCH", object_path(obj), obj,
+                    query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
+                    content_type="application/apply-patch+yaml")
+
+
+def delete_object(api, obj: dict) -> bool:
+    """Delete `obj`; False when it was not there."""
+    from kubectl_repack.errors import NotFound
+
+    try:
+        _request(api, "DELETE", object_path(obj), {"propagationPolicy": "Background"},
+                 content_type="application/json")
+        return True
+    except NotFound:
+        return False
+
+
+def existing_certs(api, namespace: str, sans: list[str]):
+    """The CertBundle of an existing Secret if still valid and covering `sans`, else None."""
+    from kubectl_repack.errors import NotFound
+    from webhook import certs, manifests
+
+    try:
+        obj = _request(api, "GET", f"/api/v1/namespaces/{namespace}/secrets/{manifests.SECRET_NAME}")
+    except NotFound:
+        return None
+    data = obj.get("data") or {}
+    try:
+        bundle = certs.CertBundle(ca_cert_pem=base64.b64decode(data[certs.CA_CRT]),
+                                  cert_pem=base64.b64decode(data[certs.TLS_CRT]),
+                                  key_pem=base64.b64decode(data[certs.TLS_KEY]))
+        if certs.needs_rotation(bundle.cert_pem) or not set(sans) <= set(certs.sans_of(bundle.cert_pem)):
+            return None
+    except (KeyError, ValueError):
+        return None
+    return bundle
+
+
+def extra_sans(webhook_url: Optional[str]) -> list[str]:
+    """The URL's host, which the API server verifies the serving certificate against."""
+    if not webhook_url:
+        return []
+    host = urlparse(webhook_url).hostname
+    return [host] if host else []
+
+
+def manifests_for(namespace: str, image: str, bundle, webhook_url: Optional[str]) -> list[dict]:
+    """CRD first, then the webhook's objects (no Deployment/Service when served from a URL)."""
+    from kubectl_repack.schema import load_crd
+    from webhook import manifests
+
+    objs = manifests.render(namespace=namespace, image=image, certs=bundle, url=webhook_url)
+    if webhook_url:
+        objs = [o for o in objs if o["kind"] not in ("Deployment", "Service")]
+    return [load_crd()] + objs
+
+
+def _check_url(ctx, param, value):
+    if value is None:
+        return None
+    parsed = urlparse(value)
+    if parsed.scheme != "https" or not parsed.hostname:
+        raise click.BadParameter(f"{value!r} is not an https:// URL (the API server only calls webhooks over TLS)",
+                                 ctx=ctx, param=param)
+    return value
+
+
+@click.command("install")
+@click.option("-n", "--namespace", default="repack-system", show_default=True,
+              help="Namespace of the webhook, the coordinator and their Lease.")
+@click.option("--image", default=None, help="Container image of the webhook and coordinator.")
+@click.option("--webhook-url", default=None, callback=_check_url, metavar="URL",
+              help="Call the webhook at this https URL instead of the in-cluster Service (no Deployment).")
+@click.option("--cert-dir", default=None, type=click.Path(file_okay=False),
+              help="Also write tls.crt, tls.key and ca.crt here (for a webhook served outside the cluster).")
+@click.option("--dry-run", is_flag=True, help="Print the objects instead of applying them.")
+@output_option(OUTPUT_YAML, OUTPUT_JSON, help_text="yaml|json: with --dry-run, the format (default yaml).")
+@cluster_options
+def command(namespace, image, webhook_url, cert_dir, dry_run, output):
+    """Install the RepackRun CRD, the placement webhook and its coordinator.
+
+    \b
+    Examples:
+      kubectl repack install
+      kubectl repack install --dry-run -o yaml > repack-install.yaml
+      kubectl repack install --webhook-url https://127.0.0.1:9443/mutate --cert-dir ./tls
+    """
+    from webhook import certs, manifests
+
+    image = image or manifests.DEFAULT_IMAGE
+    sans = extra_sans(webhook_url)
+    bundle = None
+    api = None
+    if not dry_run:
+        api = settings().api()
+        bundle = existing_certs(api, namespace, sans)
+    if bundle is None:
+        bundle = certs.generate(manifests.NAME, namespace, extra_sans=sans)
+    if cert_dir:
+        certs.write_pem(cert_dir, bundle)
+    objs = manifests_for(namespace, image, bundle, webhook_url)
+    if dry_run:
+        fmt = output or OUTPUT_YAML
+        if fmt == OUTPUT_JSON:
+            click.echo(json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}, indent=2))
+        else:
+            click.echo("---\n".join(render.to_yaml(o) for o in objs), nl=False)
+        return
+    if output:
+        raise click.UsageError("-o/--output only applies with --dry-run")
+    for obj in objs:
+        server_side_apply(api, obj)
+        click.echo(f"{describe(obj)} serverside-applied")
+
+
+@click.command("uninstall")
+@click.option("-n", "--namespace", default="repack-system", show_default=True,
+              help="Namespace the webhook was installed into.")
+@click.option("--include-crd", is_flag=True,
+              help="Also delete the RepackRun CRD, and with it every RepackRun.")
+@click.option("--dry-run", is_flag=True, help="Print what would be deleted.")
+@cluster_options
+def uninstall_command(namespace, include_crd, dry_run):
+    """Remove the webhook and coordinator (and with --include-crd the RepackRun CRD)."""
+    objs = manifests_for(namespace, "unused", None, None)
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": _secret_name(), "namespace": namespace}}
+    ordered = [o for o in reversed(objs) if o["kind"] != "CustomResourceDefinition"]
+    ordered.insert(ordered.index(next(o for o in ordered if o["kind"] == "Deployment")), secret)
+    if include_crd:
+        ordered.append(objs[0])
+    # Namespace last among ours: the namespaced objects go with it anyway, but explicitly first.
+    ordered.sort(key=lambda o: o["kind"] == "Namespace" or o["kind"] == "CustomResourceDefinition")
+    if dry_run:
+        for obj in ordered:
+            click.echo(f"{describe(obj)} deleted (dry run)")
+        return
+    api = settings().api()
+    for obj in ordered:
+        gone = delete_object(api, obj)
+        click.echo(f"{describe(obj)} {'deleted' if gone else 'not found'}")
+
+
+def _secret_name() -> str:
+    from webhook import manifests
+
+    return manifests.SECRET_NAME
