@@ -1,0 +1,371 @@
+"""The coordinator's decisions as a table, live re-checks with the planner's filters, and the I/O
+order of one tick (record, nominate via pods/status, record, then ungate) against fake APIs."""
+from __future__ import annotations
+
+import copy
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from tests import builders as kb
+from tests.unit.webhook.builders import relocation, run
+from webhook.admission import (GATED_AT_ANNOTATION, PLANNED_NODE_ANNOTATION, RELOCATION_INDEX_ANNOTATION,
+                               RELOCATION_RUN_ANNOTATION, RELOCATION_VICTIM_ANNOTATION,
+                               REPLACEMENT_PODGROUP_ANNOTATION)
+from webhook.coordinator import (Coordinator, LeaderElector, LiveFit, decide, parse_duration, replacement_of,
+                                 ttl_expired)
+from webhook.relocations import PLACEMENT_GATE, PLACEMENT_GATE_OWNER_ANNOTATION
+
+NOW = datetime(2026, 7, 30, 10, 0, 30, tzinfo=timezone.utc)
+LEASE = timedelta(seconds=30)
+R = kb.R
+
+
+def the_run(placement="WaitingForReplacement", replacement="", uid="uid-run-1", phase="Running", **extra_placement):
+    rel = relocation("train-worker-0", ns="demo", planned="node-b", placement=placement, replacement=replacement)
+    rel["placement"].update(extra_placement)
+    return run("run-1", relocations=[rel], uid=uid, phase=phase)
+
+
+def replacement_pod(name="train-worker-0", uid="uid-new", gated=True, gated_at="2026-07-30T10:00:20Z",
+                    on=None, nominated="", run_ref="run-1/uid-run-1", index="0", podgroup=""):
+    ann = {RELOCATION_RUN_ANNOTATION: run_ref, RELOCATION_INDEX_ANNOTATION: index,
+           RELOCATION_VICTIM_ANNOTATION: "train-worker-0", PLANNED_NODE_ANNOTATION: "node-b"}
+    if podgroup:
+        ann[REPLACEMENT_PODGROUP_ANNOTATION] = podgroup
+    if gated:
+        ann[PLACEMENT_GATE_OWNER_ANNOTATION] = run_ref
+        if gated_at:
+            ann[GATED_AT_ANNOTATION] = gated_at
+    p = kb.pod(name, cards=4, ns="demo", on=on, group="train-pg", annotations=ann, uid=uid, phase="Pending",
+               node_selector={"pool": "npu"})
+    if gated:
+        p["spec"]["schedulingGates"] = [{"name": "other.example/gate"}, {"name": PLACEMENT_GATE}]
+    if nominated:
+        p["status"]["nominatedNodeName"] = nominated
+    return p
+
+
+FITS = lambda node: None  # noqa: E731
+NO_FIT = lambda node: "NodeResourcesFit: Insufficient huawei.com/ascend-1980"  # noqa: E731
+
+
+def _never(node):
+    raise AssertionError("the planned node must not be re-checked here")
+
+
+CASES = [
+    # id, pod, run, check, expected (record, nominate, after, ungate, timed_out)
+    ("fits: nominate then ungate", replacement_pod(), the_run(), FITS,
+     ({"replacementPodName": "train-worker-0", "replacementPodUID": "uid-new", "phase": "WaitingForNodeSelection"},
+      "node-b", {"selectedNodeName": "node-b", "phase": "Nominated"}, True, False)),
+    ("replacement already recorded, fits", replacement_pod(),
+     the_run("WaitingForNodeSelection", replacement="train-worker-0", replacementPodUID="uid-new"), FITS,
+     ({}, "node-b", {"selectedNodeName": "node-b", "phase": "Nominated"}, True, False)),
+    ("does not fit: ungate with no hint", replacement_pod(), the_run(), NO_FIT,
+     ({"replacementPodName": "train-worker-0", "replacementPodUID": "uid-new", "phase": "WaitingForNodeSelection"},
+      "", {}, True, False)),
+    ("past the placement lease: TimedOut, ungate", replacement_pod(gated_at="2026-07-30T09:59:59Z"), the_run(),
+     _never,
+     ({"replacementPodName": "train-worker-0", "replacementPodUID": "uid-new", "phase": "TimedOut"},
+      "", {}, True, True)),
+    ("gated without a gated-at time: fail open", replacement_pod(gated_at=""), the_run(), _never,
+     ({"replacementPodName": "train-worker-0", "replacementPodUID": "uid-new", "phase": "TimedOut"},
+      "", {}, True, True)),
+    ("bound: Placed with actualNodeName", replacement_pod(gated=False, on="node-b"),
+     the_run("Nominated", replacement="train-worker-0", replacementPodUID="uid-new", selectedNodeName="node-b"),
+     _never, ({"actualNodeName": "node-b", "phase": "Placed"}, "", {}, False, False)),
+    ("bound elsewhere after a time-out: TimedOut stays, actual recorded", replacement_pod(gated=False, on="node-c"),
+     the_run("TimedOut", replacement="train-worker-0", replacementPodUID="uid-new"), _never,
+     ({"actualNodeName": "node-c"}, "", {}, False, False)),
+    ("placed and recorded: nothing to do", replacement_pod(gated=False, on="node-b"),
+     the_run("Placed", replacement="train-worker-0", replacementPodUID="uid-new", actualNodeName="node-b"), _never,
+     ({}, "", {}, False, False)),
+    ("not gated (stale Lease at admission): record only", replacement_pod(gated=False), the_run(), _never,
+     ({"replacementPodName": "train-worker-0", "replacementPodUID": "uid-new", "phase": "WaitingForNodeSelection"},
+      "", {}, False, False)),
+    ("ModelServing: the new PodGroup is recorded", replacement_pod(gated=False, podgroup="serve-0-gen2"), the_run(),
+     _never,
+     ({"replacementPodName": "train-worker-0", "replacementPodUID": "uid-new", "replacementPodGroupName": "serve-0-gen2",
+       "phase": "WaitingForNodeSelection"}, "", {}, False, False)),
+    ("record owned by another run (same name, new uid): ignore, release", replacement_pod(),
+     the_run(uid="uid-other"), _never, ({}, "", {}, True, False)),
+    ("record owned by another pod: ignore, release", replacement_pod(uid="uid-second"),
+     the_run("WaitingForNodeSelection", replacement="train-worker-0", replacementPodUID="uid-new"), _never,
+     ({}, "", {}, True, False)),
+    ("run gone: release the gate", replacement_pod(), None, _never, ({}, "", {}, True, False)),
+    ("run finished: release, record nothing", replacement_pod(), the_run(phase="Succeeded"), _never,
+     ({}, "", {}, True, False)),
+    ("not ours and not gated: nothing", replacement_pod(gated=False), the_run(uid="uid-other"), _never,
+     ({}, "", {}, False, False)),
+    ("nominated before a restart: finish without re-checking", replacement_pod(nominated="node-b"),
+     the_run("Nominated", replacement="train-worker-0", replacementPodUID="uid-new", selectedNodeName="node-b"),
+     _never, ({}, "", {}, True, False)),
+]
+
+
+@pytest.mark.parametrize("pod,run_obj,check,expected", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_decisions(pod, run_obj, check, expected):
+    rep = replacement_of(pod)
+    d = decide(rep, run_obj, NOW, LEASE, check)
+    assert (d.record, d.nominate, d.after_nomination, d.ungate, d.timed_out) == expected, d.reason
+
+
+def test_unannotated_pods_are_not_replacements():
+    assert replacement_of(kb.pod("plain", ns="demo")) is None
+
+
+def test_a_gated_pod_without_run_annotation_is_released():
+    p = kb.pod("orphan", ns="demo", phase="Pending")
+    p["spec"]["schedulingGates"] = [{"name": PLACEMENT_GATE}]
+    d = decide(replacement_of(p), None, NOW, LEASE, _never)
+    assert d.ungate and not d.nominate and not d.record
+
+
+@pytest.mark.parametrize("text,seconds", [("30s", 30), ("2m", 120), ("1m30s", 90), ("500ms", 0.5), ("7", 7)])
+def test_parse_duration(text, seconds):
+    assert parse_duration(text).total_seconds() == seconds
+
+
+@pytest.mark.parametrize("text", ["", "soon", "30x", "1m 30s"])
+def test_parse_duration_rejects(text):
+    with pytest.raises(ValueError):
+        parse_duration(text)
+
+
+# --- live re-check with the planner's filters --------------------------------------------------------
+def cluster(*extra):
+    return [kb.node("node-a", cards=8, labels={"pool": "npu"}), kb.node("node-b", cards=8, labels={"pool": "npu"}),
+            kb.node("node-c", cards=8, labels={"pool": "other"}), *extra]
+
+
+def test_livefit_uses_the_planner_filters_and_counts_nominations():
+    new = replacement_pod()
+    busy = kb.pod("busy", cards=2, ns="demo", on="node-b")
+    other = replacement_pod(name="train-worker-1", uid="uid-other")
+    fit = LiveFit(cluster(busy, new, other), R)
+    assert fit.check("demo/train-worker-0", "node-b") is None
+    assert fit.check("demo/train-worker-0", "node-c").startswith("NodeAffinity")
+    assert fit.check("demo/train-worker-0", "node-z") == "node node-z does not exist"
+    fit.reserve("demo/train-worker-0", "node-b")  # 2 + 4 of 8 used: 4 more would not fit... 2 left
+    assert "Insufficient" in fit.check("demo/train-worker-1", "node-b")
+    assert fit.check("demo/train-worker-1", "node-a") is None
+
+
+def test_livefit_counts_pods_nominated_earlier_but_not_twice_for_themselves():
+    first = replacement_pod(nominated="node-b")
+    second = replacement_pod(name="train-worker-1", uid="uid-other")
+    fit = LiveFit(cluster(kb.pod("busy", cards=2, ns="demo", on="node-b"), first, second), R)
+    assert "Insufficient" in fit.check("demo/train-worker-1", "node-b")
+    assert fit.check("demo/train-worker-0", "node-b") is None
+
+
+def test_ttl():
+    finished = run("old", phase="Succeeded")
+    finished["spec"]["ttlSecondsAfterFinished"] = 60
+    finished["status"]["completionTime"] = "2026-07-30T09:59:00Z"
+    assert ttl_expired(finished, NOW)
+    assert not ttl_expired(finished, NOW - timedelta(seconds=31))
+    running = copy.deepcopy(finished)
+    running["status"]["phase"] = "Running"
+    assert not ttl_expired(running, NOW)
+    no_ttl = copy.deepcopy(finished)
+    del no_ttl["spec"]["ttlSecondsAfterFinished"]
+    assert not ttl_expired(no_ttl, NOW)
+    by_condition = copy.deepcopy(finished)
+    del by_condition["status"]["completionTime"]
+    by_condition["status"]["conditions"] = [{"type": "Completed", "lastTransitionTime": "2026-07-30T09:58:00Z"}]
+    assert ttl_expired(by_condition, NOW)
+
+
+# --- one tick against fake APIs ------------------------------------------------------------------------
+class ApiException(Exception):
+    def __init__(self, status):
+        super().__init__(status)
+        self.status, self.reason = status, str(status)
+
+
+class FakeCluster:
+    """Pods and RepackRuns in memory; records every write in `calls`."""
+
+    def __init__(self, pods, runs, objects=()):
+        self.pods = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in pods}
+        self.runs = {r["metadata"]["name"]: r for r in runs}
+        for r in self.runs.values():
+            r["metadata"]["resourceVersion"] = "1"
+        self.objects = list(objects)
+        self.calls = []
+        self.conflicts = 0
+
+    # CoreV1Api
+    def patch_namespaced_pod_status(self, name, ns, body):
+        self.calls.append(("nominate", name, body["status"]["nominatedNodeName"]))
+        self.pods[(ns, name)].setdefault("status", {})["nominatedNodeName"] = body["status"]["nominatedNodeName"]
+
+    def patch_namespaced_pod(self, name, ns, ops):
+        from tests.unit.webhook.patching import apply_patch
+
+        pod = self.pods[(ns, name)]
+        for op in ops:
+            if op["op"] == "test":
+                got = pod["spec"].get("schedulingGates")
+                if got != op["value"]:
+                    raise ApiException(422)
+        self.pods[(ns, name)] = apply_patch(pod, [o for o in ops if o["op"] != "test"])
+        self.calls.append(("ungate", name))
+
+    # CustomObjectsApi
+    def list_cluster_custom_object(self, *a):
+        return {"items": copy.deepcopy(list(self.runs.values()))}
+
+    def get_cluster_custom_object(self, g, v, p, name):
+        if name not in self.runs:
+            raise ApiException(404)
+        return copy.deepcopy(self.runs[name])
+
+    def replace_cluster_custom_object_status(self, g, v, p, name, body):
+        cur = self.runs[name]
+        if self.conflicts:
+            self.conflicts -= 1
+            cur["metadata"]["resourceVersion"] = str(int(cur["metadata"]["resourceVersion"]) + 1)
+            raise ApiException(409)
+        if body["metadata"]["resourceVersion"] != cur["metadata"]["resourceVersion"]:
+            raise ApiException(409)
+        new = copy.deepcopy(body)
+        new["metadata"]["resourceVersion"] = str(int(cur["metadata"]["resourceVersion"]) + 1)
+        self.runs[name] = new
+        self.calls.append(("status", name, copy.deepcopy(new["status"]["relocations"][0]["placement"])))
+
+    def delete_cluster_custom_object(self, g, v, p, name):
+        del self.runs[name]
+        self.calls.append(("delete", name))
+
+
+class FakeElector:
+    is_leader = True
+
+    def ensure(self):
+        return True
+
+    def release(self):
+        pass
+
+
+@pytest.fixture
+def fake_coordinator(monkeypatch):
+    import kubernetes.client.rest
+
+    monkeypatch.setattr(kubernetes.client.rest, "ApiException", ApiException)
+
+    def make(fake):
+        c = Coordinator(api_client=None, clock=lambda: NOW, placement_lease=LEASE)
+        c.core = c.custom = fake
+        c.elector = FakeElector()
+        c._list = lambda what: copy.deepcopy(list(fake.pods.values()))
+        c._snapshot_objects = lambda pods: fake.objects + pods
+        return c
+    return make
+
+
+def test_tick_records_nominates_records_then_ungates(fake_coordinator):
+    fake = FakeCluster([replacement_pod()], [the_run()], cluster())
+    fake.conflicts = 1  # apply wrote the run meanwhile: re-read and retry
+    fake_coordinator(fake).tick()
+    kinds = [c[0] for c in fake.calls]
+    assert kinds == ["status", "nominate", "status", "ungate"], fake.calls
+    assert fake.calls[0][2] == {"phase": "WaitingForNodeSelection", "replacementPodName": "train-worker-0",
+                                "replacementPodUID": "uid-new"}
+    assert fake.calls[2][2]["phase"] == "Nominated" and fake.calls[2][2]["selectedNodeName"] == "node-b"
+    pod = fake.pods[("demo", "train-worker-0")]
+    assert pod["spec"]["schedulingGates"] == [{"name": "other.example/gate"}]
+    assert PLACEMENT_GATE_OWNER_ANNOTATION not in pod["metadata"]["annotations"]
+    assert pod["status"]["nominatedNodeName"] == "node-b"
+    # Only the coordinator's fields changed; apply's eviction record is untouched.
+    rel = fake.runs["run-1"]["status"]["relocations"][0]
+    assert rel["eviction"] == {"phase": "Accepted"} and rel["plannedNodeName"] == "node-b"
+
+
+def test_tick_without_fit_ungates_with_no_hint(fake_coordinator):
+    full = kb.pod("hog", cards=8, ns="demo", on="node-b")
+    fake = FakeCluster([replacement_pod()], [the_run()], cluster(full))
+    fake.pods[("demo", "hog")] = full
+    fake_coordinator(fake).tick()
+    assert [c[0] for c in fake.calls] == ["status", "ungate"]
+    pod = fake.pods[("demo", "train-worker-0")]
+    assert not pod["status"].get("nominatedNodeName")
+    assert "selectedNodeName" not in fake.runs["run-1"]["status"]["relocations"][0]["placement"]
+
+
+def test_tick_times_out_and_counts(fake_coordinator):
+    fake = FakeCluster([replacement_pod(gated_at="2026-07-30T09:59:00Z")], [the_run()], cluster())
+    c = fake_coordinator(fake)
+    c.tick()
+    assert [x[0] for x in fake.calls] == ["status", "ungate"]
+    assert fake.runs["run-1"]["status"]["relocations"][0]["placement"]["phase"] == "TimedOut"
+    assert c.metrics.value("lease_timeouts_total") == 1 and c.metrics.value("nominations_total") == 0
+
+
+def test_tick_collects_finished_runs_past_their_ttl(fake_coordinator):
+    old = run("old", phase="Succeeded")
+    old["spec"]["ttlSecondsAfterFinished"] = 10
+    old["status"]["completionTime"] = "2026-07-30T09:00:00Z"
+    fake = FakeCluster([], [old, the_run()])
+    fake_coordinator(fake).tick()
+    assert ("delete", "old") in fake.calls and "run-1" in fake.runs
+
+
+# --- leader election -------------------------------------------------------------------------------------
+class FakeLeases:
+    def __init__(self):
+        self.lease = None
+        self.rv = 0
+        self.api_client = self
+
+    @staticmethod
+    def sanitize_for_serialization(obj):
+        return copy.deepcopy(obj)
+
+    def read_namespaced_lease(self, name, ns):
+        if self.lease is None:
+            raise ApiException(404)
+        return copy.deepcopy(self.lease)
+
+    def create_namespaced_lease(self, ns, body):
+        if self.lease is not None:
+            raise ApiException(409)
+        self._store(body)
+
+    def replace_namespaced_lease(self, name, ns, body):
+        if body["metadata"]["resourceVersion"] != self.lease["metadata"]["resourceVersion"]:
+            raise ApiException(409)
+        self._store(body)
+
+    def _store(self, body):
+        self.rv += 1
+        self.lease = copy.deepcopy(body)
+        self.lease["metadata"]["resourceVersion"] = str(self.rv)
+
+
+def test_leader_election_acquire_exclude_takeover_release(monkeypatch):
+    import kubernetes.client.rest
+
+    monkeypatch.setattr(kubernetes.client.rest, "ApiException", ApiException)
+    clock = {"now": NOW}
+    leases = FakeLeases()
+    a = LeaderElector(leases, "repack-system", "repack-coordinator", "a", 15, clock=lambda: clock["now"])
+    b = LeaderElector(leases, "repack-system", "repack-coordinator", "b", 15, clock=lambda: clock["now"])
+    assert a.ensure() and a.is_leader
+    assert not b.ensure()
+    clock["now"] += timedelta(seconds=10)
+    assert a.ensure()  # renewed (due after a third of the duration)
+    assert leases.lease["spec"]["renewTime"].startswith("2026-07-30T10:00:40")
+    clock["now"] += timedelta(seconds=14)
+    assert not b.ensure()  # still fresh: renewed 14 s ago
+    clock["now"] += timedelta(seconds=2)
+    assert not a.is_leader  # a did not renew in time: it must stop acting
+    assert b.ensure() and leases.lease["spec"]["holderIdentity"] == "b"
+    assert leases.lease["spec"]["leaseTransitions"] == 1
+    assert not a.ensure()
+    b.release()
+    assert leases.lease["spec"]["holderIdentity"] == ""
+    assert a.ensure()  # released: taken at once
