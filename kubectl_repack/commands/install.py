@@ -210,7 +210,7 @@ def uninstall_command(namespace, include_crd, dry_run):
     objs = manifests_for(namespace, "unused", None, None)
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": _secret_name(), "namespace": namespace}}
     ordered = [o for o in reversed(objs) if o["kind"] != "CustomResourceDefinition"]
-    ordered.insert(ordered.index(next(o for o in ordered if o["kind"] == "Deployment")), secret)
+    ordered.insert(ordered.index(next(o for o in ordered if o["kind"] == "Deployment")) + 1, secret)
     if include_crd:
         ordered.append(objs[0])
     # Namespace last among ours: the namespaced objects go with it anyway, but explicitly first.
