@@ -26,6 +26,12 @@ SELECTOR_FLAGS = {
 }
 
 
+# Set by the API server on stored objects; a run read back from `-o yaml` must not carry them
+# into a new object (the server refuses a create with a resourceVersion).
+SERVER_SET_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
+                       "deletionGracePeriodSeconds", "managedFields", "selfLink", "finalizers")
+
+
 @dataclass
 class QuickFlags:
     """The flags of `plan` that shape the RepackRun (None = not given)."""
@@ -73,7 +79,10 @@ def apply_flags(run: Optional[dict], flags: QuickFlags, default_name: str) -> di
                "spec": {"mode": "DryRun", "goals": [{"resource": flags.resource}]}}
     else:
         run = copy.deepcopy(run)
+        run.pop("status", None)  # a printed or stored run evaluated anew: its old status goes
     meta = run.setdefault("metadata", {})
+    for field in SERVER_SET_METADATA:
+        meta.pop(field, None)
     spec = run.setdefault("spec", {})
     if flags.name is not None:
         meta["name"] = flags.name

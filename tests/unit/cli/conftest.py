@@ -69,6 +69,10 @@ class FakeStore:
         self.calls.append(("create", name, "status" in obj))
         if name in self.runs:
             raise cluster.Conflict(f"repackrun {name} already exists", 409)
+        if obj["metadata"].get("resourceVersion") or obj["metadata"].get("uid"):
+            # As the API server answers such a create.
+            raise cluster.ClusterAPIError(f"creating repackrun {name}: resourceVersion should not be set on "
+                                          "objects to be created (HTTP 500)", 500)
         stored = {k: copy.deepcopy(obj[k]) for k in ("apiVersion", "kind", "metadata", "spec")}
         stored["metadata"].update(uid="uid-1", resourceVersion="1", creationTimestamp="2026-07-30T08:00:01Z")
         self.runs[name] = stored

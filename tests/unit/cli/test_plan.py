@@ -432,3 +432,18 @@ def test_help_documents_flags_override_and_exit_codes():
     assert "3 not recommended (with --exit-code)" in top
     for name in ("plan", "snapshot", "status"):
         assert f"  {name} " in top
+
+
+def test_printed_or_stored_run_can_be_planned_again(fake_cluster, tmp_path):
+    assert run("plan", "-f", GUARDED, "--save", "--now", NOW).exit_code == 0
+    stored = run("status", "ascend-guarded-dryrun", "-o", "yaml")
+    assert "resourceVersion" in stored.stdout and "status:" in stored.stdout
+    path = tmp_path / "again.yaml"
+    path.write_text(stored.stdout)
+    r = run("plan", "-f", path, "--name", "ascend-guarded-dryrun-2", "--save", "-o", "json", "--now", NOW)
+    obj = as_json(r)
+    assert obj["metadata"]["name"] == "ascend-guarded-dryrun-2"
+    created = [c for c in fake_cluster["store"].calls if c[0] == "create"]
+    assert created[-1] == ("create", "ascend-guarded-dryrun-2", True)
+    # The create succeeded: the file's uid/resourceVersion were not sent (the fake refuses them).
+    assert obj["status"]["plan"]["summary"]["fragBeforePercent"] == 33
