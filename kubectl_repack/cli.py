@@ -76,7 +76,6 @@ def main():
 
 
 commands.register(main)
-main.add_command(commands.install.uninstall_command)  # install.py's second command
 
 if __name__ == "__main__":  # pragma: no cover
     main()

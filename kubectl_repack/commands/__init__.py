@@ -1,8 +1,8 @@
-"""The `kubectl repack` commands, one per module.
+"""The `kubectl repack` commands, one module per command (or per small family of commands).
 
-A module here that defines a click command named `command` is registered by `register()`; adding
-a command (e.g. `apply`) is adding one module. Helper modules (options, selectors, runspec) define
-no `command` and are skipped.
+Every click command *defined* in a module of this package (`command`, `uninstall_command`, ...)
+is registered by `register()`; adding a command is adding a module. Helper modules (options,
+selectors, runspec) define no command and contribute nothing.
 """
 import importlib
 import pkgutil
@@ -11,14 +11,14 @@ import click
 
 
 def discover():
-    """Every `command` defined by a module of this package, sorted by command name."""
-    found = []
+    """Every click command defined by a module of this package, sorted by command name."""
+    found = {}
     for info in pkgutil.iter_modules(__path__):
         module = importlib.import_module(f"{__name__}.{info.name}")
-        cmd = getattr(module, "command", None)
-        if isinstance(cmd, click.Command):
-            found.append(cmd)
-    return sorted(found, key=lambda c: c.name)
+        for value in vars(module).values():
+            if isinstance(value, click.Command) and getattr(value.callback, "__module__", None) == module.__name__:
+                found[value.name] = value
+    return [found[name] for name in sorted(found)]
 
 
 def register(group: click.Group) -> None:
