@@ -83,6 +83,8 @@ def command(file, resource, min_improvement, max_podgroups, max_cards, podgroup_
     """
     if save and snapshot_file:
         raise click.UsageError("--save stores the plan of the live cluster; it cannot be combined with --snapshot")
+    if file == "-" and snapshot_file == "-":
+        raise click.UsageError("-f - and --snapshot - cannot both read stdin")
     now = now_or_current(now)
     flags = QuickFlags(name, resource, min_improvement, max_podgroups, max_cards, podgroup_selector,
                        exclude_podgroup_selector, node_selector, exclude_node_selector)

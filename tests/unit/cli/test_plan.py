@@ -360,6 +360,12 @@ def test_invalid_max_cards_is_a_schema_error():
     assert "spec.maxPerRun.resources[huawei.com/ascend-1980]: 'many' is not a valid quantity" in r.stderr
 
 
+def test_only_one_input_can_come_from_stdin():
+    r = run("plan", "-f", "-", "--snapshot", "-", input="")
+    assert r.exit_code == 2
+    assert "cannot both read stdin" in r.stderr
+
+
 def test_save_with_snapshot_is_a_usage_error():
     r = run("plan", "--snapshot", SEED3, "-f", GUARDED, "--save")
     assert r.exit_code == 2
