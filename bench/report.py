@@ -1,0 +1,174 @@
+"""Regenerate the figures of docs/benchmarks.md and docs/scale.png from bench/out/*.json.
+
+docs/benchmarks.md is written by hand; only the blocks between `<!-- generated:NAME -->` and
+`<!-- /generated:NAME -->` are replaced, so prose (and the profile section) survive a rerun.
+
+    python -m bench.report                      # use bench/out/{quality,scale}.json, run what is missing
+    python -m bench.report --run                # rerun both benchmarks first (scale: every default size)
+    python -m bench.report --run-scale --sizes 5000 10000   # measure these sizes, keep the others
+
+Needs the `bench` extra (highspy, matplotlib).
+"""
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench import quality, scale  # noqa: E402
+
+DOC = ROOT / "docs" / "benchmarks.md"
+PLOT = ROOT / "docs" / "scale.png"
+QUALITY_JSON = quality.OUT / "quality.json"
+SCALE_JSON = scale.OUT / "scale.json"
+TIME_TARGETS = {5000: 15.0, 10000: 40.0}     # seconds, load + plan
+RSS_TARGET_MB = 1536                          # at 10,000 nodes
+RATIO_TARGET = 2.5                            # time(10k) / time(5k)
+QUALITY_TARGET = 0.97
+
+
+def _load(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def plot(doc, path=PLOT):
+    """Time (load + plan, median) and peak RSS against cluster size, one line per spec, targets marked."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4.2))
+    markers = {"none": "o", "budget": "s"}
+    for spec in scale.SPECS:
+        rows = sorted((e for e in doc["runs"] if e["spec"] == spec), key=lambda e: e["size"])
+        if not rows:
+            continue
+        xs = [e["size"] for e in rows]
+        label = scale.SPEC_LABELS.get(spec, spec)
+        line, = ax_t.plot(xs, [e["total_s"] for e in rows], marker=markers.get(spec, "o"), label=f"{label}: wall")
+        if all("total_cpu_s" in e for e in rows):
+            ax_t.plot(xs, [e["total_cpu_s"] for e in rows], marker=markers.get(spec, "o"), linestyle=":",
+                      color=line.get_color(), alpha=0.7, label=f"{label}: CPU")
+        ax_m.plot(xs, [e["peak_rss_mb"] for e in rows], marker=markers.get(spec, "o"), label=label)
+    for n, secs in TIME_TARGETS.items():
+        ax_t.plot([n], [secs], marker="*", markersize=14, color="crimson", linestyle="none")
+        ax_t.annotate(f"target {secs:.0f} s @ {n:,}", (n, secs), textcoords="offset points", xytext=(-60, 8),
+                      color="crimson", fontsize=8)
+    ax_m.plot([10000], [RSS_TARGET_MB], marker="*", markersize=14, color="crimson", linestyle="none")
+    ax_m.annotate("target 1.5 GB @ 10,000", (10000, RSS_TARGET_MB), textcoords="offset points", xytext=(-110, 6),
+                  color="crimson", fontsize=8)
+    for ax in (ax_t, ax_m):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("cluster size (nodes)")
+        ax.set_xticks([1000, 2000, 5000, 10000])
+        ax.set_xticklabels(["1k", "2k", "5k", "10k"])
+        ax.set_xlim(700, 14000)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8, loc="upper left")
+    ax_t.set_ylabel("seconds (load + plan, median)")
+    ax_t.set_title("planner time")
+    ax_m.set_ylabel("peak RSS of the process (MB)")
+    ax_m.set_title("planner memory")
+    cpus = doc.get("machine", {}).get("cpus")
+    commits = sorted({e.get("commit", "") for e in doc["runs"]} - {""})
+    fig.suptitle(f"kubectl-repack planner on generated clusters ({cpus} cores; planner {', '.join(commits)})", fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _fmt_s(v):
+    return f"{v:.1f} s"
+
+
+def targets(qdoc, sdoc):
+    """The targets of issue 7 against what was measured."""
+    by = {(e["size"], e["spec"]): e for e in (sdoc or {}).get("runs", [])}
+    lines = ["| target | measured | status |", "|---|---|---|"]
+
+    def verdict(ok):
+        return "met" if ok else "**not met**"
+
+    for n, secs in TIME_TARGETS.items():
+        got = [(s, by[(n, s)]) for s in scale.SPECS if (n, s) in by]
+        if got:
+            meas = "; ".join(f"{scale.SPEC_LABELS[s]}: {_fmt_s(e['total_s'])}" for s, e in got)
+            lines.append(f"| {n:,} nodes ≤ {secs:.0f} s (load + plan) | {meas} | "
+                         f"{verdict(all(e['total_s'] <= secs for _, e in got))} |")
+        else:
+            lines.append(f"| {n:,} nodes ≤ {secs:.0f} s (load + plan) | — | not measured yet |")
+    got = [(s, by[(10000, s)]) for s in scale.SPECS if (10000, s) in by]
+    if got:
+        meas = "; ".join(f"{scale.SPEC_LABELS[s]}: {e['peak_rss_mb']:.0f} MB" for s, e in got)
+        lines.append(f"| peak RSS ≤ 1.5 GB at 10,000 nodes | {meas} | "
+                     f"{verdict(all(e['peak_rss_mb'] <= RSS_TARGET_MB for _, e in got))} |")
+    else:
+        lines.append("| peak RSS ≤ 1.5 GB at 10,000 nodes | — | not measured yet |")
+    got = [(s, by[(10000, s)]["total_s"] / by[(5000, s)]["total_s"]) for s in scale.SPECS
+           if (10000, s) in by and (5000, s) in by]
+    if got:
+        meas = "; ".join(f"{scale.SPEC_LABELS[s]}: {r:.2f}" for s, r in got)
+        lines.append(f"| time(10k) / time(5k) ≤ {RATIO_TARGET} | {meas} | {verdict(all(r <= RATIO_TARGET for _, r in got))} |")
+    else:
+        lines.append(f"| time(10k) / time(5k) ≤ {RATIO_TARGET} | — | not measured yet |")
+    if qdoc:
+        a = qdoc["aggregate"]["all"]
+        r = a["planner"]["of_optimum"]
+        lines.append(f"| plan quality ≥ 97 % of the exact optimum | {a['planner']['net']} / {a['optimum']} nodes = "
+                     f"{100 * r:.1f} % over {a['instances']} instances | {verdict(r >= QUALITY_TARGET)} |")
+    return "\n".join(lines) + "\n"
+
+
+def machine(sdoc, qdoc):
+    m = (sdoc or {}).get("machine", {})
+    lines = []
+    if m:
+        lines.append(f"Scale figures: {m.get('cpus')} cores ({m.get('cpu') or 'unknown CPU'}), {m.get('memory')} RAM, "
+                     f"Python {m.get('python')}, {m.get('platform')}. The machine is shared: the load average "
+                     f"when each size × spec started is in bench/out/scale.json (`loadavg_at_start`); "
+                     f"CPU seconds are given next to wall seconds because they are less sensitive to that.")
+    if qdoc:
+        lines.append(f"Quality figures generated {qdoc['generated']} in {qdoc['seconds']} s "
+                     f"(MILP time limit {qdoc['time_limit']:.0f} s per solve).")
+    return "\n\n".join(lines) + "\n"
+
+
+def replace_block(text, name, body):
+    pat = re.compile(rf"(<!-- generated:{name} -->\n)(.*?)(<!-- /generated:{name} -->)", re.S)
+    if not pat.search(text):
+        raise SystemExit(f"{DOC}: no <!-- generated:{name} --> block")
+    return pat.sub(lambda m: m.group(1) + body + m.group(3), text)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--run", action="store_true", help="rerun the quality and scale benchmarks first")
+    ap.add_argument("--run-quality", action="store_true")
+    ap.add_argument("--run-scale", action="store_true")
+    ap.add_argument("--sizes", type=int, nargs="+", default=list(scale.SIZES), help="sizes for a scale run")
+    ap.add_argument("--specs", nargs="+", choices=list(scale.SPECS), default=list(scale.SPECS))
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args(argv)
+    if args.run or args.run_quality or not QUALITY_JSON.exists():
+        quality.main([])
+    if args.run or args.run_scale or not SCALE_JSON.exists():
+        scale.run(args.sizes, args.specs, args.repeats, output=SCALE_JSON)
+    qdoc, sdoc = _load(QUALITY_JSON), _load(SCALE_JSON)
+    text = DOC.read_text(encoding="utf-8")
+    text = replace_block(text, "targets", targets(qdoc, sdoc))
+    text = replace_block(text, "quality", quality.markdown(qdoc))
+    text = replace_block(text, "scale", scale.table(sdoc))
+    text = replace_block(text, "machine", machine(sdoc, qdoc))
+    DOC.write_text(text, encoding="utf-8")
+    plot(sdoc)
+    print(f"wrote {DOC.relative_to(ROOT)} and {PLOT.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
