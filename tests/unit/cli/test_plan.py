@@ -453,3 +453,13 @@ def test_printed_or_stored_run_can_be_planned_again(fake_cluster, tmp_path):
     assert created[-1] == ("create", "ascend-guarded-dryrun-2", True)
     # The create succeeded: the file's uid/resourceVersion were not sent (the fake refuses them).
     assert obj["status"]["plan"]["summary"]["fragBeforePercent"] == 33
+
+
+@pytest.mark.parametrize("run_file, pgs", [("npu-dryrun.yaml", 3), ("scoped-dryrun.yaml", 1),
+                                           ("guarded-dryrun.yaml", 1)])
+def test_every_seed_run_on_the_three_node_example(run_file, pgs):
+    path = os.path.join(os.path.dirname(SEED3), run_file)
+    st = as_json(run("plan", "--snapshot", SEED3, "-f", path, "-o", "json", "--now", NOW))["status"]
+    assert st["plan"]["summary"] == {"fragBeforePercent": 33, "fragAfterPercent": 0, "freedNodeCount": 1,
+                                     "movedCardCount": 2, "resolvedScope": {"podGroupCount": pgs, "nodeCount": 3}}
+    assert st["plan"]["freedNodes"] == ["ascend-node-01"]
