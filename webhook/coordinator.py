@@ -209,8 +209,10 @@ def decide(rep: Replacement, run: Optional[Mapping[str, Any]], now: datetime, pl
     if rep.node_name:
         if placement.get("actualNodeName") != rep.node_name:
             first["actualNodeName"] = rep.node_name
-        if phase != PLACEMENT_TIMED_OUT and phase != PLACEMENT_PLACED:
-            first["phase"] = PLACEMENT_PLACED  # a timed-out placement stays visible as such
+        if phase != PLACEMENT_PLACED:
+            # Also after TimedOut: Placed means bound (what `apply` waits for); a time-out shows
+            # as an empty selectedNodeName, the lease_timeouts counter and the log.
+            first["phase"] = PLACEMENT_PLACED
         return Decision(record=first, reason=f"bound to {rep.node_name}")
     if not rep.gated:
         return Decision(record=first, reason="not gated (webhook saw no fresh coordinator Lease)")

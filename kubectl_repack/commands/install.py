@@ -70,15 +70,18 @@ def _request(api, method: str, path: str, body: Optional[dict] = None, query=Non
     if content_type:
         headers["Content-Type"] = content_type
     try:
-        resp = api.call_api(path, method, query_params=list(query or []), header_params=headers,
-                            body=json.dumps(body) if body is not None else None, auth_settings=["BearerToken"],
-                            _preload_content=False, _request_timeout=60)
+        method, url, headers, payload, _ = api.param_serialize(
+            method=method, resource_path=path, query_params=list(query or []), header_params=headers,
+            body=body, auth_settings=["BearerToken"])
+        resp = api.call_api(method, url, header_params=headers, body=payload, _request_timeout=60)
+        resp.read()
+        if not 200 <= resp.status < 300:
+            raise ApiException(http_resp=resp)
     except ApiException as e:
         raise api_error(e, f"{method} {path}") from e
     except HTTPError as e:
         raise ClusterAPIError(f"{method} {path}: cannot reach the API server: {e}") from e
-    data = resp[0].data if isinstance(resp, tuple) else resp.data
-    return json.loads(data) if data else {}
+    return json.loads(resp.data) if resp.data else {}
 
 
 def server_side_apply(api, obj: dict) -> dict:

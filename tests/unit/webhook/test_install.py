@@ -108,21 +108,33 @@ class FakeApi:
         self.calls = []
         self.existing = existing or {}
 
-    def call_api(self, path, method, query_params=(), header_params=None, body=None, **kw):
-        from kubernetes.client.rest import ApiException
+    @staticmethod
+    def param_serialize(method, resource_path, query_params=(), header_params=None, body=None, **kw):
+        return method, (resource_path, dict(query_params)), dict(header_params or {}), body, []
 
-        self.calls.append((method, path, (header_params or {}).get("Content-Type"), dict(query_params),
+    def call_api(self, method, url, header_params=None, body=None, **kw):
+        path, query = url
+        self.calls.append((method, path, (header_params or {}).get("Content-Type"), query,
                            json.loads(body) if body else None))
-
-        class Resp:
-            data = b"{}"
+        status, data = 200, b"{}"
         if method == "GET":
-            if path not in self.existing:
-                raise ApiException(status=404, reason="Not Found")
-            Resp.data = json.dumps(self.existing[path]).encode()
-        if method == "DELETE" and "missing" in path:
-            raise ApiException(status=404, reason="Not Found")
-        return (Resp(), 200, {})
+            if path in self.existing:
+                data = json.dumps(self.existing[path]).encode()
+            else:
+                status, data = 404, b'{"message": "not found"}'
+        return FakeResponse(status, data)
+
+
+class FakeResponse:
+    def __init__(self, status, data):
+        self.status, self.data, self.reason = status, data, "Not Found" if status == 404 else "OK"
+        self.headers = {}
+
+    def read(self):
+        return self.data
+
+    def getheaders(self):
+        return {}
 
 
 @pytest.fixture

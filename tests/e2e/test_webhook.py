@@ -1,0 +1,417 @@
+"""The placement webhook and coordinator on the real control plane: the real kube-apiserver calls
+the webhook over TLS (clientConfig.url on loopback, caBundle = the CA `kubectl repack install`
+generated), the coordinator (a separate process) nominates through pods/status and ungates, and
+vc-scheduler binds. Also: fail open when the webhook or the coordinator is gone.
+
+Setup per module: `kubectl repack install --webhook-url https://127.0.0.1:<port>/mutate
+--cert-dir D`, then `python -m webhook --server werkzeug` and `python -m webhook.coordinator`
+as subprocesses with short leases (4 s leader Lease, 8 s placement lease) to keep this lean.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from datetime import datetime, timezone
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from tests.harness import NPU_RESOURCE, npu_node
+from tests.harness.controlplane import REPO_ROOT
+from webhook.admission import GATED_AT_ANNOTATION, RELOCATION_RUN_ANNOTATION
+from webhook.lease import lease_is_fresh
+from webhook.relocations import PLACEMENT_GATE
+
+pytestmark = pytest.mark.e2e
+
+GROUP, VERSION, PLURAL = "repack.volcano.sh", "v1alpha1", "repackruns"
+NAMESPACE = "repack-system"
+LEASE_NAME = "repack-coordinator"
+LEADER_LEASE_S = 4
+PLACEMENT_LEASE_S = 8
+
+
+def wait_for(what, fn, timeout=60.0, interval=0.2):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Proc:
+    """A child process with its log file; restartable."""
+
+    def __init__(self, name, argv, log_dir):
+        self.name, self.argv = name, argv
+        self.log_path = os.path.join(log_dir, f"{name}.log")
+        self.proc = None
+
+    def start(self):
+        env = dict(os.environ, PYTHONPATH=REPO_ROOT, PYTHONUNBUFFERED="1")
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.argv, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        return self
+
+    def signal(self, sig):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+
+    def kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+    def tail(self, n=40):
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as f:
+                return "".join(f.readlines()[-n:])
+        except OSError:
+            return ""
+
+
+def repack_cli(kubeconfig, *args):
+    return subprocess.run([sys.executable, "-m", "kubectl_repack.cli", "--kubeconfig", kubeconfig, *args],
+                          cwd=REPO_ROOT, env=dict(os.environ, PYTHONPATH=REPO_ROOT), capture_output=True,
+                          text=True, timeout=120)
+
+
+class Stack:
+    def __init__(self, cluster, tmp):
+        self.cluster = cluster
+        self.api = cluster.api_client
+        self.core = client.CoreV1Api(self.api)
+        self.custom = client.CustomObjectsApi(self.api)
+        self.coord_api = client.CoordinationV1Api(self.api)
+        self.port = free_port()
+        self.url = f"https://127.0.0.1:{self.port}/mutate"
+        self.metrics_port = free_port()
+        self.cert_dir = os.path.join(tmp, "tls")
+        self.webhook = Proc("webhook", [sys.executable, "-m", "webhook", "--server", "werkzeug", "--host", "127.0.0.1",
+                                        "--port", str(self.port), "--cert-dir", self.cert_dir,
+                                        "--kubeconfig", cluster.kubeconfig, "--lease-namespace", NAMESPACE], tmp)
+        self.coordinator = Proc("coordinator", [
+            sys.executable, "-m", "webhook.coordinator", "--kubeconfig", cluster.kubeconfig, "--namespace", NAMESPACE,
+            "--lease-name", LEASE_NAME, "--lease-duration", f"{LEADER_LEASE_S}s",
+            "--placement-lease", f"{PLACEMENT_LEASE_S}s", "--interval", "0.5s",
+            "--metrics-port", str(self.metrics_port)], tmp)
+
+    def webhook_ready(self):
+        ctx = ssl.create_default_context(cafile=os.path.join(self.cert_dir, "ca.crt"))
+        try:
+            with urllib.request.urlopen(f"https://127.0.0.1:{self.port}/readyz", context=ctx, timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    def coordinator_metric(self, name):
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=2) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith(f"repack_webhook_{name} "):
+                    return int(float(line.split()[1]))
+        return None
+
+    def lease(self):
+        try:
+            return self.api.sanitize_for_serialization(self.coord_api.read_namespaced_lease(LEASE_NAME, NAMESPACE))
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def lease_fresh(self):
+        return lease_is_fresh(self.lease(), datetime.now(timezone.utc))
+
+    def start_coordinator(self):
+        self.coordinator.start()
+        wait_for("the coordinator holding a fresh Lease", self.lease_fresh, timeout=30)
+        time.sleep(0.5)  # the webhook's Lease watch sees it
+
+    def diagnostics(self):
+        return "\n".join(f"--- {p.name} ({p.log_path})\n{p.tail()}" for p in (self.webhook, self.coordinator))
+
+    # ----- RepackRuns
+    def create_run(self, name, relocations, moves):
+        body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "RepackRun", "metadata": {"name": name},
+                "spec": {"mode": "Execute", "goals": [{"resource": NPU_RESOURCE}]}}
+        self.custom.create_cluster_custom_object(GROUP, VERSION, PLURAL, body)
+        self.update_run(name, lambda st: st.update({
+            "phase": "Running", "plan": {"moves": moves}, "relocations": relocations}))
+
+    def update_run(self, name, mutate):
+        """What `apply` does: read-modify-write of the status on resourceVersion, retried on 409."""
+        for _ in range(20):
+            run = self.custom.get_cluster_custom_object(GROUP, VERSION, PLURAL, name)
+            status = run.setdefault("status", {})
+            mutate(status)
+            try:
+                return self.custom.replace_cluster_custom_object_status(GROUP, VERSION, PLURAL, name, run)
+            except ApiException as e:
+                if e.status != 409:
+                    raise
+                time.sleep(0.1)
+        pytest.fail(f"could not write the status of {name}")
+
+    def run(self, name):
+        return self.custom.get_cluster_custom_object(GROUP, VERSION, PLURAL, name)
+
+    def evict(self, ns, pod, run_name, index):
+        self.core.create_namespaced_pod_eviction(pod, ns, {"apiVersion": "policy/v1", "kind": "Eviction",
+                                                           "metadata": {"name": pod, "namespace": ns}})
+
+        def accepted(st):
+            st["relocations"][index]["eviction"] = {"phase": "Accepted"}
+        self.update_run(run_name, accepted)
+
+
+@pytest.fixture(scope="module")
+def stack(control_plane, tmp_path_factory, request):
+    tmp = str(tmp_path_factory.mktemp("webhook-e2e"))
+    s = Stack(control_plane, tmp)
+    out = repack_cli(control_plane.kubeconfig, "install", "--namespace", NAMESPACE, "--webhook-url", s.url,
+                     "--cert-dir", s.cert_dir)
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert "mutatingwebhookconfiguration.admissionregistration.k8s.io/repack-placement serverside-applied" in out.stdout
+    s.webhook.start()
+    wait_for("the webhook answering /readyz over TLS", s.webhook_ready, timeout=30)
+    s.start_coordinator()
+    failed_before = request.session.testsfailed
+    try:
+        yield s
+    finally:
+        if request.session.testsfailed > failed_before:
+            print(s.diagnostics())
+        s.coordinator.stop()
+        s.webhook.stop()
+        out = repack_cli(control_plane.kubeconfig, "uninstall", "--namespace", NAMESPACE)
+        print(out.stdout, out.stderr)
+
+
+# ----- workloads ---------------------------------------------------------------------------------------
+def deployment(name, pool, replicas, cards):
+    labels = {"app": name}
+    return {"metadata": {"name": name, "labels": labels}, "spec": {
+        "replicas": replicas, "selector": {"matchLabels": labels},
+        "template": {"metadata": {"labels": labels}, "spec": {
+            "schedulerName": "volcano", "terminationGracePeriodSeconds": 0,
+            "nodeSelector": {"accelerator-pool": pool},
+            "containers": [{"name": "serve", "image": "example.invalid/serve:1", "resources": {
+                "requests": {"cpu": "1", "memory": "1Gi", NPU_RESOURCE: str(cards)},
+                "limits": {"cpu": "1", "memory": "1Gi", NPU_RESOURCE: str(cards)}}}]}}}}
+
+
+def live_pods(core, ns, app):
+    return [p for p in core.list_namespaced_pod(ns, label_selector=f"app={app}").items
+            if p.metadata.deletion_timestamp is None]
+
+
+def running_on(core, ns, app, n):
+    pods = live_pods(core, ns, app)
+    return pods if len(pods) == n and all(p.status.phase == "Running" and p.spec.node_name for p in pods) else None
+
+
+def relocation_for(ns, pod, planned):
+    group = pod.metadata.annotations["scheduling.k8s.io/group-name"]
+    rs = next(o.name for o in pod.metadata.owner_references if o.controller)
+    record = {"namespace": ns, "victimPodName": pod.metadata.name, "victimPodUID": pod.metadata.uid,
+              "podGroupName": group, "plannedNodeName": planned, "eviction": {"phase": "InProgress"},
+              "placement": {"phase": "WaitingForReplacement"}}
+    move = {"namespace": ns, "podGroupName": group, "owner": {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs},
+            "cards": 4, "pods": [{"name": pod.metadata.name, "fromNode": pod.spec.node_name, "toNode": planned,
+                                  "cards": 4}]}
+    return record, move
+
+
+def replacement(core, ns, run_name, victim):
+    for p in core.list_namespaced_pod(ns).items:
+        ann = p.metadata.annotations or {}
+        if ann.get(RELOCATION_RUN_ANNOTATION, "").startswith(run_name + "/") and \
+                ann.get("repack.volcano.sh/relocation-victim") == victim:
+            return p
+    return None
+
+
+def placement_table(run):
+    rows = []
+    for rel in run["status"]["relocations"]:
+        pl = rel["placement"]
+        rows.append(f"{rel['namespace']}/{rel['victimPodName']}\teviction={rel['eviction']['phase']}"
+                    f"\tplacement={pl['phase']}\tplanned={rel['plannedNodeName']}"
+                    f"\tselected={pl.get('selectedNodeName', '')}\tactual={pl.get('actualNodeName', '')}"
+                    f"\treplacement={pl.get('replacementPodName', '')}")
+    return "\n".join(rows)
+
+
+def gates(pod):
+    return [g.name for g in (pod.spec.scheduling_gates or [])]
+
+
+# ----- (a) gate, nominate, place -------------------------------------------------------------------------
+def test_replacement_is_gated_nominated_and_placed_on_the_planned_node(stack, fake_nodes, make_namespace):
+    core = stack.core
+    ns = make_namespace("wh-a")
+    pool = ns
+    (src,) = fake_nodes(npu_node(f"{ns}-src", cards=8, pool=pool))
+    apps = client.AppsV1Api(stack.api)
+    apps.create_namespaced_deployment(ns, deployment("serve", pool, replicas=1, cards=4))
+    (victim,) = wait_for("the victim Running on the source node", lambda: running_on(core, ns, "serve", 1), 90)
+    assert victim.spec.node_name == src
+    # Receivers: an empty planned node, and a node already half full that bin packing would
+    # prefer; the source stays schedulable too. Without the hint the planned node is not favoured.
+    planned, busy = fake_nodes(npu_node(f"{ns}-planned", cards=8, pool=pool), npu_node(f"{ns}-busy", cards=8, pool=pool))
+    core.create_namespaced_pod(ns, {"metadata": {"name": "filler"}, "spec": {
+        "nodeName": busy, "containers": [{"name": "c", "image": "example.invalid/x:1", "resources": {
+            "requests": {"cpu": "8", "memory": "64Gi", NPU_RESOURCE: "4"},
+            "limits": {"cpu": "8", "memory": "64Gi", NPU_RESOURCE: "4"}}}]}})
+    wait_for("filler Running", lambda: core.read_namespaced_pod("filler", ns).status.phase == "Running")
+
+    run_name = f"wh-a-{uuid.uuid4().hex[:6]}"
+    record, move = relocation_for(ns, victim, planned)
+    stack.create_run(run_name, [record], [move])
+    time.sleep(1.0)  # the webhook's RepackRun watch sees the open record
+    stack.evict(ns, victim.metadata.name, run_name, 0)
+
+    new = wait_for("the replacement pod", lambda: replacement(core, ns, run_name, victim.metadata.name), 30)
+    ann = new.metadata.annotations
+    assert GATED_AT_ANNOTATION in ann, ann  # the webhook gated it at creation
+
+    def placed():
+        rel = stack.run(run_name)["status"]["relocations"][0]
+        return rel if rel["placement"]["phase"] == "Placed" else None
+
+    rel = wait_for("placement Placed", placed, 60)
+    print("\n" + placement_table(stack.run(run_name)))
+    pl = rel["placement"]
+    assert rel["plannedNodeName"] == pl["selectedNodeName"] == pl["actualNodeName"] == planned, pl
+    pod = core.read_namespaced_pod(new.metadata.name, ns)
+    assert pl["replacementPodName"] == pod.metadata.name and pl["replacementPodUID"] == pod.metadata.uid
+    assert pod.spec.node_name == planned
+    assert PLACEMENT_GATE not in gates(pod)
+    assert "repack.volcano.sh/placement-gate-owner" not in (pod.metadata.annotations or {})
+    assert rel["eviction"] == {"phase": "Accepted"}  # apply's field untouched
+
+
+# ----- (c) coordinator stopped ------------------------------------------------------------------------------
+def test_coordinator_gone_no_pod_stays_gated_past_the_placement_lease(stack, fake_nodes, make_namespace):
+    """A gate placed while the coordinator was frozen (Lease still fresh) outlives it; the webhook
+    stops gating once the Lease is stale; the restarted coordinator releases the old gate as
+    TimedOut and records the ungated replacement without a hint."""
+    core = stack.core
+    ns = make_namespace("wh-c")
+    pool = ns
+    (src,) = fake_nodes(npu_node(f"{ns}-src", cards=8, pool=pool))
+    client.AppsV1Api(stack.api).create_namespaced_deployment(ns, deployment("serve", pool, replicas=2, cards=4))
+    victims = wait_for("two victims Running", lambda: running_on(core, ns, "serve", 2), 90)
+    (planned,) = fake_nodes(npu_node(f"{ns}-planned", cards=8, pool=pool))
+    run_name = f"wh-c-{uuid.uuid4().hex[:6]}"
+    pairs = [relocation_for(ns, v, planned) for v in victims]
+    stack.create_run(run_name, [r for r, _ in pairs], [m for _, m in pairs])
+    time.sleep(1.0)
+
+    stack.coordinator.signal(signal.SIGSTOP)  # frozen while its Lease is still fresh
+    try:
+        stack.evict(ns, victims[0].metadata.name, run_name, 0)
+        first = wait_for("the first replacement", lambda: replacement(core, ns, run_name, victims[0].metadata.name), 30)
+        assert PLACEMENT_GATE in gates(first), "gated while the Lease was fresh"
+        stack.coordinator.kill()
+    finally:
+        stack.coordinator.signal(signal.SIGCONT)
+    wait_for("the leader Lease stale", lambda: not stack.lease_fresh(), LEADER_LEASE_S + 5)
+    time.sleep(0.5)
+
+    stack.evict(ns, victims[1].metadata.name, run_name, 1)
+    second = wait_for("the second replacement", lambda: replacement(core, ns, run_name, victims[1].metadata.name), 30)
+    assert PLACEMENT_GATE not in gates(second), "a stale Lease means no gate"
+    assert GATED_AT_ANNOTATION not in second.metadata.annotations
+    assert core.read_namespaced_pod(first.metadata.name, ns).spec.scheduling_gates, "nobody released it yet"
+
+    gated_at = datetime.strptime(first.metadata.annotations[GATED_AT_ANNOTATION], "%Y-%m-%dT%H:%M:%SZ").replace(
+        tzinfo=timezone.utc)
+    wait_for("the placement lease passed", lambda: datetime.now(timezone.utc) > gated_at.replace(microsecond=0)
+             + __import__("datetime").timedelta(seconds=PLACEMENT_LEASE_S + 1), PLACEMENT_LEASE_S + 10)
+    restarted = time.monotonic()
+    stack.start_coordinator()
+    wait_for("the old gate released", lambda: not core.read_namespaced_pod(first.metadata.name, ns).spec.scheduling_gates,
+             10)
+    released_after = time.monotonic() - restarted
+
+    # The restarted coordinator released it because its placement lease had run out (TimedOut;
+    # once the pod is bound the record says Placed, with no selected node).
+    assert stack.coordinator_metric("lease_timeouts_total") == 1
+    assert stack.coordinator_metric("nominations_total") == 0
+
+    def settled():
+        rels = stack.run(run_name)["status"]["relocations"]
+        return rels if all(r["placement"].get("phase") == "Placed" for r in rels) else None
+
+    rels = wait_for("both replacements placed and recorded", settled, 60)
+    print(f"\nold gate released {released_after:.1f}s after the coordinator restarted\n"
+          + placement_table(stack.run(run_name)))
+    assert rels[0]["placement"]["replacementPodName"] == first.metadata.name
+    assert not rels[0]["placement"].get("selectedNodeName")
+    assert rels[1]["placement"]["replacementPodName"] == second.metadata.name
+    assert not rels[1]["placement"].get("selectedNodeName"), "no hint for a pod that was never gated"
+
+
+# ----- (b) webhook stopped --------------------------------------------------------------------------------------
+def test_webhook_gone_pods_are_created_ungated_quickly(stack, fake_nodes, make_namespace):
+    core = stack.core
+    ns = make_namespace("wh-b")
+    pool = ns
+    fake_nodes(npu_node(f"{ns}-src", cards=8, pool=pool))
+    client.AppsV1Api(stack.api).create_namespaced_deployment(ns, deployment("serve", pool, replicas=1, cards=4))
+    (victim,) = wait_for("the victim Running", lambda: running_on(core, ns, "serve", 1), 90)
+    (planned,) = fake_nodes(npu_node(f"{ns}-planned", cards=8, pool=pool))
+    run_name = f"wh-b-{uuid.uuid4().hex[:6]}"
+    record, move = relocation_for(ns, victim, planned)
+    stack.create_run(run_name, [record], [move])
+    time.sleep(1.0)
+    assert stack.lease_fresh()  # the coordinator is alive: only the webhook is gone
+    stack.webhook.kill()
+
+    t0 = time.monotonic()
+    core.create_namespaced_pod(ns, {"metadata": {"name": "plain"}, "spec": {
+        "schedulerName": "volcano", "nodeSelector": {"accelerator-pool": pool},
+        "containers": [{"name": "c", "image": "example.invalid/x:1"}]}})
+    create_seconds = time.monotonic() - t0
+    assert create_seconds < 2.0, f"pod create took {create_seconds:.1f}s with the webhook down"
+    stack.evict(ns, victim.metadata.name, run_name, 0)
+
+    def new_pod():
+        pods = [p for p in live_pods(core, ns, "serve") if p.metadata.name != victim.metadata.name]
+        return pods[0] if pods else None
+
+    pod = wait_for("the re-created pod", new_pod, 30)
+    assert not gates(pod) and RELOCATION_RUN_ANNOTATION not in (pod.metadata.annotations or {})
+    wait_for("the re-created pod Running", lambda: core.read_namespaced_pod(pod.metadata.name, ns).status.phase
+             == "Running", 60)
+    print(f"\npod create with the webhook down: {create_seconds * 1000:.0f} ms")
