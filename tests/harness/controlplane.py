@@ -174,6 +174,7 @@ class ControlPlane:
         self.stop()
 
     def start(self, timeout: float = 120.0, stop_at_exit: bool = True) -> "ControlPlane":
+        self._die_with_parent = stop_at_exit
         if stop_at_exit:
             atexit.register(self.stop)
         deadline = time.monotonic() + timeout
@@ -396,7 +397,8 @@ class ControlPlane:
 
     # ---- helpers -------------------------------------------------------------------------
     def _launch(self, name: str, argv: list[str]) -> Component:
-        comp = Component(name, argv, os.path.join(self.log_dir, f"{name}.log"))
+        comp = Component(name, argv, os.path.join(self.log_dir, f"{name}.log"),
+                         die_with_parent=getattr(self, "_die_with_parent", True))
         comp.start()
         self.components[name] = comp
         return comp

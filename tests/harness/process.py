@@ -49,11 +49,15 @@ def tail(path: str, lines: int = 25) -> str:
 class Component:
     """One long-running program (etcd, kube-apiserver, ...) in its own process group."""
 
-    def __init__(self, name: str, argv: list[str], log_path: str, env: dict | None = None):
+    def __init__(self, name: str, argv: list[str], log_path: str, env: dict | None = None,
+                 die_with_parent: bool = False):
         self.name = name
         self.argv = argv
         self.log_path = log_path
         self.env = env
+        # Linux: the kernel SIGTERMs the component if the process that started it dies (a killed
+        # pytest must not leave an API server behind). Off for `python -m tests.harness up`.
+        self.die_with_parent = die_with_parent
         self.proc: subprocess.Popen | None = None
         self.pid: int | None = None
 
@@ -69,6 +73,7 @@ class Component:
                 stderr=subprocess.STDOUT,
                 env=self.env,
                 start_new_session=True,  # own process group: stop() signals the whole group
+                preexec_fn=_set_parent_death_signal if self.die_with_parent else None,
             )
         except OSError as e:
             raise ComponentError(f"{self.name}: cannot run {self.argv[0]}: {e}") from e
@@ -96,6 +101,16 @@ class Component:
                 self.proc.wait(timeout=1)
             except subprocess.TimeoutExpired:
                 pass
+
+
+def _set_parent_death_signal() -> None:
+    try:
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except Exception:  # noqa: BLE001 - not Linux: stop() and atexit still clean up
+        pass
 
 
 def pid_alive(pid: int | None) -> bool:
