@@ -1,0 +1,211 @@
+"""Helpers for the `kubectl repack apply` e2e tests: the seed's layout built by the real
+vc-scheduler, Execute run files, running the CLI in-process or as a subprocess, and a pod watch
+that records every pod deletion the API server performs (to prove no victim is evicted twice).
+
+The seed layout (steps 2-5): three NPU nodes with 8 cards; the eligible VCJob
+`ascend-batch-training` (2 workers x 1 card) alone on node 01; protected VCJobs pinned by
+kubernetes.io/hostname fill nodes 02 and 03 to 7 cards. Node 01 is added alone first so Volcano
+must put the batch job there; the job's template allows every pool node, so its re-created
+workers may land on 02/03 after eviction.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from kubernetes import client, watch
+
+from tests.harness import NPU_RESOURCE, npu_node
+from tests.harness.controlplane import REPO_ROOT
+
+GROUP, VERSION, PLURAL = "repack.volcano.sh", "v1alpha1", "repackruns"
+ELIGIBLE = {"workload-type": "training", "repack.volcano.sh/eligible": "true",
+            "repack.volcano.sh/protected": "false"}
+PROTECTED = {"workload-type": "training", "repack.volcano.sh/protected": "true"}
+LEASE_NAMESPACE = "repack-e2e-apply"
+
+
+def wait_for(what, fn, timeout=90.0, interval=0.25):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
+
+
+def vcjob(name, labels, tasks, node_selector):
+    """A Volcano Job as the seed writes it; tasks: [(task, replicas, cards)]."""
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "schedulerName": "volcano", "queue": "default",
+            "minAvailable": sum(r for _, r, _ in tasks), "maxRetry": 3,
+            "tasks": [{
+                "name": task, "replicas": replicas, "minAvailable": replicas,
+                "template": {"metadata": {"labels": {"app": name}}, "spec": {
+                    "schedulerName": "volcano", "nodeSelector": node_selector,
+                    "terminationGracePeriodSeconds": 30, "restartPolicy": "Never",
+                    "containers": [{
+                        "name": "trainer", "image": "alpine:3.20",
+                        "command": ["sh", "-c", "tail -f /dev/null"],
+                        "resources": {"requests": {"cpu": "1", "memory": "1Gi", NPU_RESOURCE: str(cards)},
+                                      "limits": {"cpu": "1", "memory": "1Gi", NPU_RESOURCE: str(cards)}},
+                    }],
+                }},
+            } for task, replicas, cards in tasks],
+        },
+    }
+
+
+def running_on(core, ns, job):
+    pods = [p for p in core.list_namespaced_pod(ns, label_selector=f"volcano.sh/job-name={job}").items
+            if p.metadata.deletion_timestamp is None]
+    if pods and all(p.status.phase == "Running" and p.spec.node_name for p in pods):
+        return {p.metadata.name: (p.spec.node_name, p.metadata.uid) for p in pods}
+    return None
+
+
+def foreign_providers(core, mine):
+    return sorted(n.metadata.name for n in core.list_node().items
+                  if n.metadata.name not in mine and (n.status.allocatable or {}).get(NPU_RESOURCE, "0") != "0")
+
+
+def build_seed_layout(api, fake_nodes, ns, nodes):
+    """The seed's 3-node layout in namespace `ns` on `nodes` (3 names). Returns
+    {"batch": {pod: (node, uid)}, "protected": {pod: (node, uid)}}."""
+    core = client.CoreV1Api(api)
+    custom = client.CustomObjectsApi(api)
+    wait_for("NPU nodes of other tests to be gone", lambda: not foreign_providers(core, nodes) or None, timeout=90)
+    fake_nodes(npu_node(nodes[0], cards=8))
+    custom.create_namespaced_custom_object(
+        "batch.volcano.sh", "v1alpha1", ns, "jobs",
+        vcjob("ascend-batch-training", ELIGIBLE, [("worker", 2, 1)], {"accelerator-pool": "ascend-npu"}))
+    batch = wait_for("ascend-batch-training Running", lambda: running_on(core, ns, "ascend-batch-training"))
+    assert {n for n, _ in batch.values()} == {nodes[0]}, batch
+    protected = {}
+    for node, job, tasks in ((nodes[1], "online-serving-critical", [("entry", 1, 4), ("worker", 1, 3)]),
+                             (nodes[2], "llm-pretrain-critical", [("master", 1, 3), ("worker", 1, 4)])):
+        fake_nodes(npu_node(node, cards=8))
+        custom.create_namespaced_custom_object(
+            "batch.volcano.sh", "v1alpha1", ns, "jobs",
+            vcjob(job, PROTECTED, tasks, {"kubernetes.io/hostname": node}))
+        placed = wait_for(f"{job} Running", lambda job=job: running_on(core, ns, job))
+        assert {n for n, _ in placed.values()} == {node}, placed
+        protected.update(placed)
+    # The PodGroups must carry the jobs' labels before the planner reads them.
+    wait_for("3 PodGroups", lambda: len(custom.list_namespaced_custom_object(
+        "scheduling.volcano.sh", "v1beta1", ns, "podgroups")["items"]) == 3)
+    return {"batch": batch, "protected": protected}
+
+
+def execute_run(name, ttl=None, grace=0):
+    """The seed's guarded run (step 4) turned into an Execute run (step 5)."""
+    spec = {
+        "mode": "Execute",
+        "scope": {"podGroups": {"include": {"selector": {"matchLabels": {"repack.volcano.sh/eligible": "true"}}},
+                                "exclude": {"selector": {"matchLabels": {"repack.volcano.sh/protected": "true"}}}},
+                  "nodes": {"include": {"selector": {"matchLabels": {"accelerator-pool": "ascend-npu"}}}}},
+        "goals": [{"resource": NPU_RESOURCE, "minFragImprovementPercent": 10}],
+        "maxPerRun": {"podGroups": 1, "resources": {NPU_RESOURCE: 4}},
+        "eviction": {"gracePeriodSeconds": grace},
+    }
+    if ttl is not None:
+        spec["ttlSecondsAfterFinished"] = ttl
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "RepackRun", "metadata": {"name": name}, "spec": spec}
+
+
+def write_run(tmp_path, run):
+    path = tmp_path / f"{run['metadata']['name']}.yaml"
+    path.write_text(yaml.safe_dump(run))
+    return str(path)
+
+
+def unique(prefix):
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def cli(kubeconfig, *args):
+    """`kubectl repack` in-process; the click Result."""
+    from kubectl_repack.cli import main
+    return CliRunner().invoke(main, [*args, "--kubeconfig", kubeconfig], catch_exceptions=False)
+
+
+def cli_process(kubeconfig, *args, env=None):
+    """`kubectl repack` as a separate process (its own pid, so its own Lease identity)."""
+    full_env = dict(os.environ, REPACK_NAMESPACE=LEASE_NAMESPACE, **(env or {}))
+    return subprocess.Popen([sys.executable, "-m", "kubectl_repack.cli", *args, "--kubeconfig", kubeconfig],
+                            cwd=REPO_ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def get_run(api, name):
+    return client.CustomObjectsApi(api).get_cluster_custom_object(GROUP, VERSION, PLURAL, name)
+
+
+def delete_runs(api, names):
+    from kubernetes.client.rest import ApiException
+    for name in names:
+        try:
+            client.CustomObjectsApi(api).delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+
+
+def reason_of(run, ctype):
+    for c in (run.get("status") or {}).get("conditions") or ():
+        if c["type"] == ctype:
+            return c["status"], c["reason"]
+    return None
+
+
+class PodDeletions:
+    """Watches a namespace's pods from now on and records every DELETED pod uid (with its name)."""
+
+    def __init__(self, api, ns):
+        self.core = client.CoreV1Api(api)
+        self.ns = ns
+        self.deleted: list = []
+        self._stop = threading.Event()
+        rv = self.core.list_namespaced_pod(ns).metadata.resource_version
+        self._thread = threading.Thread(target=self._run, args=(rv,), daemon=True)
+        self._thread.start()
+
+    def _run(self, rv):
+        while not self._stop.is_set():
+            w = watch.Watch()
+            try:
+                for ev in w.stream(self.core.list_namespaced_pod, self.ns, resource_version=rv,
+                                   timeout_seconds=5):
+                    obj = ev["object"]
+                    rv = obj.metadata.resource_version
+                    if ev["type"] == "DELETED":
+                        self.deleted.append((obj.metadata.name, obj.metadata.uid))
+                    if self._stop.is_set():
+                        break
+            except Exception:  # watch expired: resume from the last seen version
+                time.sleep(0.2)
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+def lease_namespace(monkeypatch):
+    monkeypatch.setenv("REPACK_NAMESPACE", LEASE_NAMESPACE)
+
+
+def parse_json(text):
+    return json.loads(text)
