@@ -439,8 +439,9 @@ def markdown(result):
                  f"{sum(r['optimum']['idle_occupied'] for r in rows)} | {a['optimum']} | 100.0 % | — | — | — | — | — | — |")
     lines += [
         "",
-        "Per instance (optimum: value, `*` if only bounded within the time limit; CA = cluster-autoscaler-style "
-        "net (freed/idle occupied); DS = descheduler-style freed (emptied/evicted pods with no place)):",
+        "Per instance. optimum: net (nodes freed / idle nodes occupied by that solution), `*` when only bounded "
+        "within the time limit; CA: cluster-autoscaler-style net (freed / idle occupied); DS: descheduler-style "
+        "freed (emptied / evicted pods with no place); MILP s: both solves.",
         "",
         "| id | nodes | seed | spec | occupied | candidates | R pods | optimum | optimum, occupied receivers "
         "| planner | planner / optimum | CA | DS | MILP s |",

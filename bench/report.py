@@ -56,10 +56,10 @@ def plot(doc, path=PLOT):
         ax_m.plot(xs, [e["peak_rss_mb"] for e in rows], marker=markers.get(spec, "o"), label=label)
     for n, secs in TIME_TARGETS.items():
         ax_t.plot([n], [secs], marker="*", markersize=14, color="crimson", linestyle="none")
-        ax_t.annotate(f"target {secs:.0f} s @ {n:,}", (n, secs), textcoords="offset points", xytext=(-60, 8),
+        ax_t.annotate(f"target {secs:.0f} s @ {n:,}", (n, secs), textcoords="offset points", xytext=(-60, -16),
                       color="crimson", fontsize=8)
     ax_m.plot([10000], [RSS_TARGET_MB], marker="*", markersize=14, color="crimson", linestyle="none")
-    ax_m.annotate("target 1.5 GB @ 10,000", (10000, RSS_TARGET_MB), textcoords="offset points", xytext=(-110, 6),
+    ax_m.annotate("target 1.5 GB @ 10,000", (10000, RSS_TARGET_MB), textcoords="offset points", xytext=(-120, -14),
                   color="crimson", fontsize=8)
     for ax in (ax_t, ax_m):
         ax.set_xscale("log")
@@ -69,7 +69,7 @@ def plot(doc, path=PLOT):
         ax.set_xticklabels(["1k", "2k", "5k", "10k"])
         ax.set_xlim(700, 14000)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8, loc="upper left")
+        ax.legend(fontsize=8, loc="lower right")
     ax_t.set_ylabel("seconds (load + plan, median)")
     ax_t.set_title("planner time")
     ax_m.set_ylabel("peak RSS of the process (MB)")

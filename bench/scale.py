@@ -78,6 +78,7 @@ def child(path, spec_name):
         "import_s": t_import, "load_s": t_load, "metric_s": t_metric, "plan_s": t_plan,
         "planning_s": max(t_plan - t_metric, 0.0), "total_s": t_load + t_plan,
         "load_cpu_s": c_load, "metric_cpu_s": c_metric, "plan_cpu_s": c_plan, "total_cpu_s": c_load + c_plan,
+        "planning_cpu_s": max(c_plan - c_metric, 0.0),
         "peak_rss_mb": rss_kb / 1024, "nodes": len(snap.nodes), "pods": len(snap.pods),
         "r_pods": len(items), "providers": len(alloc), "occupied": p.occupied_before,
         "minimum": p.minimum, "minimum_exact": p.minimum_exact and minimum.exact,
@@ -100,8 +101,10 @@ def measure(path, spec_name, timeout):
 
 
 def _git_head():
+    """The last commit that changed planner/, marked when planner/ has uncommitted changes."""
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        head = subprocess.run(["git", "log", "-1", "--format=%h", "--", "planner"], cwd=ROOT, capture_output=True,
+                              text=True).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--", "planner"], cwd=ROOT, capture_output=True,
                                text=True).stdout.strip()
         return head + ("+planner-changes" if dirty else "")
@@ -128,7 +131,7 @@ def machine():
 
 
 MEDIANS = ("load_s", "metric_s", "plan_s", "planning_s", "total_s", "process_s", "import_s",
-           "load_cpu_s", "metric_cpu_s", "plan_cpu_s", "total_cpu_s")
+           "load_cpu_s", "metric_cpu_s", "plan_cpu_s", "planning_cpu_s", "total_cpu_s")
 
 
 def run(sizes, specs, repeats, timeout=None, output=OUT / "scale.json"):
@@ -175,16 +178,22 @@ def run(sizes, specs, repeats, timeout=None, output=OUT / "scale.json"):
 
 
 def table(doc):
-    """The scale table, as markdown."""
-    lines = ["| nodes | pods | spec | runs | total s (median) | total CPU s | load s | metric s | planning s "
-             "| process wall s | peak RSS MB | rounds | nodes freed | pods moved | frag before → after | planner |",
-             "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+    """The scale table, as markdown: medians, wall / CPU seconds."""
+    def wc(e, k):
+        cpu = e.get(f"{k}_cpu_s")
+        return f"{e[f'{k}_s']:.2f} / {cpu:.2f}" if cpu is not None else f"{e[f'{k}_s']:.2f}"
+
+    lines = ["| nodes | pods | spec | runs | total (load + plan) s, wall / CPU | load s | metric s | planning s "
+             "| process wall s | peak RSS MB | rounds | nodes freed | pods moved | frag before → after | planner | load avg |",
+             "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|"]
     for e in doc["runs"]:
+        if "planning_cpu_s" not in e and "plan_cpu_s" in e:
+            e = dict(e, planning_cpu_s=max(e["plan_cpu_s"] - e["metric_cpu_s"], 0.0))
         lines.append(f"| {e['size']:,} | {e['pods']:,} | {SPEC_LABELS.get(e['spec'], e['spec'])} | {e['repeats']} | "
-                     f"**{e['total_s']:.2f}** | {e.get('total_cpu_s', float('nan')):.2f} | {e['load_s']:.2f} | "
-                     f"{e['metric_s']:.2f} | {e['planning_s']:.2f} | "
+                     f"**{wc(e, 'total')}** | {wc(e, 'load')} | {wc(e, 'metric')} | {wc(e, 'planning')} | "
                      f"{e['process_s']:.2f} | {e['peak_rss_mb']:.0f} | {e['rounds']} | {e['freed']} | {e['moves']} | "
-                     f"{e['frag_before']:.1f} % → {e['frag_after']:.1f} % | {e.get('commit', '')} |")
+                     f"{e['frag_before']:.1f} % → {e['frag_after']:.1f} % | {e.get('commit', '')} | "
+                     f"{e.get('loadavg_at_start', [float('nan')])[0]:.1f} |")
     return "\n".join(lines) + "\n"
 
 
