@@ -125,14 +125,40 @@ def targets(qdoc, sdoc):
     return "\n".join(lines) + "\n"
 
 
+def growth(sdoc):
+    """How total time grows between consecutive measured sizes, per spec (CPU and wall)."""
+    parts = []
+    for spec in scale.SPECS:
+        rows = sorted((e for e in sdoc.get("runs", []) if e["spec"] == spec), key=lambda e: e["size"])
+        steps = []
+        for a, b in zip(rows, rows[1:]):
+            cpu = (f"CPU ×{b['total_cpu_s'] / a['total_cpu_s']:.1f}, "
+                   if a.get("total_cpu_s") and b.get("total_cpu_s") else "")
+            steps.append(f"{a['size']:,} → {b['size']:,} nodes (×{b['size'] / a['size']:g}): {cpu}"
+                         f"wall ×{b['total_s'] / a['total_s']:.1f}, rounds ×{b['rounds'] / max(a['rounds'], 1):.1f}")
+        if steps:
+            parts.append(f"- {scale.SPEC_LABELS.get(spec, spec)}: " + "; ".join(steps))
+    if not parts:
+        return ""
+    return "Growth of the total (load + plan) between measured sizes:\n\n" + "\n".join(parts) + "\n"
+
+
 def machine(sdoc, qdoc):
     m = (sdoc or {}).get("machine", {})
     lines = []
     if m:
+        runs = sdoc.get("runs", [])
+        loads = [e["loadavg_at_start"][0] for e in runs if e.get("loadavg_at_start")]
+        ratios = sorted(e["total_s"] / e["total_cpu_s"] for e in runs if e.get("total_cpu_s"))
+        busy = ""
+        if loads and ratios:
+            busy = (f" While these figures were taken the 1-minute load average was {min(loads):.1f}–{max(loads):.1f} "
+                    f"on {m.get('cpus')} cores and wall time was {ratios[0]:.1f}–{ratios[-1]:.1f}× the process's "
+                    f"CPU time, so the wall figures overstate what a quiet machine would show; CPU seconds are "
+                    f"given next to them.")
         lines.append(f"Scale figures: {m.get('cpus')} cores ({m.get('cpu') or 'unknown CPU'}), {m.get('memory')} RAM, "
-                     f"Python {m.get('python')}, {m.get('platform')}. The machine is shared: the load average "
-                     f"when each size × spec started is in bench/out/scale.json (`loadavg_at_start`); "
-                     f"CPU seconds are given next to wall seconds because they are less sensitive to that.")
+                     f"Python {m.get('python')}, {m.get('platform')}. The machine is shared with other work; the load "
+                     f"average when each size × spec started is in the table and in bench/out/scale.json.{busy}")
     if qdoc:
         lines.append(f"Quality figures generated {qdoc['generated']} in {qdoc['seconds']} s "
                      f"(MILP time limit {qdoc['time_limit']:.0f} s per solve).")
@@ -163,7 +189,7 @@ def main(argv=None):
     text = DOC.read_text(encoding="utf-8")
     text = replace_block(text, "targets", targets(qdoc, sdoc))
     text = replace_block(text, "quality", quality.markdown(qdoc))
-    text = replace_block(text, "scale", scale.table(sdoc))
+    text = replace_block(text, "scale", scale.table(sdoc) + "\n" + growth(sdoc))
     text = replace_block(text, "machine", machine(sdoc, qdoc))
     DOC.write_text(text, encoding="utf-8")
     plot(sdoc)
