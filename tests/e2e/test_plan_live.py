@@ -105,6 +105,13 @@ def _foreign_providers(core):
                   if n.metadata.name not in NODES and (n.status.allocatable or {}).get(NPU_RESOURCE, "0") != "0")
 
 
+def _leftover_pods(core):
+    """Pods of earlier tests still bound to the seed's node names (their namespaces are deleted
+    without waiting; the pod GC removes pods of vanished nodes after a quarantine)."""
+    return sorted(f"{p.metadata.namespace}/{p.metadata.name}" for node in NODES
+                  for p in core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items)
+
+
 def _delete_runs(custom):
     for name in SAVED_RUNS:
         try:
@@ -122,6 +129,8 @@ def seed(control_plane, node_agent):
     custom = client.CustomObjectsApi(api)
     # Fragmentation is cluster-wide: nodes other tests left behind would change the figures.
     wait_for("NPU nodes of other tests to be gone", lambda: not _foreign_providers(core) or None, timeout=60)
+    wait_for("pods of other tests on the seed's nodes to be gone", lambda: not _leftover_pods(core) or None,
+             timeout=150, interval=1)
     _delete_runs(custom)
     ns = f"repack-demo-{uuid.uuid4().hex[:6]}"
     core.create_namespace({"metadata": {"name": ns}})
