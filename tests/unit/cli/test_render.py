@@ -78,3 +78,18 @@ def test_real_process_exit_codes_and_messages(tmp_path):
 
     usage = cli("plan", "--output", "xml")
     assert usage.returncode == 2 and "Usage: kubectl repack plan" in usage.stderr
+
+
+def test_summary_flags_an_unproven_minimum_and_long_freed_lists():
+    import dataclasses
+
+    import planner
+    import yaml as _yaml
+
+    snap = planner.load_file(SEED3)
+    spec = _yaml.safe_load(open(GUARDED))
+    p = planner.plan(snap, spec["spec"])
+    p = dataclasses.replace(p, minimum_exact=False, freed_nodes=tuple(f"n{i:02d}" for i in range(12)))
+    out = render.plan_summary(spec, p, "test")
+    assert "theoretical minimum 2 (lower bound, not proven)" in out
+    assert "Freed nodes:    12 (n00, n01, n02, n03, n04, n05, n06, n07, n08, n09, and 2 more)" in out
