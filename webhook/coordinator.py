@@ -398,6 +398,24 @@ class LeaderElector:
         return spec
 
 
+def ungate_patch(pod: Mapping[str, Any]) -> list[dict]:
+    """JSON patch removing our gate (other gates kept) and the gate-owner annotation.
+
+    A `test` op on the whole gate list guards it: if anyone changed the gates since `pod` was
+    read, the API server rejects the patch and the caller retries on fresh data.
+    """
+    meta, spec = _map(pod.get("metadata")), _map(pod.get("spec"))
+    gates = list(spec.get("schedulingGates") or [])
+    ops: list[dict] = []
+    if any(_map(g).get("name") == PLACEMENT_GATE for g in gates):
+        keep = [g for g in gates if _map(g).get("name") != PLACEMENT_GATE]
+        ops += [{"op": "test", "path": "/spec/schedulingGates", "value": gates},
+                {"op": "replace", "path": "/spec/schedulingGates", "value": keep}]
+    if PLACEMENT_GATE_OWNER_ANNOTATION in _map(meta.get("annotations")):
+        ops.append({"op": "remove", "path": "/metadata/annotations/" + escape_pointer(PLACEMENT_GATE_OWNER_ANNOTATION)})
+    return ops
+
+
 # --- the I/O loop ----------------------------------------------------------------------------------
 def _to_dict(api_client: Any, obj: Any) -> Any:
     return obj if isinstance(obj, dict) else api_client.sanitize_for_serialization(obj)
@@ -499,16 +517,9 @@ class Coordinator:
 
     # ----- API helpers
     def remove_gate(self, pod: Mapping[str, Any]) -> None:
-        """JSON patch guarded by `test` on the gate list, so a concurrent change makes it fail."""
-        meta, spec = _map(pod.get("metadata")), _map(pod.get("spec"))
-        gates = list(spec.get("schedulingGates") or [])
-        ops: list[dict] = []
-        if any(_map(g).get("name") == PLACEMENT_GATE for g in gates):
-            keep = [g for g in gates if _map(g).get("name") != PLACEMENT_GATE]
-            ops += [{"op": "test", "path": "/spec/schedulingGates", "value": gates},
-                    {"op": "replace", "path": "/spec/schedulingGates", "value": keep}]
-        if PLACEMENT_GATE_OWNER_ANNOTATION in _map(meta.get("annotations")):
-            ops.append({"op": "remove", "path": "/metadata/annotations/" + escape_pointer(PLACEMENT_GATE_OWNER_ANNOTATION)})
+        """Remove our gate and the gate-owner annotation (see `ungate_patch`)."""
+        meta = _map(pod.get("metadata"))
+        ops = ungate_patch(pod)
         if ops:
             self.core.patch_namespaced_pod(meta.get("name"), meta.get("namespace"), ops)
 

@@ -9,7 +9,9 @@ at a URL (a webhook served outside the cluster, e.g. on loopback in tests): no D
 Service is installed then, and `--cert-dir` receives the serving pair for that webhook.
 
 Uninstall deletes what install created, webhook configuration first (so no pod creation waits on
-a webhook that is going away); the CRD, and with it every RepackRun, only with `--include-crd`.
+a webhook that is going away), then releases any pod still carrying the placement gate (the
+coordinator that would have is going away too); the CRD, and with it every RepackRun, only with
+`--include-crd`.
 """
 from __future__ import annotations
 
@@ -226,6 +228,30 @@ def uninstall_command(namespace, include_crd, dry_run):
     for obj in ordered:
         gone = delete_object(api, obj)
         click.echo(f"{describe(obj)} {'deleted' if gone else 'not found'}")
+        if obj["kind"] == "MutatingWebhookConfiguration":
+            for pod in release_gates(api):
+                click.echo(f"pod/{pod} placement gate removed")
+
+
+def release_gates(api) -> list[str]:
+    """Remove the placement gate from every pod still carrying it: with the coordinator gone,
+    nobody else would (fail open). Returns `namespace/name` of the pods released."""
+    from webhook.coordinator import has_gate, ungate_patch
+
+    released = []
+    for pod in _request(api, "GET", "/api/v1/pods").get("items") or []:
+        if not has_gate(pod):
+            continue
+        meta = pod["metadata"]
+        path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
+        try:
+            _request(api, "PATCH", path, ungate_patch(pod), content_type="application/json-patch+json")
+        except ClusterAPIError as e:  # gone meanwhile, or released by someone else
+            if e.status not in (404, 409, 422):
+                raise
+            continue
+        released.append(f"{meta['namespace']}/{meta['name']}")
+    return released
 
 
 def _secret_name() -> str:

@@ -106,7 +106,7 @@ class FakeApi:
 
     def __init__(self, existing=None):
         self.calls = []
-        self.existing = existing or {}
+        self.existing = existing or {"/api/v1/pods": {"items": []}}
 
     @staticmethod
     def param_serialize(method, resource_path, query_params=(), header_params=None, body=None, **kw):
@@ -191,3 +191,23 @@ def test_object_paths():
         "/apis/apps/v1/namespaces/n/deployments/d"
     assert os.path.basename(install.object_path({"apiVersion": "v1", "kind": "Secret",
                                                  "metadata": {"name": "s", "namespace": "n"}})) == "s"
+
+
+def test_uninstall_releases_pods_left_gated(fake_api):
+    gated = {"metadata": {"name": "w-0", "namespace": "demo",
+                          "annotations": {"repack.volcano.sh/placement-gate-owner": "run/uid"}},
+             "spec": {"schedulingGates": [{"name": "repack.volcano.sh/placement"}, {"name": "x/y"}]}}
+    plain = {"metadata": {"name": "p", "namespace": "demo"}, "spec": {}}
+    fake_api.existing["/api/v1/pods"] = {"items": [plain, gated]}
+    result = invoke("uninstall")
+    assert result.exit_code == 0, result.output
+    assert "pod/demo/w-0 placement gate removed" in result.output
+    methods = [c[0] for c in fake_api.calls]
+    first_delete = methods.index("DELETE")
+    (patch,) = [c for c in fake_api.calls if c[0] == "PATCH"]
+    assert fake_api.calls.index(patch) > first_delete  # after the webhook configuration is gone
+    assert patch[1] == "/api/v1/namespaces/demo/pods/w-0" and patch[2] == "application/json-patch+json"
+    assert patch[4] == [
+        {"op": "test", "path": "/spec/schedulingGates", "value": gated["spec"]["schedulingGates"]},
+        {"op": "replace", "path": "/spec/schedulingGates", "value": [{"name": "x/y"}]},
+        {"op": "remove", "path": "/metadata/annotations/repack.volcano.sh~1placement-gate-owner"}]
