@@ -14,7 +14,9 @@ from .model import (EMPTY, ClusterSnapshot, HostPort, LabelSelector, ModelServin
                     NodeSelectorTerm, OwnerRef, PersistentVolume, PersistentVolumeClaim, Pod,
                     PodAffinityTerm, PodDisruptionBudget, PodGroup, Requirement, SpreadConstraint,
                     Taint, Toleration, VCJob)
-from .quantity import parse_quantity, scaled
+import gc
+
+from .quantity import parse_quantity_cached, scaled
 
 _READ_KINDS = {
     ("v1", "Node"), ("v1", "Pod"), ("v1", "PersistentVolume"), ("v1", "PersistentVolumeClaim"),
@@ -142,7 +144,7 @@ def _exact(ctx, m, path):
         ctx.fail(path, "expected an object of quantities")
     for res, q in m.items():
         try:
-            out[res] = parse_quantity(q)
+            out[res] = parse_quantity_cached(q)
         except ValueError as e:
             ctx.fail(f"{path}.{res}", str(e))
     return out
@@ -416,6 +418,17 @@ def _flatten(objs, kind_hint=None):
 
 def load_objects(objects) -> ClusterSnapshot:
     """Build a snapshot from Kubernetes objects (dicts, Lists, or nested lists of them)."""
+    # Hundreds of thousands of small immutable objects: cyclic GC passes would only slow this.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _load_objects(objects)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _load_objects(objects) -> ClusterSnapshot:
     buckets = {k: [] for k, _ in _LOADERS.values()}
     seen = set()
     for i, obj in enumerate(_flatten(objects)):

@@ -12,6 +12,7 @@ receivers in the receiver order (pods with inter-pod constraints are always re-e
 """
 import bisect
 import dataclasses
+import gc
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Optional
@@ -777,6 +778,16 @@ class _Planner:
 def plan(snapshot, spec, weights=DEFAULT_WEIGHTS, optimized=True) -> Plan:
     """Plan a repack of `snapshot` for a RepackRun `spec` (a dict as in the CRD, or a RunSpec)."""
     run = spec if isinstance(spec, RunSpec) else RunSpec.from_spec(spec)
+    enabled = gc.isenabled()
+    gc.disable()    # the planner makes many short-lived tuples and no cycles worth collecting
+    try:
+        return _plan(snapshot, run, weights, optimized)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _plan(snapshot, run, weights, optimized) -> Plan:
     p = _Planner(snapshot, run, weights, optimized)
     p.prepare()
     if frag_percent(len(p.occupied), p.minimum.value, len(p.alloc)) > 0:

@@ -77,9 +77,24 @@ def _ceil(f: Fraction) -> int:
     return -((-f.numerator) // f.denominator)
 
 
+_PARSED = {}
+
+
+def parse_quantity_cached(value) -> Fraction:
+    """parse_quantity, remembered per string: a snapshot repeats the same few quantities."""
+    if isinstance(value, str):
+        q = _PARSED.get(value)
+        if q is None:
+            q = parse_quantity(value)
+            if len(_PARSED) < 100_000:
+                _PARSED[value] = q
+        return q
+    return parse_quantity(value)
+
+
 def scaled(resource: str, value) -> int:
     """The integer the scheduler compares for `resource`: millicores for cpu, units (rounded up) otherwise."""
-    q = parse_quantity(value)
+    q = parse_quantity_cached(value)
     return _ceil(q * 1000) if resource in MILLI_RESOURCES else _ceil(q)
 
 
