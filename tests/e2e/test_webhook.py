@@ -320,6 +320,49 @@ def test_replacement_is_gated_nominated_and_placed_on_the_planned_node(stack, fa
     assert rel["eviction"] == {"phase": "Accepted"}  # apply's field untouched
 
 
+# ----- the seed flow: apply with the webhook and the coordinator running ---------------------------------------
+SEED_JSONPATH = ('jsonpath={range .status.relocations[*]}{.namespace}{"/"}{.victimPodName}{"\\teviction="}'
+                 '{.eviction.phase}{"\\tplacement="}{.placement.phase}{"\\tplanned="}{.plannedNodeName}'
+                 '{"\\tselected="}{.placement.selectedNodeName}{"\\tactual="}{.placement.actualNodeName}'
+                 '{"\\treplacement="}{.placement.replacementPodName}{"\\n"}{end}')
+
+
+def test_seed_flow_apply_places_every_replacement_on_its_planned_node(stack, control_plane, fake_nodes,
+                                                                       make_namespace, tmp_path, monkeypatch):
+    """Seed steps 5-6 with the placement hint: apply evicts, Volcano re-creates the workers under the
+    same names, the webhook gates them, the coordinator nominates the planned nodes, vc-scheduler
+    binds there; node 01 is freed and the run ends ExecutionCompleted with planned = selected = actual."""
+    from tests.e2e.execute_helpers import (LEASE_NAMESPACE, build_seed_layout, cli, delete_runs, execute_run,
+                                           reason_of, unique, write_run)
+
+    monkeypatch.setenv("REPACK_NAMESPACE", LEASE_NAMESPACE)
+    ns = make_namespace("repack-demo")
+    nodes = ("ascend-node-01", "ascend-node-02", "ascend-node-03")
+    layout = build_seed_layout(stack.api, fake_nodes, ns, nodes)
+    name = unique("ascend-execute")
+    try:
+        r = cli(control_plane.kubeconfig, "apply", "-f", write_run(tmp_path, execute_run(name)), "--cooldown", "0s",
+                "-o", "json")
+        run = json.loads(r.stdout)
+        out = subprocess.run([control_plane.cp.binaries["kubectl"], f"--kubeconfig={control_plane.kubeconfig}",
+                              "get", "repackrun", name, "-o", SEED_JSONPATH], capture_output=True, text=True, timeout=60)
+        print("\n" + out.stdout)
+        assert r.exit_code == 0, r.output
+        assert reason_of(run, "Complete") == ("True", "ExecutionCompleted"), run["status"].get("conditions")
+        relocs = run["status"]["relocations"]
+        assert sorted(rec["victimPodName"] for rec in relocs) == sorted(layout["batch"])
+        for rec in relocs:
+            pl = rec["placement"]
+            assert pl["phase"] == "Placed", rec
+            assert rec["plannedNodeName"] == pl["selectedNodeName"] == pl["actualNodeName"], rec
+            assert rec["plannedNodeName"] in nodes[1:]
+            assert pl["replacementPodName"] == rec["victimPodName"]  # VCJob re-creates the same name
+        assert run["status"]["result"]["freedNodes"] == [nodes[0]]
+        assert out.stdout.count("placement=Placed") == len(relocs)
+    finally:
+        delete_runs(stack.api, [name])
+
+
 # ----- (c) coordinator stopped ------------------------------------------------------------------------------
 def test_coordinator_gone_no_pod_stays_gated_past_the_placement_lease(stack, fake_nodes, make_namespace):
     """A gate placed while the coordinator was frozen (Lease still fresh) outlives it; the webhook
