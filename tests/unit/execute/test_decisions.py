@@ -1,0 +1,211 @@
+"""Table tests of the Execute engine's pure decisions: resume per record phase, PDB pre-check,
+eviction answers, backoff to a deadline, the Lease/cooldown decision, TTL expiry, durations,
+conditions and phase."""
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from kubectl_repack import execute as ex
+from kubectl_repack.execute_api import expired_runs
+
+T0 = dt.datetime(2026, 7, 30, 8, 0, 0, tzinfo=dt.timezone.utc)
+
+
+def rec(phase, uid="u1"):
+    return {"namespace": "ns", "victimPodName": "p", "victimPodUID": uid, "plannedNodeName": "n2",
+            "eviction": {"phase": phase}, "placement": {"phase": "WaitingForReplacement"}}
+
+
+def live(uid="u1", deleting=False):
+    meta = {"name": "p", "namespace": "ns", "uid": uid}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-07-30T08:00:00Z"
+    return {"metadata": meta}
+
+
+@pytest.mark.parametrize("phase, pod, action", [
+    pytest.param("Pending", live(), ex.RESUME_EVICT, id="pending-evicts"),
+    pytest.param("Pending", None, ex.RESUME_EVICT, id="pending-gone-still-evict-path"),
+    pytest.param("InProgress", None, ex.RESUME_DONE_GONE, id="inprogress-gone"),
+    pytest.param("InProgress", live(uid="u2"), ex.RESUME_DONE_GONE, id="inprogress-replaced-same-name"),
+    pytest.param("InProgress", live(deleting=True), ex.RESUME_DONE_ACCEPTED, id="inprogress-terminating"),
+    pytest.param("InProgress", live(), ex.RESUME_EVICT, id="inprogress-still-running-re-evict"),
+    pytest.param("Accepted", live(), ex.RESUME_SKIP, id="accepted-final"),
+    pytest.param("IndirectlyRemoved", None, ex.RESUME_SKIP, id="indirectly-removed-final"),
+    pytest.param("Rejected", live(), ex.RESUME_SKIP, id="rejected-final"),
+])
+def test_resume_action_per_phase(phase, pod, action):
+    got, message = ex.resume_action(rec(phase), pod)
+    assert got == action
+    if action in (ex.RESUME_DONE_GONE, ex.RESUME_DONE_ACCEPTED):
+        assert "u1" in message and "when apply resumed" in message
+
+
+def pdb(name, selector, allowed, generation=1, observed=1):
+    st = {"disruptionsAllowed": allowed}
+    if observed is not None:
+        st["observedGeneration"] = observed
+    return {"metadata": {"name": name, "namespace": "ns", "generation": generation},
+            "spec": {"selector": selector}, "status": st}
+
+
+def pod(name, **labels):
+    return {"metadata": {"name": name, "labels": labels}}
+
+
+APP = {"matchLabels": {"app": "train"}}
+
+
+@pytest.mark.parametrize("victims, pdbs, blocked", [
+    pytest.param([pod("a", app="train")], [], [], id="no-pdb"),
+    pytest.param([pod("a", app="train"), pod("b", app="train")], [pdb("p", APP, 2)], [], id="allows-exactly"),
+    pytest.param([pod("a", app="train"), pod("b", app="train")], [pdb("p", APP, 1)], [("ns/p", 1, 2)],
+                 id="allows-fewer-than-the-gang"),
+    pytest.param([pod("a", app="train")], [pdb("p", APP, 0)], [("ns/p", 0, 1)], id="max-unavailable-0"),
+    pytest.param([pod("a", app="other")], [pdb("p", APP, 0)], [], id="selects-other-pods"),
+    pytest.param([pod("a", app="train")], [pdb("p", {}, 0)], [("ns/p", 0, 1)], id="empty-selector-selects-all"),
+    pytest.param([pod("a", app="train")], [pdb("p", APP, 5, generation=2, observed=1)], [("ns/p", 0, 1)],
+                 id="stale-status-counts-as-0"),
+    pytest.param([pod("a", app="train", tier="x")],
+                 [pdb("p", {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["x"]}]}, 0)],
+                 [("ns/p", 0, 1)], id="match-expressions"),
+    pytest.param([pod("a", app="train")],
+                 [pdb("p", {"matchExpressions": [{"key": "tier", "operator": "Exists"}]}, 0)], [],
+                 id="exists-not-matching"),
+    pytest.param([pod("a", app="train"), pod("b", app="train")], [pdb("p", APP, 5), pdb("q", APP, 1)],
+                 [("ns/q", 1, 2)], id="each-pdb-checked"),
+])
+def test_pdb_precheck(victims, pdbs, blocked):
+    got = ex.pdb_blocks(victims, pdbs)
+    assert [(b.pdb, b.allowed, b.needed) for b in got] == blocked
+    for b in got:
+        assert b.pdb in b.message()
+
+
+@pytest.mark.parametrize("code, message, verdict", [
+    (201, "", ex.ACCEPTED), (200, "", ex.ACCEPTED),
+    (429, "Cannot evict pod as it would violate the pod's disruption budget.", ex.RETRY),
+    (404, "not found", ex.GONE),
+    (409, "Precondition failed: UID in precondition", ex.GONE),
+    (500, "This pod has more than one PodDisruptionBudget", ex.REJECTED),
+    (500, "internal error", ex.REJECTED),
+    (403, "forbidden", ex.REJECTED),
+])
+def test_eviction_answers(code, message, verdict):
+    got, text = ex.classify_eviction(ex.EvictionResponse(code, message))
+    assert got == verdict
+    assert message in text
+
+
+def test_backoff_doubles_up_to_the_cap_and_stops_at_the_deadline():
+    b = ex.Backoff(initial=1, factor=2, cap=10)
+    deadline = T0 + dt.timedelta(seconds=30)
+    now, delays = T0, []
+    while True:
+        d = b.next_delay(now, deadline)
+        if d is None:
+            break
+        delays.append(d)
+        now += dt.timedelta(seconds=d)
+    assert delays == [1, 2, 4, 8, 10, 5]   # the last one only up to the deadline
+    assert now == deadline
+
+
+ME = "run-b@host-1/200"
+
+
+def lease(holder="", renewed=T0, duration=30, done=None, last=""):
+    return ex.LeaseView(holder=holder, renew_time=renewed, duration_seconds=duration, last_completion=done,
+                        last_run=last)
+
+
+@pytest.mark.parametrize("view, cooldown_s, alive, acquire, reason", [
+    pytest.param(None, 600, True, True, "", id="no-lease-yet"),
+    pytest.param(lease(), 600, True, True, "", id="released-no-history"),
+    pytest.param(lease("run-a@host-1/100"), 600, True, False, ex.REASON_ANOTHER_RUN_ACTIVE, id="held-by-another"),
+    pytest.param(lease("run-a@host-1/100", renewed=T0 - dt.timedelta(seconds=31)), 0, True, True, "",
+                 id="held-but-expired"),
+    pytest.param(lease(ME), 600, True, True, "", id="held-by-me"),
+    pytest.param(lease("run-b@host-1/199"), 600, False, True, "", id="my-run-dead-process-same-host"),
+    pytest.param(lease("run-b@host-1/199"), 600, True, False, ex.REASON_ANOTHER_RUN_ACTIVE,
+                 id="my-run-live-process-same-host"),
+    pytest.param(lease("run-b@host-2/199"), 600, False, False, ex.REASON_ANOTHER_RUN_ACTIVE,
+                 id="my-run-other-host-cannot-be-checked"),
+    pytest.param(lease(done=T0 - dt.timedelta(seconds=60), last="run-a"), 600, True, False, ex.REASON_COOLDOWN,
+                 id="cooldown-running"),
+    pytest.param(lease(done=T0 - dt.timedelta(seconds=601), last="run-a"), 600, True, True, "",
+                 id="cooldown-over"),
+    pytest.param(lease(done=T0 - dt.timedelta(seconds=1), last="run-a"), 0, True, True, "", id="cooldown-0s"),
+    pytest.param(lease(done=T0 - dt.timedelta(seconds=1), last="run-b"), 600, True, True, "",
+                 id="own-completion-does-not-block-itself"),
+])
+def test_lease_decision_table(view, cooldown_s, alive, acquire, reason):
+    got = ex.lease_decision(view, ME, T0, dt.timedelta(seconds=cooldown_s), pid_alive=lambda pid: alive)
+    assert (got.acquire, got.reason) == (acquire, reason)
+    if reason == ex.REASON_ANOTHER_RUN_ACTIVE:
+        assert "holds the execute Lease" in got.message and got.retry_after > 0
+    if reason == ex.REASON_COOLDOWN:
+        assert "run-a" in got.message and "10m" in got.message
+        assert got.retry_after == pytest.approx(540)
+
+
+def test_holder_identity_round_trip():
+    ident = ex.holder_identity("ascend-execute-001", host="h", pid=42)
+    assert ident == "ascend-execute-001@h/42"
+    assert ex.parse_identity(ident) == ("ascend-execute-001", "h", 42)
+    assert ex.parse_identity("garbage") == ("", "", -1)
+
+
+@pytest.mark.parametrize("text, seconds", [("0s", 0), ("90s", 90), ("10m", 600), ("1h30m", 5400), ("45", 45),
+                                           ("500ms", 0.5)])
+def test_parse_duration(text, seconds):
+    assert ex.parse_duration(text).total_seconds() == seconds
+
+
+@pytest.mark.parametrize("text", ["", "10x", "m", "-5s", "1 m"])
+def test_parse_duration_rejects(text):
+    with pytest.raises(ValueError):
+        ex.parse_duration(text)
+
+
+def run_obj(name, phase, done=None, ttl=None, deleting=False):
+    meta = {"name": name, "uid": f"uid-{name}"}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-07-30T08:00:00Z"
+    spec = {"mode": "Execute"}
+    if ttl is not None:
+        spec["ttlSecondsAfterFinished"] = ttl
+    st = {"phase": phase}
+    if done:
+        st["completionTime"] = done
+    return {"metadata": meta, "spec": spec, "status": st}
+
+
+def test_ttl_expiry():
+    runs = [run_obj("old", "Succeeded", "2026-07-30T07:00:00Z", ttl=60),
+            run_obj("failed-old", "Failed", "2026-07-30T07:59:00Z", ttl=60),
+            run_obj("fresh", "Succeeded", "2026-07-30T07:59:30Z", ttl=60),
+            run_obj("no-ttl", "Succeeded", "2026-07-30T07:00:00Z"),
+            run_obj("running", "Running", None, ttl=0),
+            run_obj("pending-with-time", "Pending", "2026-07-30T07:00:00Z", ttl=0),
+            run_obj("being-deleted", "Succeeded", "2026-07-30T07:00:00Z", ttl=0, deleting=True),
+            run_obj("mine", "Succeeded", "2026-07-30T07:00:00Z", ttl=0)]
+    assert [r["metadata"]["name"] for r in expired_runs(runs, T0, keep="mine")] == ["old", "failed-old"]
+
+
+def test_conditions_keep_transition_times_and_derive_the_phase():
+    st = {}
+    ex.set_condition(st, "Progressing", "False", "AnotherRunActive", "m1", "t1")
+    assert ex.derive_phase(st) == "Pending"
+    ex.set_condition(st, "Progressing", "False", "ExecuteCooldownActive", "m2", "t2")
+    assert st["conditions"][0]["lastTransitionTime"] == "t1"        # same status: time kept
+    ex.set_condition(st, "Progressing", "True", "Executing", "m3", "t3")
+    assert st["conditions"][0]["lastTransitionTime"] == "t3" and ex.derive_phase(st) == "Running"
+    ex.set_condition(st, "Failed", "True", "EvictionBlockedByPDB", "m4", "t4")
+    assert ex.derive_phase(st) == "Failed"
+    st2 = {}
+    ex.set_condition(st2, "Complete", "True", "ExecutionCompleted", "m", "t")
+    assert ex.derive_phase(st2) == "Succeeded"
+    assert ex.run_reason({"status": {**st2, "phase": "Succeeded"}}) == "ExecutionCompleted"
