@@ -285,14 +285,30 @@ def test_replacement_is_gated_nominated_and_placed_on_the_planned_node(stack, fa
     apps.create_namespaced_deployment(ns, deployment("serve", pool, replicas=1, cards=4))
     (victim,) = wait_for("the victim Running on the source node", lambda: running_on(core, ns, "serve", 1), 90)
     assert victim.spec.node_name == src
-    # Receivers: an empty planned node, and a node already half full that bin packing would
-    # prefer; the source stays schedulable too. Without the hint the planned node is not favoured.
-    planned, busy = fake_nodes(npu_node(f"{ns}-planned", cards=8, pool=pool), npu_node(f"{ns}-busy", cards=8, pool=pool))
+    # Two receivers, one half full; the source is cordoned so the replacement must move. A probe
+    # pod of the same shape shows where vc-scheduler puts such a pod on its own; the planned node
+    # is the OTHER receiver, so landing there is the hint's doing, not the scheduler's preference.
+    receivers = fake_nodes(npu_node(f"{ns}-r1", cards=8, pool=pool), npu_node(f"{ns}-r2", cards=8, pool=pool))
     core.create_namespaced_pod(ns, {"metadata": {"name": "filler"}, "spec": {
-        "nodeName": busy, "containers": [{"name": "c", "image": "example.invalid/x:1", "resources": {
+        "nodeName": receivers[1], "containers": [{"name": "c", "image": "example.invalid/x:1", "resources": {
             "requests": {"cpu": "8", "memory": "64Gi", NPU_RESOURCE: "4"},
             "limits": {"cpu": "8", "memory": "64Gi", NPU_RESOURCE: "4"}}}]}})
     wait_for("filler Running", lambda: core.read_namespaced_pod("filler", ns).status.phase == "Running")
+    core.patch_node(src, {"spec": {"unschedulable": True}})
+    probe = {"metadata": {"name": "probe"}, "spec": deployment("serve", pool, 1, 4)["spec"]["template"]["spec"]}
+    core.create_namespaced_pod(ns, probe)
+    natural = wait_for("the probe bound", lambda: core.read_namespaced_pod("probe", ns).spec.node_name, 60)
+    assert natural in receivers
+    core.delete_namespaced_pod("probe", ns, grace_period_seconds=0)
+
+    def probe_gone():
+        try:
+            core.read_namespaced_pod("probe", ns)
+            return False
+        except ApiException as e:
+            return e.status == 404
+    wait_for("the probe gone", probe_gone, 30)
+    planned = next(n for n in receivers if n != natural)
 
     run_name = f"wh-a-{uuid.uuid4().hex[:6]}"
     record, move = relocation_for(ns, victim, planned)
@@ -312,6 +328,7 @@ def test_replacement_is_gated_nominated_and_placed_on_the_planned_node(stack, fa
     print("\n" + placement_table(stack.run(run_name)))
     pl = rel["placement"]
     assert rel["plannedNodeName"] == pl["selectedNodeName"] == pl["actualNodeName"] == planned, pl
+    print(f"without a hint vc-scheduler chose {natural}; nominated and bound: {pl['actualNodeName']}")
     pod = core.read_namespaced_pod(new.metadata.name, ns)
     assert pl["replacementPodName"] == pod.metadata.name and pl["replacementPodUID"] == pod.metadata.uid
     assert pod.spec.node_name == planned
