@@ -499,7 +499,18 @@ class Coordinator:
                     fit.reserve(rep.key, decision.nominate)
 
     def apply(self, rep: Replacement, pod: Mapping[str, Any], d: Decision) -> None:
-        """Carry out a decision in the order NOM-2 requires: record, hint, record, ungate."""
+        """Carry out a decision in the order NOM-2 requires: record, hint, record, ungate.
+
+        A time-out ungates first and records afterwards: failing open must not depend on the
+        RepackRun being writable.
+        """
+        if d.timed_out:
+            self.remove_gate(pod)
+            self.metrics.inc("lease_timeouts_total")
+            log.info("pod %s: gate removed (%s)", rep.key, d.reason)
+            if d.record:
+                self.update_record(rep, d.record)
+            return
         if d.record:
             self.update_record(rep, d.record)
         if d.nominate:
@@ -511,8 +522,6 @@ class Coordinator:
             self.update_record(rep, d.after_nomination)
         if d.ungate:
             self.remove_gate(pod)
-            if d.timed_out:
-                self.metrics.inc("lease_timeouts_total")
             log.info("pod %s: gate removed (%s)", rep.key, d.reason)
 
     # ----- API helpers

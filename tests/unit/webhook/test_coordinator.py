@@ -300,7 +300,7 @@ def test_tick_times_out_and_counts(fake_coordinator):
     fake = FakeCluster([replacement_pod(gated_at="2026-07-30T09:59:00Z")], [the_run()], cluster())
     c = fake_coordinator(fake)
     c.tick()
-    assert [x[0] for x in fake.calls] == ["status", "ungate"]
+    assert [x[0] for x in fake.calls] == ["ungate", "status"]  # fail open first, then record
     assert fake.runs["run-1"]["status"]["relocations"][0]["placement"]["phase"] == "TimedOut"
     assert c.metrics.value("lease_timeouts_total") == 1 and c.metrics.value("nominations_total") == 0
 
@@ -369,3 +369,26 @@ def test_leader_election_acquire_exclude_takeover_release(monkeypatch):
     b.release()
     assert leases.lease["spec"]["holderIdentity"] == ""
     assert a.ensure()  # released: taken at once
+
+
+def test_time_out_ungates_even_when_the_run_cannot_be_written(fake_coordinator):
+    fake = FakeCluster([replacement_pod(gated_at="2026-07-30T09:59:00Z")], [the_run()], cluster())
+
+    def refuse(*a, **kw):
+        raise ApiException(422)
+    fake.replace_cluster_custom_object_status = refuse
+    c = fake_coordinator(fake)
+    c.tick()  # the record write fails after the gate is gone; logged, retried next tick
+    assert fake.calls == [("ungate", "train-worker-0")]
+    assert fake.pods[("demo", "train-worker-0")]["spec"]["schedulingGates"] == [{"name": "other.example/gate"}]
+    assert c.metrics.value("lease_timeouts_total") == 1
+
+
+def test_a_failed_record_write_holds_the_hint_and_the_gate_until_the_next_tick(fake_coordinator):
+    fake = FakeCluster([replacement_pod()], [the_run()], cluster())
+
+    def refuse(*a, **kw):
+        raise ApiException(500)
+    fake.replace_cluster_custom_object_status = refuse
+    fake_coordinator(fake).tick()
+    assert fake.calls == []  # no hint before the replacement is on record
