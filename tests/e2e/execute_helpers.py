@@ -144,7 +144,8 @@ def cli(kubeconfig, *args):
 
 def cli_process(kubeconfig, *args, env=None):
     """`kubectl repack` as a separate process (its own pid, so its own Lease identity)."""
-    full_env = dict(os.environ, REPACK_NAMESPACE=LEASE_NAMESPACE, **(env or {}))
+    full_env = dict(os.environ, REPACK_NAMESPACE=LEASE_NAMESPACE)
+    full_env.update(env or {})
     return subprocess.Popen([sys.executable, "-m", "kubectl_repack.cli", *args, "--kubeconfig", kubeconfig],
                             cwd=REPO_ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)

@@ -205,8 +205,11 @@ def test_two_applies_started_together_only_one_executes(control_plane, fake_node
     names = [unique("race-a"), unique("race-b")]
     runs_to_delete.extend(names)
     files = [write_run(tmp_path, execute_run(n)) for n in names]
-    procs = [cli_process(control_plane.kubeconfig, "apply", "-f", f, "--no-wait", "--cooldown", "10m", "-o", "json")
-             for f in files]
+    # A Lease of its own (no completion history from earlier tests): the winner holds it while the
+    # loser asks; a 10m cooldown makes sure a loser that came late could still never execute.
+    env = {"REPACK_NAMESPACE": unique("repack-e2e-race")}
+    procs = [cli_process(control_plane.kubeconfig, "apply", "-f", f, "--no-wait", "--cooldown", "10m", "-o", "json",
+                         env=env) for f in files]
     outs = [p.communicate(timeout=300) for p in procs]
     codes = [p.returncode for p in procs]
     runs = [get_run(api, n) for n in names]
