@@ -275,6 +275,52 @@ def gates(pod):
     return [g.name for g in (pod.spec.scheduling_gates or [])]
 
 
+# ----- install on the real API server (runs first: the stack fixture reuses the cluster-wide names) -----------
+def test_install_is_valid_idempotent_and_least_privilege(control_plane):
+    """The full install (Deployment + Service) passes the API server's validation, a second install
+    converges without changing the CA, the real authorizer denies the webhook's account eviction and
+    pod deletion, and uninstall removes everything but the CRD."""
+    ns = f"repack-inst-{uuid.uuid4().hex[:4]}"
+    api = control_plane.api_client
+    reg = client.AdmissionregistrationV1Api(api)
+    kubectl = control_plane.cp.binaries["kubectl"]
+
+    def ca_bundle():
+        return reg.read_mutating_webhook_configuration("repack-placement").webhooks[0].client_config.ca_bundle
+
+    out = repack_cli(control_plane.kubeconfig, "install", "--namespace", ns)
+    assert out.returncode == 0, out.stderr
+    first = ca_bundle()
+    out = repack_cli(control_plane.kubeconfig, "install", "--namespace", ns)
+    assert out.returncode == 0, out.stderr
+    assert ca_bundle() == first
+    hook = reg.read_mutating_webhook_configuration("repack-placement").webhooks[0]
+    assert hook.client_config.service.namespace == ns and hook.failure_policy == "Ignore"
+    client.AppsV1Api(api).read_namespaced_deployment("repack-webhook", ns)
+    client.CoreV1Api(api).read_namespaced_service("repack-webhook", ns)
+
+    def can(*args):
+        r = subprocess.run([kubectl, f"--kubeconfig={control_plane.kubeconfig}", "auth", "can-i", *args,
+                            f"--as=system:serviceaccount:{ns}:repack-webhook"], capture_output=True, text=True,
+                           timeout=60)
+        return r.stdout.strip()
+
+    assert can("create", "pods", "--subresource=eviction", "-n", "default") == "no"
+    assert can("delete", "pods", "-n", "default") == "no"
+    assert can("patch", "pods", "--subresource=status", "-n", "default") == "yes"
+    assert can("patch", "pods", "-n", "default") == "yes"
+    assert can("update", "repackruns.repack.volcano.sh", "--subresource=status") == "yes"
+    assert can("update", "leases.coordination.k8s.io", "-n", ns) == "yes"
+    assert can("update", "leases.coordination.k8s.io", "-n", "default") == "no"
+
+    out = repack_cli(control_plane.kubeconfig, "uninstall", "--namespace", ns)
+    assert out.returncode == 0, out.stderr
+    with pytest.raises(ApiException) as exc:
+        reg.read_mutating_webhook_configuration("repack-placement")
+    assert exc.value.status == 404
+    client.ApiextensionsV1Api(api).read_custom_resource_definition("repackruns.repack.volcano.sh")  # kept
+
+
 # ----- (a) gate, nominate, place -------------------------------------------------------------------------
 def test_replacement_is_gated_nominated_and_placed_on_the_planned_node(stack, fake_nodes, make_namespace):
     core = stack.core
