@@ -8,10 +8,11 @@ without reading or touching the cluster. `--webhook-url` points the MutatingWebh
 at a URL (a webhook served outside the cluster, e.g. on loopback in tests): no Deployment or
 Service is installed then, and `--cert-dir` receives the serving pair for that webhook.
 
-Uninstall deletes what install created, webhook configuration first (so no pod creation waits on
-a webhook that is going away), then releases any pod still carrying the placement gate (the
+Uninstall deletes what install created, webhook configuration first (so no pod creation waits
+on a webhook that is going away), then releases any pod still carrying the placement gate (the
 coordinator that would have is going away too); the CRD, and with it every RepackRun, only with
-`--include-crd`.
+`--include-crd`. An existing namespace is used as it is and never deleted: uninstall deletes only
+a namespace install created (it carries the install's part-of label).
 """
 from __future__ import annotations
 
@@ -126,6 +127,21 @@ def existing_certs(api, namespace: str, sans: list[str]):
     return bundle
 
 
+def ours(api, namespace: str, absent: bool) -> bool:
+    """Whether install manages this namespace: it carries the install's part-of label (install
+    only labels namespaces it creates), or, when missing, `absent` (install will create it)."""
+    from kubectl_repack.errors import NotFound
+    from webhook import manifests
+
+    try:
+        obj = _request(api, "GET", f"/api/v1/namespaces/{namespace}")
+    except NotFound:
+        return absent
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    key = "app.kubernetes.io/part-of"
+    return labels.get(key) == manifests.LABELS[key]
+
+
 def extra_sans(webhook_url: Optional[str]) -> list[str]:
     """The URL's host, which the API server verifies the serving certificate against."""
     if not webhook_url:
@@ -199,6 +215,9 @@ def command(namespace, image, webhook_url, cert_dir, dry_run, output):
     if output:
         raise click.UsageError("-o/--output only applies with --dry-run")
     for obj in objs:
+        if obj["kind"] == "Namespace" and not ours(api, obj["metadata"]["name"], absent=True):
+            click.echo(f"{describe(obj)} exists, left as it is (not created by install)")
+            continue
         server_side_apply(api, obj)
         click.echo(f"{describe(obj)} serverside-applied")
 
@@ -226,6 +245,9 @@ def uninstall_command(namespace, include_crd, dry_run):
         return
     api = settings().api()
     for obj in ordered:
+        if obj["kind"] == "Namespace" and not ours(api, obj["metadata"]["name"], absent=False):
+            click.echo(f"{describe(obj)} kept (not created by install)")
+            continue
         gone = delete_object(api, obj)
         click.echo(f"{describe(obj)} {'deleted' if gone else 'not found'}")
         if obj["kind"] == "MutatingWebhookConfiguration":

@@ -170,7 +170,11 @@ def test_reinstall_keeps_a_valid_certificate(fake_api):
     assert base64.b64decode(mwc["webhooks"][0]["clientConfig"]["caBundle"]) == bundle.ca_cert_pem
 
 
+OURS = {"metadata": {"labels": {"app.kubernetes.io/part-of": "kubectl-repack"}}}
+
+
 def test_uninstall_removes_the_webhook_first_and_keeps_the_crd(fake_api):
+    fake_api.existing["/api/v1/namespaces/repack-system"] = OURS
     result = invoke("uninstall")
     assert result.exit_code == 0, result.output
     deletes = [c[1] for c in fake_api.calls if c[0] == "DELETE"]
@@ -211,3 +215,18 @@ def test_uninstall_releases_pods_left_gated(fake_api):
         {"op": "test", "path": "/spec/schedulingGates", "value": gated["spec"]["schedulingGates"]},
         {"op": "replace", "path": "/spec/schedulingGates", "value": [{"name": "x/y"}]},
         {"op": "remove", "path": "/metadata/annotations/repack.volcano.sh~1placement-gate-owner"}]
+
+
+def test_an_existing_namespace_is_neither_labelled_nor_deleted(fake_api):
+    fake_api.existing["/api/v1/namespaces/default"] = {"metadata": {"labels": {"team": "x"}}}
+    result = invoke("install", "-n", "default")
+    assert result.exit_code == 0, result.output
+    assert "namespace/default exists, left as it is" in result.output
+    assert not any(c[0] == "PATCH" and c[1] == "/api/v1/namespaces/default" for c in fake_api.calls)
+    result = invoke("uninstall", "-n", "default")
+    assert result.exit_code == 0, result.output
+    assert "namespace/default kept" in result.output
+    assert not any(c[0] == "DELETE" and c[1] == "/api/v1/namespaces/default" for c in fake_api.calls)
+    # The namespaced objects of the install are still removed.
+    assert any(c[0] == "DELETE" and c[1] == "/api/v1/namespaces/default/secrets/repack-webhook-tls"
+               for c in fake_api.calls)
