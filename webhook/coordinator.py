@@ -24,7 +24,6 @@ actualNodeName} and replacementPodGroupName); `kubectl repack apply` owns everyt
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import re
@@ -417,10 +416,6 @@ def ungate_patch(pod: Mapping[str, Any]) -> list[dict]:
 
 
 # --- the I/O loop ----------------------------------------------------------------------------------
-def _to_dict(api_client: Any, obj: Any) -> Any:
-    return obj if isinstance(obj, dict) else api_client.sanitize_for_serialization(obj)
-
-
 class Coordinator:
     """One tick = list runs, GC finished ones, act on every annotated pod of the cluster."""
 

@@ -19,7 +19,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from kubernetes import client
@@ -463,7 +463,7 @@ def test_coordinator_gone_no_pod_stays_gated_past_the_placement_lease(stack, fak
     gated_at = datetime.strptime(first.metadata.annotations[GATED_AT_ANNOTATION], "%Y-%m-%dT%H:%M:%SZ").replace(
         tzinfo=timezone.utc)
     wait_for("the placement lease passed", lambda: datetime.now(timezone.utc) > gated_at.replace(microsecond=0)
-             + __import__("datetime").timedelta(seconds=PLACEMENT_LEASE_S + 1), PLACEMENT_LEASE_S + 10)
+             + timedelta(seconds=PLACEMENT_LEASE_S + 1), PLACEMENT_LEASE_S + 10)
     restarted = time.monotonic()
     stack.start_coordinator()
     wait_for("the old gate released", lambda: not core.read_namespaced_pod(first.metadata.name, ns).spec.scheduling_gates,
