@@ -543,15 +543,25 @@ class Progress:
     rejected: int = 0
 
 
+class LeaseLost(planner.RepackError):
+    """The execute Lease was lost while running: no further eviction may be issued."""
+
+
 class Executor:
-    """Carries out one Execute RepackRun from its persisted records; safe to re-run after a crash."""
+    """Carries out one Execute RepackRun from its persisted records; safe to re-run after a crash.
+
+    `guard()` is asked before every Eviction call; a message back means stop (e.g. the Lease was
+    lost), raising LeaseLost with the records as they are, to be continued by `--resume`.
+    """
 
     def __init__(self, reader: ClusterReader, evictor: Evictor, runs: RunWriter, clock: Clock = None,
-                 options: Options = None, on_progress: Callable[[Progress], None] = None):
+                 options: Options = None, on_progress: Callable[[Progress], None] = None,
+                 guard: Callable[[], Optional[str]] = None):
         self.reader, self.evictor, self.runs = reader, evictor, runs
         self.clock = clock or Clock()
         self.options = options or Options()
         self.on_progress = on_progress or (lambda p: None)
+        self.guard = guard or (lambda: None)
         self.eviction_calls = 0
 
     # -- status writes (each a read-modify-write of only the fields apply owns) --
@@ -700,6 +710,9 @@ class Executor:
                 if stop_msg:
                     run = self._set_eviction(name, i, EVICTION_REJECTED, stop_msg)
                     continue
+                halt = self.guard()
+                if halt:
+                    raise LeaseLost(f"repackrun {name}: {halt}; continue with `kubectl repack apply --resume {name}`")
                 if rec["eviction"]["phase"] != EVICTION_IN_PROGRESS:
                     run = self._set_eviction(name, i, EVICTION_IN_PROGRESS)
                 verdict, msg = self._evict_with_retry(ns, rec, grace, deadline)

@@ -195,6 +195,9 @@ def command(file, resume, mode, name, wait, timeout, cooldown, eviction_retry_ti
     if current is not None and (current.get("spec") or {}).get("mode") != "Execute":
         raise ValidationError([f"repackrun {name} exists with mode {current['spec'].get('mode')}; "
                                "choose a new name (--name) for the Execute run"])
+    if current is not None and spec_run is not None and current.get("spec") != spec_run["spec"]:
+        raise ValidationError([f"repackrun {name} exists with a different spec (a RepackRun's spec is immutable); "
+                               f"continue it with `kubectl repack apply --resume {name}` or choose a new name (--name)"])
     if current is None:
         current = runs.create(spec_run)
         if not quiet:
@@ -217,7 +220,8 @@ def command(file, resume, mode, name, wait, timeout, cooldown, eviction_retry_ti
     progress = _ProgressLine(enabled=not quiet and sys.stderr.isatty())
     options = ex.Options(execution_timeout=timeout, eviction_retry_timeout=eviction_retry_timeout,
                          crash_after_evictions=int(os.environ.get(ex.CRASH_AFTER_EVICTIONS_ENV) or 0))
-    engine = ex.Executor(xa.LiveReader(api), xa.KubeEvictor(api), runs, options=options, on_progress=progress)
+    engine = ex.Executor(xa.LiveReader(api), xa.KubeEvictor(api), runs, options=options, on_progress=progress,
+                         guard=lambda: "the execute Lease was lost (not renewed in time)" if lease.lost.is_set() else None)
 
     wait_until = time.monotonic() + timeout.total_seconds()
     last_reason = None

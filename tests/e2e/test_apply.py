@@ -265,6 +265,13 @@ def test_cooldown_is_honoured_and_ttl_deletes_a_finished_run(control_plane, fake
     st = json.loads(r.stdout)["status"]
     assert st["phase"] in ("Succeeded", "Failed") and st["plan"]["summary"]
     assert reason_of(json.loads(r.stdout), "Progressing")[1] != "ExecuteCooldownActive"
+    finished_code = r.exit_code
+
+    # Applying the same file again: the stored spec is the file's (the server kept it as sent), so
+    # apply recognises its run, which is finished, and says so without doing anything.
+    r = cli(control_plane.kubeconfig, "apply", "-f", write_run(tmp_path, execute_run(second)), "--no-wait")
+    assert r.exit_code == finished_code, r.output
+    assert f"repackrun {second} already finished" in r.stderr
 
 
 def test_killed_apply_resumes_without_double_eviction(control_plane, fake_nodes, make_namespace, tmp_path,

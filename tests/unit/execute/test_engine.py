@@ -251,3 +251,15 @@ def test_a_finished_run_is_left_alone():
     writes = runs.writes
     assert engine_for(cluster, runs, clock).execute("run-1") == done
     assert runs.writes == writes
+
+
+def test_a_lost_lease_stops_before_the_next_eviction():
+    clock, cluster, runs, eng = _setup()
+    lost = []
+    cluster.on_evict = lambda name: lost.append(name)
+    eng.guard = lambda: "the execute Lease was lost" if lost else None
+    with pytest.raises(ex.LeaseLost, match="--resume run-1"):
+        eng.execute("run-1")
+    assert [c[0] for c in cluster.calls] == ["train-worker-0"]
+    assert _phases(runs.get("run-1")) == [("Accepted", "WaitingForReplacement"),
+                                          ("Pending", "WaitingForReplacement")]
