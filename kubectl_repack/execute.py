@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Optional, Protocol
 
 import planner
