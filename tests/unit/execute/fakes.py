@@ -80,7 +80,9 @@ class FakeCluster:
                 return ex.EvictionResponse(409, "Precondition failed: UID in precondition")
             self.remove(namespace, name)
             if name in self.rebind:
-                self.recreate(namespace, name, self.rebind[name], pod)
+                target = self.rebind[name]
+                node, new_name = target if isinstance(target, tuple) else (target, name)
+                self.recreate(namespace, new_name, node, pod)
         return ex.EvictionResponse(code, message)
 
     def remove(self, namespace, name):
@@ -90,6 +92,7 @@ class FakeCluster:
     def recreate(self, namespace, name, node, like):
         self.generation += 1
         new = copy.deepcopy(like)
+        new["metadata"]["name"] = name
         new["metadata"]["uid"] = f"{like['metadata']['uid']}-r{self.generation}"
         new["metadata"]["creationTimestamp"] = ex.rfc3339(self.clock.now() if self.clock else T0)
         new["spec"]["nodeName"] = node

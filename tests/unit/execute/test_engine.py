@@ -263,3 +263,43 @@ def test_a_lost_lease_stops_before_the_next_eviction():
     assert [c[0] for c in cluster.calls] == ["train-worker-0"]
     assert _phases(runs.get("run-1")) == [("Accepted", "WaitingForReplacement"),
                                           ("Pending", "WaitingForReplacement")]
+
+
+def test_random_name_replacements_of_a_replicaset_are_tracked_by_controller_and_template():
+    """A ReplicaSet re-creates an evicted pod under a new random name: the replacement is found by
+    the same controller (and pod-template-hash), never confused with a sibling that was running
+    before the run started."""
+    from tests import builders as b
+    from tests.unit.execute.fakes import FakeClock, FakeCluster, FakeRuns, NS, engine_for, execute_run
+
+    rs = ("ReplicaSet", "serve-7d9f", "apps/v1")
+    labels = {"app": "serve", "pod-template-hash": "7d9f"}
+    objs = [b.node("n1"), b.node("n2"), b.node("n3"),
+            b.podgroup("serve-pg", ns=NS, min_member=1, labels={"app": "serve"}, owner=rs)]
+    for pod_name, node in (("serve-7d9f-aaaaa", "n1"), ("serve-7d9f-bbbbb", "n1"), ("serve-7d9f-ccccc", "n2")):
+        objs.append(b.pod(pod_name, cards=1, on=node, group="serve-pg", ns=NS, owner=rs, labels=labels))
+    objs.append(b.pod("fixed-n2", cards=6, on="n2", ns=NS, scheduler="default-scheduler",
+                      owner=("ReplicaSet", "fixed-n2-abc")))
+    objs.append(b.pod("fixed-n3", cards=7, on="n3", ns=NS, scheduler="default-scheduler",
+                      owner=("ReplicaSet", "fixed-n3-abc")))
+    for o in objs:
+        if o["kind"] == "Pod":
+            o["metadata"]["creationTimestamp"] = "2026-07-30T07:00:00Z"
+    clock = FakeClock()
+    cluster = FakeCluster(objs, clock=clock)
+    runs = FakeRuns([execute_run()])
+    eng = engine_for(cluster, runs, clock)
+    plan = eng.plan_live(runs.get("run-1"))
+    assert plan.outcome == "RepackRecommended", plan.message
+    planned = {m.pod.name: m.to_node for m in plan.moves}
+    assert set(planned) == {"serve-7d9f-aaaaa", "serve-7d9f-bbbbb"}
+    cluster.rebind = {victim: (node, victim.replace("7d9f-", "7d9f-new")) for victim, node in planned.items()}
+    eng.start("run-1", plan)
+    run = eng.execute("run-1")
+    assert run["status"]["phase"] == "Succeeded", run["status"]["conditions"]
+    for rec in run["status"]["relocations"]:
+        pl = rec["placement"]
+        assert pl["phase"] == "Placed"
+        assert pl["replacementPodName"].startswith("serve-7d9f-new")     # not the old sibling ccccc
+        assert pl["actualNodeName"] == rec["plannedNodeName"]
+    assert len({rec["placement"]["replacementPodName"] for rec in run["status"]["relocations"]}) == 2
