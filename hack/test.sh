@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install --quiet --disable-pip-version-check -e '.[test]'
-if [ -x hack/build-control-plane.sh ]; then
-  eval "$(bash hack/build-control-plane.sh --print-env)"
-fi
+# A failed build stops here, with the build script's message, instead of failing every e2e test.
+env_lines="$(bash hack/build-control-plane.sh --print-env)"
+eval "$env_lines"
 exec python3 -m pytest "$@"
