@@ -149,6 +149,7 @@ class ControlPlane:
         if keep is None:
             keep = os.environ.get("REPACK_KEEP_RUN", "") not in ("", "0", "false")
         self.keep = keep
+        self.keep_etcd = keep  # asked for explicitly: keep everything
         self.verbosity = verbosity
         self.schedule_period = schedule_period
         self.run_dir = run_dir or tempfile.mkdtemp(prefix="repack-cp-")
@@ -490,6 +491,9 @@ class ControlPlane:
         for comp in reversed(list(self.components.values())):
             comp.stop()
         if self.keep:
+            if not self.keep_etcd:
+                # etcd preallocates a 64 MB WAL; failed runs keep their logs, not that.
+                shutil.rmtree(os.path.join(self.run_dir, "etcd"), ignore_errors=True)
             print(f"control plane stopped; kept {self.run_dir}", file=sys.stderr)
         else:
             shutil.rmtree(self.run_dir, ignore_errors=True)
