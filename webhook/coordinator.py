@@ -12,8 +12,9 @@ process, the leader of the Lease `repack-coordinator`, finishes the job for ever
 
 It also deletes finished runs past `ttlSecondsAfterFinished` (deleting never rolls back).
 
-Polling (one RepackRun list per tick, one pod list while a run is active and on a slower sweep
-otherwise) is deliberate: it is restart-safe with no watch bookkeeping, and every decision is
+Polling (one RepackRun list per tick; while a run is active, the pods of the namespaces its
+relocations name, where every replacement appears; a cluster-wide sweep for orphaned gates every
+`sweep_interval`) is deliberate: it is restart-safe with no watch bookkeeping, and every decision is
 recomputed from what the API server says now. The decision itself is the pure `decide`, tested
 as a table; `Coordinator` only does the I/O around it.
 
@@ -24,6 +25,7 @@ actualNodeName} and replacementPodGroupName); `kubectl repack apply` owns everyt
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import re
@@ -49,7 +51,7 @@ GROUP, VERSION, PLURAL = "repack.volcano.sh", "v1alpha1", "repackruns"
 DEFAULT_PLACEMENT_LEASE = timedelta(seconds=30)
 DEFAULT_LEASE_DURATION = 15          # seconds; the webhook gates only while this is fresh
 DEFAULT_INTERVAL = 1.0               # seconds between ticks
-DEFAULT_SWEEP_INTERVAL = 10.0        # seconds between pod sweeps while no run is active
+DEFAULT_SWEEP_INTERVAL = 10.0        # seconds between cluster-wide sweeps for orphaned gates
 CONFLICT_RETRIES = 8
 FINISHED_PHASES = ("Succeeded", "Failed")
 
@@ -459,12 +461,16 @@ class Coordinator:
         now = self.clock()
         self.collect_garbage(runs, now)
         by_name = {_map(r.get("metadata")).get("name"): r for r in runs}
-        active = any(is_active(r) for r in runs)
+        namespaces = sorted({str(_map(rel).get("namespace") or "") for r in runs if is_active(r)
+                             for rel in _map(r.get("status")).get("relocations") or ()} - {""})
         mono = time.monotonic()
-        if not active and mono - self._last_sweep < self.sweep_interval:
+        if mono - self._last_sweep >= self.sweep_interval:
+            self._last_sweep = mono
+            pods = self._list_pods(None)
+        elif namespaces:
+            pods = [p for ns in namespaces for p in self._list_pods(ns)]
+        else:
             return
-        self._last_sweep = mono
-        pods = self._list("pods")
         reps = [(p, rep) for p in pods if (rep := replacement_of(p)) is not None]
         if not reps:
             return
@@ -478,7 +484,7 @@ class Coordinator:
                 nonlocal fit
                 if fit is None:
                     try:
-                        fit = LiveFit(self._snapshot_objects(pods), _goal_resource(_run))
+                        fit = LiveFit(self._snapshot_objects(), _goal_resource(_run))
                     except Exception as exc:  # noqa: BLE001 - an unreadable cluster: no hint
                         return f"live state could not be loaded: {exc}"
                 return fit.check(_rep.key, node)
@@ -575,21 +581,25 @@ class Coordinator:
                     log.warning("deleting repackrun %s: %s", name, e.reason)
         return deleted
 
-    def _list(self, what: str) -> list:
+    def _list_pods(self, namespace: Optional[str]) -> list:
+        """Pods as raw JSON, cluster-wide (paginated) or of one namespace."""
         from kubectl_repack.cluster import Kind, list_objects
 
-        kinds = {"pods": Kind("v1", "Pod", "pods")}
-        return list_objects(self.api_client, kinds[what])
+        if namespace is None:
+            return list_objects(self.api_client, Kind("v1", "Pod", "pods"))
+        resp = self.core.list_namespaced_pod(namespace, _preload_content=False, _request_timeout=60)
+        return [dict(p, apiVersion="v1", kind="Pod") for p in json.loads(resp.data).get("items") or []]
 
-    def _snapshot_objects(self, pods: list) -> list:
+    def _snapshot_objects(self) -> list:
+        """What the planner's filters read, listed live: namespaces, nodes, PVs, PVCs, pods."""
         from kubectl_repack.cluster import Kind, list_objects
 
         objs: list = []
         for kind in (Kind("v1", "Namespace", "namespaces"), Kind("v1", "Node", "nodes"),
                      Kind("v1", "PersistentVolume", "persistentvolumes"),
-                     Kind("v1", "PersistentVolumeClaim", "persistentvolumeclaims")):
+                     Kind("v1", "PersistentVolumeClaim", "persistentvolumeclaims"), Kind("v1", "Pod", "pods")):
             objs.extend(list_objects(self.api_client, kind))
-        return objs + list(pods)
+        return objs
 
 
 def ttl_expired(run: Mapping[str, Any], now: datetime) -> bool:

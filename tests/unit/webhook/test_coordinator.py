@@ -196,6 +196,7 @@ class FakeCluster:
         self.objects = list(objects)
         self.calls = []
         self.conflicts = 0
+        self.record_lists = False
 
     # CoreV1Api
     def patch_namespaced_pod_status(self, name, ns, body):
@@ -261,8 +262,12 @@ def fake_coordinator(monkeypatch):
         c = Coordinator(api_client=None, clock=lambda: NOW, placement_lease=LEASE)
         c.core = c.custom = fake
         c.elector = FakeElector()
-        c._list = lambda what: copy.deepcopy(list(fake.pods.values()))
-        c._snapshot_objects = lambda pods: fake.objects + pods
+        def list_pods(namespace):
+            fake.calls.append(("list", namespace)) if fake.record_lists else None
+            return [copy.deepcopy(p) for p in fake.pods.values()
+                    if namespace is None or p["metadata"]["namespace"] == namespace]
+        c._list_pods = list_pods
+        c._snapshot_objects = lambda: fake.objects + copy.deepcopy(list(fake.pods.values()))
         return c
     return make
 
@@ -392,3 +397,18 @@ def test_a_failed_record_write_holds_the_hint_and_the_gate_until_the_next_tick(f
     fake.replace_cluster_custom_object_status = refuse
     fake_coordinator(fake).tick()
     assert fake.calls == []  # no hint before the replacement is on record
+
+
+def test_pods_are_listed_per_active_namespace_with_a_periodic_cluster_wide_sweep(fake_coordinator):
+    fake = FakeCluster([replacement_pod()], [the_run()], cluster())
+    fake.record_lists = True
+    c = fake_coordinator(fake)
+    c.tick()  # first tick: the cluster-wide sweep
+    assert fake.calls[0] == ("list", None)
+    fake.calls.clear()
+    c.tick()
+    assert fake.calls == [("list", "demo")]  # only the namespace the relocations name
+    fake.runs["run-1"]["status"]["phase"] = "Succeeded"
+    fake.calls.clear()
+    c.tick()
+    assert fake.calls == []  # nothing active, sweep not due
