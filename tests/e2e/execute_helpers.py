@@ -18,55 +18,19 @@ import threading
 import time
 import uuid
 
-import pytest
 import yaml
 from click.testing import CliRunner
 from kubernetes import client, watch
 
 from tests.harness import NPU_RESOURCE, npu_node
 from tests.harness.controlplane import REPO_ROOT
+from tests.e2e.helpers import vcjob, wait_for  # noqa: F401  (re-exported for test_apply)
 
 GROUP, VERSION, PLURAL = "repack.volcano.sh", "v1alpha1", "repackruns"
 ELIGIBLE = {"workload-type": "training", "repack.volcano.sh/eligible": "true",
             "repack.volcano.sh/protected": "false"}
 PROTECTED = {"workload-type": "training", "repack.volcano.sh/protected": "true"}
 LEASE_NAMESPACE = "repack-e2e-apply"
-
-
-def wait_for(what, fn, timeout=90.0, interval=0.25):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
-
-
-def vcjob(name, labels, tasks, node_selector):
-    """A Volcano Job as the seed writes it; tasks: [(task, replicas, cards)]."""
-    return {
-        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {
-            "schedulerName": "volcano", "queue": "default",
-            "minAvailable": sum(r for _, r, _ in tasks), "maxRetry": 3,
-            "tasks": [{
-                "name": task, "replicas": replicas, "minAvailable": replicas,
-                "template": {"metadata": {"labels": {"app": name}}, "spec": {
-                    "schedulerName": "volcano", "nodeSelector": node_selector,
-                    "terminationGracePeriodSeconds": 30, "restartPolicy": "Never",
-                    "containers": [{
-                        "name": "trainer", "image": "alpine:3.20",
-                        "command": ["sh", "-c", "tail -f /dev/null"],
-                        "resources": {"requests": {"cpu": "1", "memory": "1Gi", NPU_RESOURCE: str(cards)},
-                                      "limits": {"cpu": "1", "memory": "1Gi", NPU_RESOURCE: str(cards)}},
-                    }],
-                }},
-            } for task, replicas, cards in tasks],
-        },
-    }
 
 
 def running_on(core, ns, job):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import glob
 import os
-import time
 import uuid
 
 import pytest
@@ -13,23 +12,12 @@ from kubernetes.client.rest import ApiException
 
 from tests.harness import NPU_RESOURCE, npu_node
 from tests.harness.controlplane import REPO_ROOT
+from tests.e2e.helpers import wait_for
 
 pytestmark = pytest.mark.e2e
 
 REPACK_CRD = os.path.join(REPO_ROOT, "config", "crd", "repack.volcano.sh_repackruns.yaml")
 GROUP, VERSION, PLURAL = "repack.volcano.sh", "v1alpha1", "repackruns"
-
-
-def wait_for(what: str, fn, timeout: float = 60.0, interval: float = 0.25):
-    """Polls fn until it returns something truthy; fails with `what` and the last value."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
 
 
 def vcjob(name: str, workers: int, cards: int, labels: dict) -> dict:

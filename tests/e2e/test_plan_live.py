@@ -18,7 +18,6 @@ import os
 import stat
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
@@ -29,6 +28,7 @@ from kubernetes.client.rest import ApiException
 from kubectl_repack.cli import main
 from tests.harness import NPU_RESOURCE, npu_node
 from tests.harness.controlplane import REPO_ROOT
+from tests.e2e.helpers import vcjob, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -39,48 +39,6 @@ NODES = ("ascend-node-01", "ascend-node-02", "ascend-node-03")
 NOW = "2026-07-30T08:00:00Z"
 GROUP, VERSION, PLURAL = "repack.volcano.sh", "v1alpha1", "repackruns"
 SAVED_RUNS = ("ascend-guarded-dryrun", "ascend-scoped-dryrun")
-
-
-def wait_for(what, fn, timeout=90.0, interval=0.25):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
-
-
-def vcjob(name, labels, tasks, node_selector):
-    """A Volcano Job as the seed writes it; tasks: [(task, replicas, cards)]."""
-    return {
-        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {
-            "schedulerName": "volcano", "queue": "default",
-            "minAvailable": sum(r for _, r, _ in tasks),
-            "maxRetry": 3,
-            # Spelled out: the harness runs without Volcano's admission webhook that defaults these.
-            "tasks": [{
-                "name": task, "replicas": replicas, "minAvailable": replicas,
-                "template": {"spec": {
-                    "schedulerName": "volcano",
-                    "nodeSelector": node_selector,
-                    "terminationGracePeriodSeconds": 30,
-                    "restartPolicy": "Never",
-                    "containers": [{
-                        "name": "trainer", "image": "alpine:3.20",
-                        "command": ["sh", "-c", "tail -f /dev/null"],
-                        # cpu/memory as well: Volcano counts a pod without them as BestEffort,
-                        # which only its backfill action places.
-                        "resources": {"requests": {"cpu": "1", "memory": "1Gi", NPU_RESOURCE: str(cards)},
-                                      "limits": {"cpu": "1", "memory": "1Gi", NPU_RESOURCE: str(cards)}},
-                    }],
-                }},
-            } for task, replicas, cards in tasks],
-        },
-    }
 
 
 ELIGIBLE = {"workload-type": "training", "repack.volcano.sh/eligible": "true",

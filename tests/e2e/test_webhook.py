@@ -30,6 +30,7 @@ from tests.harness.controlplane import REPO_ROOT
 from webhook.admission import GATED_AT_ANNOTATION, RELOCATION_RUN_ANNOTATION
 from webhook.lease import lease_is_fresh
 from webhook.relocations import PLACEMENT_GATE
+from tests.e2e.helpers import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -38,17 +39,6 @@ NAMESPACE = "repack-system"
 LEASE_NAME = "repack-coordinator"
 LEADER_LEASE_S = 4
 PLACEMENT_LEASE_S = 8
-
-
-def wait_for(what, fn, timeout=60.0, interval=0.2):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
 
 
 def free_port() -> int:
