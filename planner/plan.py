@@ -13,6 +13,7 @@ receivers in the receiver order (pods with inter-pod constraints are always re-e
 import bisect
 import dataclasses
 import gc
+import heapq
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Optional
@@ -487,6 +488,10 @@ class _Planner:
         for c in sorted(self.live):
             if c in self.verdicts:
                 continue
+            over = self._over_budget(c)
+            if over is not None:
+                self.verdicts[c] = over
+                continue
             ev = self.evaluate(c, diagnose=True)
             if not ev.feasible:
                 pod, f, msg = ev.fail
@@ -510,7 +515,8 @@ class _Planner:
         return sum(1 for g in self.groups_of[c] if g not in self.cost.moved)
 
     def _over_budget(self, c):
-        """A BudgetExceeded verdict if vacating `c` would break maxPerRun, else None."""
+        """A BudgetExceeded verdict if vacating `c` would break maxPerRun now, else None. Once over,
+        always over (the plan only grows); the verdict is given when planning ends."""
         R = self.R
         if self.run.max_podgroups is not None:
             n = len(self.cost.moved) + self._new_podgroups(c)
@@ -564,16 +570,15 @@ class _Planner:
 
     def _rounds_reference(self):
         """Brute force: every round evaluates every remaining candidate from scratch."""
+        over_budget = set()
         while self.live and not self._minimum_reached():
             self.rnd += 1
             entries = []
             for c in sorted(self.live):
-                if not self.evaluate(c).feasible:
+                if c in over_budget or not self.evaluate(c).feasible:
                     continue
-                over = self._over_budget(c)
-                if over is not None:
-                    self.verdicts[c] = over
-                    self.live.discard(c)
+                if self._over_budget(c) is not None:
+                    over_budget.add(c)     # for good: the plan only grows; the verdict comes at the end
                     continue
                 entries.append((self.cost.with_candidate(self.groups_of[c]), c))
             if not entries:
@@ -629,70 +634,129 @@ class _Planner:
         return ev.feasible
 
     def _rounds_fast(self):
-        """Same decisions as `_rounds_reference`, touching only what each round changed.
+        """Same decisions as `_rounds_reference`, looking only at what can decide a round.
 
-        Feasible candidates are kept grouped by their cost increase (the five dimensions), so a
-        round scores the distinct vectors, not every candidate; a candidate is looked at again
-        only when its evaluation, its cost or the budget left may have changed.
+        A round needs, over the feasible candidates within budget: the lowest and highest value of
+        each cost dimension (min-max normalisation) and the lowest score. Candidates sit in one
+        sorted list per dimension and in a heap by score; a candidate whose evaluation may have
+        changed is only marked unknown, and verified when one of those searches reaches it.
+        Searches stop at the first verified candidate, so most unknowns are never evaluated.
         """
-        groups = {}          # dimension vector -> sorted [(-alloc, name)]
-        where = {}           # candidate -> its vector while grouped
-        dims = {}            # candidate -> dimension vector (valid while its groups are untouched)
-        by_group = {}        # podgroup or workload -> candidates moving its pods
+        R = self.R
+        pool = set()                     # candidates that may be feasible: known (F) or unknown (U)
+        status = {}                      # candidate -> "F" | "U" | "I" (infeasible) | "X" (over budget)
+        dims = {}
+        ver = {}
+        asc = [[] for _ in range(5)]     # per dimension: sorted (value, candidate) over the pool
+        heap, epoch = [], None
+        by_group = {}
         for c in self.candidates:
             for g in self.groups_of[c]:
                 by_group.setdefault(g, set()).add(c)
                 by_group.setdefault(self.gangs[g].workload, set()).add(c)
-        budget = self.run.max_podgroups is not None or self.run.max_resource is not None
-        dirty = set(self.candidates)
 
-        def ungroup(c):
-            v = where.pop(c, None)
-            if v is not None:
-                lst = groups[v]
-                lst.pop(bisect.bisect_left(lst, (-self.alloc[c], c)))
-                if not lst:
-                    del groups[v]
+        def score(d, lo, hi):
+            total = 0.0
+            for i in range(5):
+                if hi[i] > lo[i]:
+                    total += self.weights[i] * (d[i] - lo[i]) / (hi[i] - lo[i])
+            return round(total, 9)
 
+        def enter(c):
+            d = dims[c] = self.cost.with_candidate(self.groups_of[c])
+            for i in range(5):
+                bisect.insort(asc[i], (d[i], c))
+            pool.add(c)
+            ver[c] = ver.get(c, 0) + 1
+            if epoch is not None:
+                heapq.heappush(heap, (score(d, *epoch), -self.alloc[c], c, ver[c]))
+
+        def leave(c):
+            if c in pool:
+                pool.discard(c)
+                d = dims[c]
+                for i in range(5):
+                    lst = asc[i]
+                    lst.pop(bisect.bisect_left(lst, (d[i], c)))
+                ver[c] += 1
+
+        def unknown(c):
+            if c not in self.live or status.get(c) == "X":
+                return
+            if c not in pool:
+                enter(c)
+            status[c] = "U"
+
+        def resolve(c):
+            """Verify `c` now: F stays in the pool, anything else leaves it."""
+            if self._over_budget(c) is not None:
+                status[c] = "X"
+            elif status[c] == "U":
+                status[c] = "F" if self._feasible_now(c) else "I"
+            if status[c] != "F":
+                leave(c)
+            return status[c]
+
+        def extreme(i, lowest):
+            lst = asc[i]
+            while lst:
+                v, c = lst[0] if lowest else lst[-1]
+                if resolve(c) == "F":
+                    return v
+            return None
+
+        for c in self.candidates:
+            enter(c)
+            status[c] = "U"
         while self.live and not self._minimum_reached():
             self.rnd += 1
-            dirty |= self.interpod & self.live
-            for c in sorted(dirty & self.live):
-                ungroup(c)
-                if not self._feasible_now(c):
-                    continue
-                d = dims.get(c)
-                if d is None:
-                    d = dims[c] = self.cost.with_candidate(self.groups_of[c])
-                where[c] = d
-                bisect.insort(groups.setdefault(d, []), (-self.alloc[c], c))
-            dirty.clear()
-            if budget:
-                for c in sorted(where):
-                    over = self._over_budget(c)
-                    if over is not None:
-                        self.verdicts[c] = over
-                        self.live.discard(c)
-                        ungroup(c)
-            if not groups:
+            for c in self.interpod & self.live:
+                unknown(c)
+            lo, hi = [], []
+            for i in range(5):
+                lo.append(extreme(i, True))
+                if lo[-1] is None:
+                    break
+                hi.append(extreme(i, False))
+            if not pool or lo[-1] is None:
                 break
-            chosen = self._pick([(v, lst[0][1]) for v, lst in groups.items()])
+            lo, hi = tuple(lo), tuple(hi)
+            # Verifying extremes can drop candidates; the bounds hold once no search changes them.
+            while (lo, hi) != (new := (tuple(extreme(i, True) for i in range(5)),
+                                       tuple(extreme(i, False) for i in range(5)))):
+                lo, hi = new
+                if lo[0] is None:
+                    break
+            if not pool:
+                break
+            if epoch != (lo, hi):
+                epoch = (lo, hi)
+                heap = [(score(dims[c], lo, hi), -self.alloc[c], c, ver[c]) for c in pool]
+                heapq.heapify(heap)
+            chosen = None
+            while heap:
+                _, _, c, v = heapq.heappop(heap)
+                if c not in pool or ver[c] != v:
+                    continue
+                if resolve(c) == "F":
+                    chosen = c
+                    break
+            if chosen is None:
+                break
             touched = self._commit(chosen)
             for c in [chosen, *touched]:
-                ungroup(c)
+                leave(c)
                 self._forget(("node", c))
+            refresh = set()
             for g in self.groups_of[chosen]:
                 for key in (g, self.gangs[g].workload):
-                    for c in by_group.get(key, ()):
-                        if c in self.live:
-                            dims.pop(c, None)
-                            dirty.add(c)
+                    refresh |= by_group.get(key, set())
+            for c in refresh & pool:
+                leave(c)
+                enter(c)
             for u in self._invalidate(chosen, touched):
-                if u[0] == "node":
-                    dirty.add(u[1])
-                else:
-                    dirty |= self.members.get(u, set())
-            dirty &= self.live
+                for c in ([u[1]] if u[0] == "node" else self.members.get(u, ())):
+                    unknown(c)
 
     def _hosts(self, node, pod):
         """Would `node` accept `pod` on the committed state (R fit and every filter)?"""
