@@ -589,28 +589,26 @@ class _Planner:
     def _init_cache(self):
         self.cache = {}              # evaluation unit -> _Eval
         self.by_receiver = {}        # node -> units whose cached moves use it
-        self.choice_keys = []        # sorted (receiver key at choice, unit, pod index)
+        self.choice_keys = []        # sorted (receiver key at choice, unit, pod index, pod R request)
         self.pending = {}            # unit -> nodes changed since its cached evaluation
-        self.members = {}            # sig unit -> candidates sharing it
-        for c, sig in self.sig_of.items():
-            self.members.setdefault(("sig", sig), set()).add(c)
 
     def _forget(self, u):
         ev = self.cache.pop(u, None)
         if ev is not None:
-            for i, (_, to, key) in enumerate(ev.moves):
+            for i, (p, to, key) in enumerate(ev.moves):
                 self.by_receiver.get(to, set()).discard(u)
-                j = bisect.bisect_left(self.choice_keys, (key, u, i))
-                if j < len(self.choice_keys) and self.choice_keys[j] == (key, u, i):
+                entry = (key, u, i, p.requests[self.R])
+                j = bisect.bisect_left(self.choice_keys, entry)
+                if j < len(self.choice_keys) and self.choice_keys[j] == entry:
                     self.choice_keys.pop(j)
 
     def _remember(self, u, ev):
         self.cache[u] = ev
         # A failed evaluation keeps the choices made before its failing pod: the failure can
         # only change if those choices change (the failing pod's options never grow).
-        for i, (_, to, key) in enumerate(ev.moves):
+        for i, (p, to, key) in enumerate(ev.moves):
             self.by_receiver.setdefault(to, set()).add(u)
-            bisect.insort(self.choice_keys, (key, u, i))
+            bisect.insort(self.choice_keys, (key, u, i, p.requests[self.R]))
 
     def _evaluation(self, u):
         ev = self.cache.get(u)
@@ -638,38 +636,50 @@ class _Planner:
 
         A round needs, over the feasible candidates within budget: the lowest and highest value of
         each cost dimension (min-max normalisation) and the lowest score. Candidates sit in one
-        sorted list per dimension and in a heap by score; a candidate whose evaluation may have
-        changed is only marked unknown, and verified when one of those searches reaches it.
-        Searches stop at the first verified candidate, so most unknowns are never evaluated.
+        sorted list per dimension, and their cost vectors in a heap by score (candidates with the
+        same vector score the same); a candidate whose evaluation may have changed is only marked
+        unknown, and verified when one of those searches reaches it. Searches stop at the first
+        verified candidate, so most unknowns are never evaluated.
         """
-        R = self.R
         pool = set()                     # candidates that may be feasible: known (F) or unknown (U)
         status = {}                      # candidate -> "F" | "U" | "I" (infeasible) | "X" (over budget)
         dims = {}
-        ver = {}
         asc = [[] for _ in range(5)]     # per dimension: sorted (value, candidate) over the pool
-        heap, epoch = [], None
+        members = {}                     # cost vector -> sorted [(-allocatable R, candidate)] in the pool
+        heap = []                        # (score, -alloc, candidate, vector) of each vector's best member
+        scored = {}                      # vector -> score under the current bounds
+        terms = None                     # the current bounds as (dimension, weight, low, span)
         by_group = {}
         for c in self.candidates:
             for g in self.groups_of[c]:
                 by_group.setdefault(g, set()).add(c)
                 by_group.setdefault(self.gangs[g].workload, set()).add(c)
 
-        def score(d, lo, hi):
-            total = 0.0
-            for i in range(5):
-                if hi[i] > lo[i]:
-                    total += self.weights[i] * (d[i] - lo[i]) / (hi[i] - lo[i])
-            return round(total, 9)
+        def score(d):
+            # The arithmetic of cost.scores, term by term in the same order, so the same floats.
+            sc = scored.get(d)
+            if sc is None:
+                total = 0.0
+                for i, w, low, span in terms:
+                    total += w * (d[i] - low) / span
+                sc = scored[d] = round(total, 9)
+            return sc
+
+        def push_head(d):
+            if terms is not None and d in members:
+                na, c = members[d][0]
+                heapq.heappush(heap, (score(d), na, c, d))
 
         def enter(c):
             d = dims[c] = self.cost.with_candidate(self.groups_of[c])
             for i in range(5):
                 bisect.insort(asc[i], (d[i], c))
             pool.add(c)
-            ver[c] = ver.get(c, 0) + 1
-            if epoch is not None:
-                heapq.heappush(heap, (score(d, *epoch), -self.alloc[c], c, ver[c]))
+            lst = members.setdefault(d, [])
+            entry = (-self.alloc[c], c)
+            bisect.insort(lst, entry)
+            if lst[0] == entry:
+                push_head(d)
 
         def leave(c):
             if c in pool:
@@ -678,7 +688,13 @@ class _Planner:
                 for i in range(5):
                     lst = asc[i]
                     lst.pop(bisect.bisect_left(lst, (d[i], c)))
-                ver[c] += 1
+                lst = members[d]
+                j = bisect.bisect_left(lst, (-self.alloc[c], c))
+                lst.pop(j)
+                if not lst:
+                    del members[d]
+                elif j == 0:
+                    push_head(d)
 
         def unknown(c):
             if c not in self.live or status.get(c) == "X":
@@ -687,12 +703,17 @@ class _Planner:
                 enter(c)
             status[c] = "U"
 
+        resolved = {}                    # evaluation unit -> candidates verified since it last changed
+
         def resolve(c):
             """Verify `c` now: F stays in the pool, anything else leaves it."""
             if self._over_budget(c) is not None:
                 status[c] = "X"
             elif status[c] == "U":
                 status[c] = "F" if self._feasible_now(c) else "I"
+                resolved.setdefault(("node", c), set()).add(c)
+                if c in self.sig_of:
+                    resolved.setdefault(("sig", self.sig_of[c]), set()).add(c)
             if status[c] != "F":
                 leave(c)
             return status[c]
@@ -705,39 +726,42 @@ class _Planner:
                     return v
             return None
 
+        def bounds():
+            lo, hi = [], []
+            for i in range(5):
+                low = extreme(i, True)
+                if low is None:
+                    return None
+                lo.append(low)
+                hi.append(extreme(i, False))
+            return tuple(lo), tuple(hi)
+
         for c in self.candidates:
             enter(c)
             status[c] = "U"
+        epoch = None
         while self.live and not self._minimum_reached():
             self.rnd += 1
             for c in self.interpod & self.live:
                 unknown(c)
-            lo, hi = [], []
-            for i in range(5):
-                lo.append(extreme(i, True))
-                if lo[-1] is None:
-                    break
-                hi.append(extreme(i, False))
-            if not pool or lo[-1] is None:
+            # Verifying extremes can drop candidates; the bounds hold once a pass changes nothing.
+            b = bounds()
+            while b is not None and b != (b2 := bounds()):
+                b = b2
+            if b is None:
                 break
-            lo, hi = tuple(lo), tuple(hi)
-            # Verifying extremes can drop candidates; the bounds hold once no search changes them.
-            while (lo, hi) != (new := (tuple(extreme(i, True) for i in range(5)),
-                                       tuple(extreme(i, False) for i in range(5)))):
-                lo, hi = new
-                if lo[0] is None:
-                    break
-            if not pool:
-                break
-            if epoch != (lo, hi):
-                epoch = (lo, hi)
-                heap = [(score(dims[c], lo, hi), -self.alloc[c], c, ver[c]) for c in pool]
+            if b != epoch:
+                epoch, (lo, hi) = b, b
+                terms = [(i, self.weights[i], lo[i], hi[i] - lo[i]) for i in range(5) if hi[i] > lo[i]]
+                scored = {}
+                heap = [(score(d), *lst[0], d) for d, lst in members.items()]
                 heapq.heapify(heap)
             chosen = None
             while heap:
-                _, _, c, v = heapq.heappop(heap)
-                if c not in pool or ver[c] != v:
-                    continue
+                _, na, c, d = heapq.heappop(heap)
+                lst = members.get(d)
+                if not lst or lst[0] != (na, c):
+                    continue                  # stale: that vector's best member changed since
                 if resolve(c) == "F":
                     chosen = c
                     break
@@ -755,8 +779,9 @@ class _Planner:
                 leave(c)
                 enter(c)
             for u in self._invalidate(chosen, touched):
-                for c in ([u[1]] if u[0] == "node" else self.members.get(u, ())):
-                    unknown(c)
+                for c in resolved.pop(u, ()):
+                    if status.get(c) != "U":
+                        unknown(c)
 
     def _hosts(self, node, pod):
         """Would `node` accept `pod` on the committed state (R fit and every filter)?"""
@@ -783,8 +808,9 @@ class _Planner:
             if old is not None and new < old:
                 lo = bisect.bisect_right(self.choice_keys, (new, ("\uffff",)))
                 hi = bisect.bisect_left(self.choice_keys, (old, ("",)))
-                for _, u, i in self.choice_keys[lo:hi]:
-                    if u not in replay and self._hosts(t, self.cache[u].moves[i][0]):
+                room = self.state.free(t, self.R)
+                for _, u, i, need in self.choice_keys[lo:hi]:
+                    if need <= room and u not in replay and self._hosts(t, self.cache[u].moves[i][0]):
                         replay.add(u)
         changed = set(touched) | {chosen}
         for u in replay:
