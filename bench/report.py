@@ -153,9 +153,13 @@ def machine(sdoc, qdoc):
         busy = ""
         if loads and ratios:
             busy = (f" While these figures were taken the 1-minute load average was {min(loads):.1f}–{max(loads):.1f} "
-                    f"on {m.get('cpus')} cores and wall time was {ratios[0]:.1f}–{ratios[-1]:.1f}× the process's "
-                    f"CPU time, so the wall figures overstate what a quiet machine would show; CPU seconds are "
-                    f"given next to them.")
+                    f"on {m.get('cpus')} cores and wall time was {ratios[0]:.2f}–{ratios[-1]:.2f}× the process's "
+                    f"CPU time")
+            if ratios[-1] > 1.2:
+                busy += (", so the wall figures overstate what a quiet machine would show; CPU seconds are "
+                         "given next to them.")
+            else:
+                busy += ": the machine was quiet and wall time is what the planner took."
         lines.append(f"Scale figures: {m.get('cpus')} cores ({m.get('cpu') or 'unknown CPU'}), {m.get('memory')} RAM, "
                      f"Python {m.get('python')}, {m.get('platform')}. The machine is shared with other work; the load "
                      f"average when each size × spec started is in the table and in bench/out/scale.json.{busy}")
