@@ -15,6 +15,7 @@ Prints p50/p90/p99/max latency and the error count. Loopback only; bounded by --
 from __future__ import annotations
 
 import argparse
+import gc
 import http.client
 import json
 import os
@@ -205,10 +206,15 @@ def run_client(port: int, ctx: ssl.SSLContext, rate: float, seconds: float, conn
         conn.close()
 
     threads = [threading.Thread(target=worker, daemon=True) for _ in range(connections)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(seconds + 30)
+    gc.collect()
+    gc.disable()    # the load generator must not pause: its GC would show as webhook latency
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(seconds + 30)
+    finally:
+        gc.enable()
     elapsed = time.perf_counter() - t0
     return {"sent": total, "elapsed": elapsed, "latencies": sorted(latencies), "service": sorted(service),
             "errors": errors, "patched": patched[0]}

@@ -7,6 +7,7 @@ werkzeug` is a single-process threaded server for tests and loopback e2e runs.
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import ssl
@@ -96,7 +97,13 @@ def serve_gunicorn(args: argparse.Namespace, app_factory: Optional[Callable[[], 
             self.cfg.set("loglevel", args.log_level.lower())
 
         def load(self) -> Any:
-            return app_factory() if app_factory else build(args)
+            app = app_factory() if app_factory else build(args)
+            # Long-lived objects built so far never become garbage; keeping them out of the
+            # collector and collecting young objects less often takes GC pauses off the p99.
+            gc.collect()
+            gc.freeze()
+            gc.set_threshold(20_000, 20, 20)
+            return app
 
     _App().run()
 
