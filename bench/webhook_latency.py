@@ -18,7 +18,6 @@ import argparse
 import gc
 import http.client
 import json
-import os
 import socket
 import ssl
 import subprocess

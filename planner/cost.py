@@ -8,7 +8,6 @@ with ServingGroupRecreate.
 from dataclasses import dataclass
 
 DEFAULT_WEIGHTS = (1.0, 0.8, 0.6, 0.3, 0.1)
-DIMENSIONS = ("affectedWorkloads", "podGroupsBelowMinAvailable", "affectedResource", "movedResource", "movedPods")
 
 
 @dataclass(frozen=True)
@@ -78,22 +77,8 @@ def gang_infos(snapshot, resource):
 
 def plan_dimensions(gangs, moved_by_group):
     """The five cost dimensions of a complete plan: {podgroup key: set of moved pod keys}."""
-    workloads, below, affected, moved_r, moved_pods = set(), 0, 0, 0, 0
-    for key, moved in moved_by_group.items():
-        if not moved:
-            continue
-        g = gangs[key]
-        restarted = g.restarted(moved)
-        workloads.add(g.workload)
-        r = sum(g.pod_amounts.get(k, 0) for k in restarted)
-        if len(restarted) > g.safe and g.min_available > 0:
-            below += 1
-            affected += g.resource_total
-        else:
-            affected += r
-        moved_r += r
-        moved_pods += len(restarted)
-    return (len(workloads), below, affected, moved_r, moved_pods)
+    # A whole plan costs what it adds to an empty one: one implementation, PlanCost's.
+    return PlanCost(gangs).with_candidate({k: set(v) for k, v in moved_by_group.items() if v})
 
 
 def scores(dimension_rows, weights=DEFAULT_WEIGHTS):

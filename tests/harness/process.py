@@ -139,9 +139,9 @@ def stop_group(pgid: int, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            waited, _ = os.waitpid(pgid, os.WNOHANG)
+            os.waitpid(pgid, os.WNOHANG)   # reap it if it is our child, so it stops answering kill(0)
         except ChildProcessError:
-            waited = 0
+            pass
         if not pid_alive(pgid):
             break
         time.sleep(0.1)

@@ -6,7 +6,7 @@ import pytest
 from planner import load_objects, plan
 from planner.cost import GangInfo, plan_dimensions, scores
 from planner.frag import frag_percent, theoretical_min
-from tests.builders import R, gang, node, pod, podgroup, spec, vcjob
+from tests.builders import gang, node, spec, vcjob
 
 POOL = {"accelerator-pool": "ascend-npu"}
 ELIGIBLE = {"repack.volcano.sh/eligible": "true"}
