@@ -11,9 +11,9 @@ import yaml
 
 from .errors import SnapshotError
 from .model import (EMPTY, ClusterSnapshot, HostPort, LabelSelector, ModelServing, Namespace, Node,
-                    NodeSelectorTerm, OwnerRef, PersistentVolume, PersistentVolumeClaim, Pod,
+                    NodeSelectorTerm, PersistentVolume, PersistentVolumeClaim, Pod,
                     PodAffinityTerm, PodDisruptionBudget, PodGroup, Requirement, SpreadConstraint,
-                    Taint, Toleration, VCJob)
+                    Taint, Toleration, VCJob, controller_of)
 import gc
 
 from .quantity import parse_quantity_cached, scaled
@@ -109,6 +109,14 @@ def _selector(ctx, sel, path):
     return LabelSelector(tuple(sorted(ml.items())), me)
 
 
+def selector_of(obj: dict, path: str = "spec.selector"):
+    """The metav1.LabelSelector at `path` of `obj` (None when absent), for matching with
+    planner.selectors. Like apimachinery's LabelSelectorAsSelector, an unknown operator is an
+    error: SnapshotError naming the object and the field."""
+    ctx = _Ctx(obj, 0)
+    return _selector(ctx, _get(ctx, obj, path, dict, None), path)
+
+
 def _node_terms(ctx, terms, path):
     if not isinstance(terms, list):
         ctx.fail(path, "expected a list of node selector terms")
@@ -126,15 +134,10 @@ def _owner(ctx, meta):
     refs = meta.get("ownerReferences") or []
     if not isinstance(refs, list):
         ctx.fail("metadata.ownerReferences", "expected a list")
-    chosen = None
     for i, r in enumerate(refs):
         if not isinstance(r, dict) or not r.get("kind") or not r.get("name"):
             ctx.fail(f"metadata.ownerReferences[{i}]", "kind and name are required")
-        ref = OwnerRef(r.get("apiVersion", ""), r["kind"], r["name"], bool(r.get("controller")))
-        if ref.controller:
-            return ref
-        chosen = chosen or ref
-    return chosen
+    return controller_of(refs)
 
 
 def _exact(ctx, m, path):

@@ -8,7 +8,9 @@ from types import MappingProxyType
 from typing import Mapping, Optional
 
 EMPTY: Mapping = MappingProxyType({})
+# Where a pod names its PodGroup, in order of precedence (one key set for planner and webhook).
 GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
+GROUP_LABEL = "volcano.sh/podgroup"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,10 +79,35 @@ class HostPort:
 
 @dataclass(frozen=True, slots=True)
 class OwnerRef:
+    """A metadata.ownerReferences entry (also the plan's `moves[].owner`)."""
     api_version: str
     kind: str
     name: str
     controller: bool = False
+
+    @property
+    def group(self) -> str:
+        """API group of the owner ("" for the core group)."""
+        return self.api_version.split("/", 1)[0] if "/" in self.api_version else ""
+
+
+def controller_of(owner_references) -> Optional[OwnerRef]:
+    """The managing controller, as apimachinery's metav1.GetControllerOf: the reference with
+    `controller: true`, else None (a non-controller owner manages nothing). Entries that are not
+    objects with a kind and a name are skipped (planner.load reports them as errors first)."""
+    for r in owner_references or ():
+        if isinstance(r, Mapping) and r.get("controller") is True and r.get("kind") and r.get("name"):
+            return OwnerRef(str(r.get("apiVersion") or ""), str(r["kind"]), str(r["name"]), True)
+    return None
+
+
+def pod_group_name(annotations: Mapping, labels: Mapping) -> str:
+    """A pod's PodGroup: the first GROUP_ANNOTATIONS value, else the label GROUP_LABEL ('' if none)."""
+    for a in GROUP_ANNOTATIONS:
+        v = annotations.get(a)
+        if v:
+            return str(v)
+    return str(labels.get(GROUP_LABEL, "") or "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,11 +149,7 @@ class Pod:
 
     @property
     def group_name(self) -> str:
-        for a in GROUP_ANNOTATIONS:
-            v = self.annotations.get(a)
-            if v:
-                return v
-        return self.labels.get("volcano.sh/podgroup", "") or ""
+        return pod_group_name(self.annotations, self.labels)
 
     @property
     def terminal(self) -> bool:
