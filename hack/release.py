@@ -44,6 +44,7 @@ REQUIREMENTS = (
     "PyYAML>=6.0",
     "jsonschema>=4.17,<4.18",
     "kubernetes>=29.0.0,<36",
+    "durationpy>=0.7",
 )
 COMPILED_SUFFIXES = (".so", ".pyd", ".dylib", ".dll")
 FIXED_DATE = (1980, 1, 1, 0, 0, 0)  # earliest a zip entry can carry

@@ -1,0 +1,6 @@
+"""kubectl-repack: the kubectl plugin, and the run API, Kubernetes I/O and execution engine it
+shares with the in-cluster webhook process (see the README's Layout section)."""
+
+# The one place the version is written: setup.py reads it from here, `--version` prints it, and
+# the krew manifest's spec.version must be `v` + this (a test checks).
+__version__ = "0.1.0"

@@ -16,7 +16,7 @@ import sys
 
 import click
 
-from kubectl_repack import commands
+from kubectl_repack import __version__, commands
 from kubectl_repack.commands.options import cluster_options
 from kubectl_repack.errors import RepackError, SpecError, ValidationError
 
@@ -62,7 +62,7 @@ class RepackGroup(click.Group):
 @click.group(cls=RepackGroup, context_settings={"help_option_names": ["-h", "--help"],
                                                 "max_content_width": 100})
 @cluster_options
-@click.version_option(package_name="kubectl-repack", prog_name=PROG_NAME, message="%(prog)s %(version)s")
+@click.version_option(__version__, prog_name=PROG_NAME, message="%(prog)s %(version)s")
 def main():
     """Defragment GPU/NPU capacity on Volcano-scheduled clusters.
 

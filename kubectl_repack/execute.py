@@ -387,8 +387,8 @@ def find_replacements(run: dict, pods_by_ns: dict, not_before: Optional[dt.datet
     Uses the webhook's matching rules (NOM-1) so both sides recognise the same pod; a candidate
     must be newer than the run's start and not the victim itself.
     """
-    from webhook.matching import match_identity, pod_identity
-    from webhook.relocations import RelocationIndex, open_records
+    from kubectl_repack.api.matching import match_identity, pod_identity
+    from kubectl_repack.api.relocations import RelocationIndex, open_records
 
     relocs = (run.get("status") or {}).get("relocations") or []
     out = {}

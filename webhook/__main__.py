@@ -14,8 +14,9 @@ import ssl
 import sys
 from typing import Any, Callable, Optional, Sequence
 
-from webhook.certs import TLS_CRT, TLS_KEY
-from webhook.lease import COORDINATOR_LEASE_NAME, LeaseState
+from kubectl_repack.api.gates import COORDINATOR_LEASE_NAME
+from kubectl_repack.deploy.certs import TLS_CRT, TLS_KEY
+from webhook.lease import LeaseState
 from webhook.metrics import Metrics
 from webhook.relocations import RelocationStore
 

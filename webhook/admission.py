@@ -17,21 +17,19 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Mapping, Optional, TypedDict
 
+from kubectl_repack.api.gates import (GATED_AT_ANNOTATION, PLACEMENT_GATE, PLACEMENT_GATE_OWNER_ANNOTATION,
+                                      PLANNED_NODE_ANNOTATION, RELOCATION_INDEX_ANNOTATION,
+                                      RELOCATION_RUN_ANNOTATION, RELOCATION_VICTIM_ANNOTATION,
+                                      REPLACEMENT_PODGROUP_ANNOTATION, escape_pointer)
+from kubectl_repack.api.matching import DEFAULT_SCHEDULER_NAMES, Match, match
+from kubectl_repack.api.relocations import RelocationIndex
+from kubectl_repack.api.times import rfc3339
 from kubectl_repack.errors import RepackError
-from webhook.matching import DEFAULT_SCHEDULER_NAMES, Match, match
-from webhook.relocations import PLACEMENT_GATE, PLACEMENT_GATE_OWNER_ANNOTATION, RelocationIndex
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
-
-RELOCATION_RUN_ANNOTATION = "repack.volcano.sh/relocation-run"
-RELOCATION_INDEX_ANNOTATION = "repack.volcano.sh/relocation-index"
-RELOCATION_VICTIM_ANNOTATION = "repack.volcano.sh/relocation-victim"
-REPLACEMENT_PODGROUP_ANNOTATION = "repack.volcano.sh/replacement-podgroup"
-PLANNED_NODE_ANNOTATION = "repack.volcano.sh/planned-node"
-GATED_AT_ANNOTATION = "repack.volcano.sh/placement-gated-at"
 
 
 class AdmissionReviewError(RepackError):
@@ -90,11 +88,6 @@ class ReviewOutcome:
     patch: tuple = ()
 
 
-def escape_pointer(token: str) -> str:
-    """Escape one JSON Pointer reference token (RFC 6901: `~` -> `~0`, `/` -> `~1`)."""
-    return token.replace("~", "~0").replace("/", "~1")
-
-
 def _validate(body: Any) -> AdmissionRequest:
     if not isinstance(body, Mapping):
         raise AdmissionReviewError("body is not a JSON object (expected an AdmissionReview)")
@@ -127,12 +120,6 @@ def _response(uid: str, patch: list) -> AdmissionReview:
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(json.dumps(patch, separators=(",", ":")).encode()).decode()
     return {"apiVersion": ADMISSION_API_VERSION, "kind": "AdmissionReview", "response": response}
-
-
-def _rfc3339(now: datetime) -> str:
-    if now.tzinfo is None:
-        now = now.replace(tzinfo=timezone.utc)
-    return now.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def build_patch(pod: Mapping[str, Any], annotations: Mapping[str, str], gate: bool) -> list[PatchOperation]:
@@ -203,7 +190,7 @@ def review_outcome(admission_review: Any, index: RelocationIndex, gate_allowed: 
     wanted = relocation_annotations(found)
     if gate_allowed:
         wanted[PLACEMENT_GATE_OWNER_ANNOTATION] = found.record.run_ref
-        wanted[GATED_AT_ANNOTATION] = _rfc3339(now)
+        wanted[GATED_AT_ANNOTATION] = rfc3339(now)
     patch = build_patch(pod, wanted, gate=gate_allowed)
     return ReviewOutcome(_response(uid, patch), considered=True, match=found, gated=gate_allowed,
                          dry_run=dry_run, patch=tuple(patch))

@@ -17,9 +17,9 @@ from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from webhook.admission import AdmissionReviewError, review_outcome
-from webhook.matching import DEFAULT_SCHEDULER_NAMES
+from kubectl_repack.api.matching import DEFAULT_SCHEDULER_NAMES
+from kubectl_repack.api.relocations import RecordKey, RelocationIndex
 from webhook.metrics import Metrics
-from webhook.relocations import RecordKey, RelocationIndex
 
 log = logging.getLogger(__name__)
 

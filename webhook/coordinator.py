@@ -37,13 +37,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from webhook.admission import (GATED_AT_ANNOTATION, RELOCATION_INDEX_ANNOTATION, RELOCATION_RUN_ANNOTATION,
-                               RELOCATION_VICTIM_ANNOTATION, REPLACEMENT_PODGROUP_ANNOTATION, escape_pointer)
-from webhook.lease import COORDINATOR_LEASE_NAME, lease_is_fresh, parse_time
+from kubectl_repack.api.gates import (COORDINATOR_LEASE_NAME, GATED_AT_ANNOTATION, PLACEMENT_GATE,
+                                      PLACEMENT_GATE_OWNER_ANNOTATION, RELOCATION_INDEX_ANNOTATION,
+                                      RELOCATION_RUN_ANNOTATION, RELOCATION_VICTIM_ANNOTATION,
+                                      REPLACEMENT_PODGROUP_ANNOTATION, escape_pointer, has_gate, ungate_patch)
+from kubectl_repack.api.run import (MODE_EXECUTE, PHASE_RUNNING as RUN_RUNNING, PLACEMENT_NOMINATED,
+                                    PLACEMENT_PLACED, PLACEMENT_TIMED_OUT, PLACEMENT_WAITING_FOR_NODE_SELECTION)
+from webhook.lease import lease_is_fresh, parse_time
 from webhook.metrics import Metrics
-from webhook.relocations import (MODE_EXECUTE, PLACEMENT_GATE, PLACEMENT_GATE_OWNER_ANNOTATION,
-                                 PLACEMENT_NOMINATED, PLACEMENT_PLACED, PLACEMENT_TIMED_OUT,
-                                 PLACEMENT_WAITING_FOR_NODE_SELECTION, RUN_RUNNING)
 
 log = logging.getLogger("webhook.coordinator")
 
@@ -108,12 +109,6 @@ class Replacement:
 
 def _map(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
-
-
-def has_gate(pod: Mapping[str, Any]) -> bool:
-    """Whether the pod still carries our scheduling gate."""
-    gates = _map(pod.get("spec")).get("schedulingGates") or []
-    return any(isinstance(g, Mapping) and g.get("name") == PLACEMENT_GATE for g in gates)
 
 
 def replacement_of(pod: Mapping[str, Any]) -> Optional[Replacement]:
@@ -397,24 +392,6 @@ class LeaderElector:
         if acquired:
             spec["acquireTime"] = micro_time(now)
         return spec
-
-
-def ungate_patch(pod: Mapping[str, Any]) -> list[dict]:
-    """JSON patch removing our gate (other gates kept) and the gate-owner annotation.
-
-    A `test` op on the whole gate list guards it: if anyone changed the gates since `pod` was
-    read, the API server rejects the patch and the caller retries on fresh data.
-    """
-    meta, spec = _map(pod.get("metadata")), _map(pod.get("spec"))
-    gates = list(spec.get("schedulingGates") or [])
-    ops: list[dict] = []
-    if any(_map(g).get("name") == PLACEMENT_GATE for g in gates):
-        keep = [g for g in gates if _map(g).get("name") != PLACEMENT_GATE]
-        ops += [{"op": "test", "path": "/spec/schedulingGates", "value": gates},
-                {"op": "replace", "path": "/spec/schedulingGates", "value": keep}]
-    if PLACEMENT_GATE_OWNER_ANNOTATION in _map(meta.get("annotations")):
-        ops.append({"op": "remove", "path": "/metadata/annotations/" + escape_pointer(PLACEMENT_GATE_OWNER_ANNOTATION)})
-    return ops
 
 
 # --- the I/O loop ----------------------------------------------------------------------------------

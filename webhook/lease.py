@@ -8,9 +8,6 @@ import threading
 from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping, Optional
 
-COORDINATOR_LEASE_NAME = "repack-coordinator"
-
-
 def parse_time(value: Any) -> Optional[datetime]:
     """Parse a Kubernetes MicroTime/Time string (or pass a datetime through); None if unusable."""
     if isinstance(value, datetime):

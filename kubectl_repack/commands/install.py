@@ -1,6 +1,6 @@
 """`kubectl repack install` / `uninstall`: the RepackRun CRD plus the webhook and coordinator.
 
-Install generates the TLS material (webhook.certs), renders the objects (webhook.manifests) after
+Install generates the TLS material (deploy.certs), renders the objects (deploy.manifests) after
 the CRD, and applies each one with server-side apply (field manager `kubectl-repack`, forced), so
 running it again converges instead of failing. A still-valid certificate in the existing Secret
 is kept, so a re-install does not change the caBundle under running pods. `--dry-run` renders
@@ -109,7 +109,7 @@ def delete_object(api, obj: dict) -> bool:
 def existing_certs(api, namespace: str, sans: list[str]):
     """The CertBundle of an existing Secret if still valid and covering `sans`, else None."""
     from kubectl_repack.errors import NotFound
-    from webhook import certs, manifests
+    from kubectl_repack.deploy import certs, manifests
 
     try:
         obj = _request(api, "GET", f"/api/v1/namespaces/{namespace}/secrets/{manifests.SECRET_NAME}")
@@ -131,7 +131,7 @@ def ours(api, namespace: str, absent: bool) -> bool:
     """Whether install manages this namespace: it carries the install's part-of label (install
     only labels namespaces it creates), or, when missing, `absent` (install will create it)."""
     from kubectl_repack.errors import NotFound
-    from webhook import manifests
+    from kubectl_repack.deploy import manifests
 
     try:
         obj = _request(api, "GET", f"/api/v1/namespaces/{namespace}")
@@ -153,7 +153,7 @@ def extra_sans(webhook_url: Optional[str]) -> list[str]:
 def manifests_for(namespace: str, image: str, bundle, webhook_url: Optional[str]) -> list[dict]:
     """CRD first, then the webhook's objects (no Deployment/Service when served from a URL)."""
     from kubectl_repack.schema import load_crd
-    from webhook import manifests
+    from kubectl_repack.deploy import manifests
 
     objs = manifests.render(namespace=namespace, image=image, certs=bundle, url=webhook_url)
     if webhook_url:
@@ -191,8 +191,9 @@ def command(namespace, image, webhook_url, cert_dir, dry_run, output):
       kubectl repack install --dry-run -o yaml > repack-install.yaml
       kubectl repack install --webhook-url https://127.0.0.1:9443/mutate --cert-dir ./tls
     """
-    from webhook import certs, manifests
+    from kubectl_repack.deploy import certs, manifests
 
+    certs.require_cryptography("kubectl repack install")
     image = image or manifests.DEFAULT_IMAGE
     sans = extra_sans(webhook_url)
     bundle = None
@@ -258,7 +259,7 @@ def uninstall_command(namespace, include_crd, dry_run):
 def release_gates(api) -> list[str]:
     """Remove the placement gate from every pod still carrying it: with the coordinator gone,
     nobody else would (fail open). Returns `namespace/name` of the pods released."""
-    from webhook.coordinator import has_gate, ungate_patch
+    from kubectl_repack.api.gates import has_gate, ungate_patch
 
     released = []
     for pod in _request(api, "GET", "/api/v1/pods").get("items") or []:
@@ -277,6 +278,6 @@ def release_gates(api) -> list[str]:
 
 
 def _secret_name() -> str:
-    from webhook import manifests
+    from kubectl_repack.deploy import manifests
 
     return manifests.SECRET_NAME

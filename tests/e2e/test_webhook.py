@@ -29,7 +29,7 @@ from tests.harness import NPU_RESOURCE, npu_node
 from tests.harness.controlplane import REPO_ROOT
 from webhook.admission import GATED_AT_ANNOTATION, RELOCATION_RUN_ANNOTATION
 from webhook.lease import lease_is_fresh
-from webhook.relocations import PLACEMENT_GATE
+from kubectl_repack.api.gates import PLACEMENT_GATE
 from tests.e2e.helpers import wait_for
 
 pytestmark = pytest.mark.e2e

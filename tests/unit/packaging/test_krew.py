@@ -12,7 +12,6 @@ import importlib.util
 import re
 import subprocess
 import sys
-import tarfile
 import zipfile
 from pathlib import Path
 
@@ -160,8 +159,8 @@ def test_manifest_texts(manifest):
 
 
 def test_manifest_version_is_the_package_version(manifest):
-    setup_version = re.search(r'version="([^"]+)"', (REPO / "setup.py").read_text()).group(1)
-    assert manifest["spec"]["version"] == f"v{setup_version}"
+    from kubectl_repack import __version__
+    assert manifest["spec"]["version"] == f"v{__version__}"
 
 
 def load_release():
@@ -197,15 +196,8 @@ def test_manifest_rewrite_sets_every_sha_and_file_list(tmp_path):
 @pytest.fixture(scope="module")
 def release_build(tmp_path_factory):
     """Run hack/release.py into a temporary dist, with a copy of the manifest."""
-    out = tmp_path_factory.mktemp("release")
-    manifest = out / "krew-manifest.yaml"
-    manifest.write_text(MANIFEST.read_text())
-    subprocess.run([sys.executable, str(RELEASE), "--dist", str(out), "--manifest", str(manifest)],
-                   check=True, cwd=out, timeout=600)
-    archive = out / "kubectl-repack-v0.1.0.tar.gz"
-    unpacked = out / "unpacked"
-    with tarfile.open(archive) as tar:
-        tar.extractall(unpacked, filter="data")
+    from tests.release import build_release
+    archive, manifest, unpacked = build_release(tmp_path_factory.mktemp("release"))
     return archive, yaml.safe_load(manifest.read_text()), unpacked
 
 
@@ -307,3 +299,56 @@ def test_zipapp_gives_the_corpus_messages_with_its_own_vendored_libraries(releas
     assert done.returncode == 0, done.stderr
     results = json.loads(done.stdout)
     assert results == {path.name: expected_lines(path) for path in INVALID}
+
+
+# ---- every command of the zipapp that needs no cluster, as a krew user runs it -------------------
+def _zipapp(release_build):
+    return release_build[2] / "kubectl-repack"
+
+
+def test_zipapp_version_is_the_package_version(release_build):
+    from kubectl_repack import __version__
+    from tests.release import run_zipapp
+    done = run_zipapp(_zipapp(release_build), "--version")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == f"kubectl repack {__version__}\n"
+
+
+def test_zipapp_plans_the_seed_offline(release_build):
+    from tests.release import run_zipapp
+    done = run_zipapp(_zipapp(release_build), "plan", "--snapshot", "examples/seed-3-nodes.yaml",
+                      "-f", "examples/guarded-dryrun.yaml")
+    assert done.returncode == 0, done.stderr
+    assert "ascend-node-01" in done.stdout and "RepackRecommended" in done.stdout
+    done = run_zipapp(_zipapp(release_build), "plan", "--snapshot", "examples/seed-3-nodes.yaml",
+                      "-f", "examples/guarded-dryrun.yaml", "-o", "yaml")
+    assert done.returncode == 0, done.stderr
+    assert yaml.safe_load(done.stdout)["status"]["plan"]["freedNodes"] == ["ascend-node-01"]
+
+
+def test_zipapp_install_says_what_to_use_instead_of_a_traceback(release_build):
+    """The zipapp cannot carry `cryptography` (compiled): install names the library and pipx."""
+    from tests.release import run_zipapp
+    for args in (("install", "--dry-run"), ("install", "--dry-run", "-o", "json"), ("install",)):
+        done = run_zipapp(_zipapp(release_build), *args, "--kubeconfig", "/nonexistent")
+        assert done.returncode == 1, (args, done.stderr)
+        assert "Traceback" not in done.stderr
+        assert done.stderr.startswith("error: kubectl repack install needs the Python library `cryptography`")
+        assert "pipx install kubectl-repack" in done.stderr and done.stdout == ""
+
+
+def test_zipapp_uninstall_dry_run_lists_the_objects(release_build):
+    from tests.release import run_zipapp
+    done = run_zipapp(_zipapp(release_build), "uninstall", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert "mutatingwebhookconfiguration.admissionregistration.k8s.io/repack-placement deleted (dry run)" \
+        in done.stdout
+
+
+def test_zipapp_cluster_commands_fail_cleanly_without_a_cluster(release_build, tmp_path):
+    from tests.release import run_zipapp
+    for args in (("status", "x"), ("snapshot", "-o", str(tmp_path / "s.yaml")),
+                 ("apply", "--resume", "x"), ("plan", "-f", "examples/guarded-dryrun.yaml")):
+        done = run_zipapp(_zipapp(release_build), *args, "--kubeconfig", str(tmp_path / "missing"))
+        assert done.returncode == 1, (args, done.stderr)
+        assert done.stderr == f"error: kubeconfig {tmp_path / 'missing'}: no such file\n", args

@@ -160,7 +160,7 @@ def test_serves_admission_over_tls_verified_by_the_generated_ca(tmp_path):
     import ssl
     import threading
 
-    from webhook import certs
+    from kubectl_repack.deploy import certs
     from webhook.__main__ import make_tls_server
 
     bundle = certs.generate("repack-webhook", "repack-system", extra_sans=["127.0.0.1"])

@@ -11,7 +11,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from webhook import certs
+from kubectl_repack.deploy import certs
 
 NOW = datetime(2026, 7, 30, 10, 0, tzinfo=timezone.utc)
 

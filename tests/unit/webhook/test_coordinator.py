@@ -14,7 +14,7 @@ from webhook.admission import (GATED_AT_ANNOTATION, PLANNED_NODE_ANNOTATION, REL
                                REPLACEMENT_PODGROUP_ANNOTATION)
 from webhook.coordinator import (Coordinator, LeaderElector, LiveFit, decide, parse_duration, replacement_of,
                                  ttl_expired)
-from webhook.relocations import PLACEMENT_GATE, PLACEMENT_GATE_OWNER_ANNOTATION
+from kubectl_repack.api.gates import PLACEMENT_GATE, PLACEMENT_GATE_OWNER_ANNOTATION
 
 NOW = datetime(2026, 7, 30, 10, 0, 30, tzinfo=timezone.utc)
 LEASE = timedelta(seconds=30)

@@ -14,7 +14,7 @@ from cryptography import x509
 
 from kubectl_repack.cli import main
 from kubectl_repack.commands import install
-from webhook import certs
+from kubectl_repack.deploy import certs
 
 
 def invoke(*args):

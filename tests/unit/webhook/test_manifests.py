@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from webhook import certs, manifests
+from kubectl_repack.deploy import certs, manifests
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.webhook.builders import (move, ms_pod, owner, pod, relocation, rs_pod, run, vcjob_pod)
-from webhook.matching import RULE_CONTROLLER, RULE_SAME_NAME, RULE_SERVING_ROLE, match
-from webhook.relocations import RelocationIndex
+from kubectl_repack.api.matching import RULE_CONTROLLER, RULE_SAME_NAME, RULE_SERVING_ROLE, match
+from kubectl_repack.api.relocations import RelocationIndex
 
 JOB = owner("Job", "train")
 STS = owner("StatefulSet", "db")

@@ -14,16 +14,35 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Iterable, Optional, Union
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from kubectl_repack.errors import RepackError
+
+try:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+except ImportError:  # the krew zipapp carries no compiled code; `require_cryptography` says so
+    x509 = None
 
 DEFAULT_CA_VALIDITY = timedelta(days=3650)
 DEFAULT_SERVING_VALIDITY = timedelta(days=365)
 DEFAULT_ROTATE_BEFORE = timedelta(days=30)
 
 TLS_CRT, TLS_KEY, CA_CRT = "tls.crt", "tls.key", "ca.crt"
+
+
+class CryptographyMissing(RepackError):
+    """Certificates are needed but the `cryptography` library is not importable here."""
+
+
+def require_cryptography(doing: str) -> None:
+    """Raise CryptographyMissing, naming what to use instead, when `cryptography` is absent."""
+    if x509 is None:
+        raise CryptographyMissing(
+            f"{doing} needs the Python library `cryptography` to make the webhook's TLS certificates, "
+            "and the krew build of kubectl-repack cannot carry it (it is compiled code); install "
+            "kubectl-repack with pipx or pip in a virtualenv (`pipx install kubectl-repack`) and run "
+            "the command from there")
 
 
 @dataclass(frozen=True)
@@ -128,6 +147,7 @@ def make_serving_cert(ca_cert_pem: bytes, ca_key_pem: bytes, service: str, names
 def generate(service: str, namespace: str, extra_sans: Iterable[str] = (),
              now: Optional[datetime] = None) -> CertBundle:
     """A fresh CA and serving certificate for `<service>.<namespace>.svc`."""
+    require_cryptography("generating certificates")
     ca_cert, ca_key = make_ca(now=now)
     cert, key = make_serving_cert(ca_cert, ca_key, service, namespace, extra_sans, now=now)
     return CertBundle(ca_cert_pem=ca_cert, cert_pem=cert, key_pem=key, ca_key_pem=ca_key)

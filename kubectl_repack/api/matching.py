@@ -1,5 +1,9 @@
 """Recognise a newly created pod as the replacement of an evicted victim (requirement NOM-1).
 
+Pure and shared: the webhook matches at admission, `apply` without a webhook matches the pods it
+lists, so both sides recognise the same pod. A pod's controller is its `controller: true` owner
+reference and its PodGroup is read with the planner's key set (planner.model).
+
 A replacement is the pod the victim's own workload controller creates to restore its replica
 count. It must be in the victim's namespace and share the victim's workload identity:
 
@@ -28,16 +32,17 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
-from webhook.relocations import RelocationIndex, RelocationRecord, WorkloadRef
+from planner.model import OwnerRef, controller_of
+from planner.model import pod_group_name as group_name_of
 
-GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
+from .relocations import RelocationIndex, RelocationRecord
+
 VCJOB_NAME_ANNOTATION = "volcano.sh/job-name"
 VCJOB_TASK_ANNOTATION = "volcano.sh/task-spec"
 POD_TEMPLATE_HASH_LABEL = "pod-template-hash"
 
 # Kthena (volcano-sh/kthena, pkg/apis/workload/v1alpha1/labels.go)
 MODELSERVING_NAME_LABEL = "modelserving.volcano.sh/name"
-MODELSERVING_GROUP_LABEL = "modelserving.volcano.sh/group-name"
 MODELSERVING_ROLE_LABEL = "modelserving.volcano.sh/role"
 MODELSERVING_ENTRY_LABEL = "modelserving.volcano.sh/entry"
 
@@ -66,7 +71,7 @@ class PodIdentity:
 
     namespace: str
     name: str
-    controller: Optional[WorkloadRef]
+    controller: Optional[OwnerRef]
     group_name: str
     template_hash: str
     vcjob_name: str
@@ -76,31 +81,19 @@ class PodIdentity:
     serving_position: Optional[int]
 
 
-def _group(api_version: str) -> str:
-    return api_version.split("/", 1)[0] if "/" in api_version else ""
-
-
-def is_vcjob(ref: Optional[WorkloadRef]) -> bool:
+def is_vcjob(ref: Optional[OwnerRef]) -> bool:
     """Owner is a Volcano Job (batch.volcano.sh, kind Job)."""
     return ref is not None and ref.kind == "Job" and ref.group == VCJOB_GROUP
 
 
-def is_statefulset(ref: Optional[WorkloadRef]) -> bool:
+def is_statefulset(ref: Optional[OwnerRef]) -> bool:
     """Owner is an apps StatefulSet."""
     return ref is not None and ref.kind == "StatefulSet" and ref.group == "apps"
 
 
-def is_modelserving(ref: Optional[WorkloadRef]) -> bool:
+def is_modelserving(ref: Optional[OwnerRef]) -> bool:
     """Owner is a Kthena ModelServing."""
     return ref is not None and ref.kind == "ModelServing" and ref.group == MODELSERVING_GROUP
-
-
-def _controller_of(meta: Mapping[str, Any]) -> Optional[WorkloadRef]:
-    refs = [r for r in meta.get("ownerReferences") or () if isinstance(r, Mapping)]
-    chosen = next((r for r in refs if r.get("controller") is True), None)
-    if chosen is None or not chosen.get("kind") or not chosen.get("name"):
-        return None
-    return WorkloadRef(str(chosen.get("apiVersion") or ""), str(chosen["kind"]), str(chosen["name"]))
 
 
 _TRAILING_INT = re.compile(r"-(\d+)$")
@@ -122,8 +115,8 @@ def pod_identity(pod: Mapping[str, Any], namespace: str = "") -> PodIdentity:
     return PodIdentity(
         namespace=str(namespace or meta.get("namespace") or ""),
         name=name,
-        controller=_controller_of(meta),
-        group_name=str(annotations.get(GROUP_NAME_ANNOTATION) or labels.get(MODELSERVING_GROUP_LABEL) or ""),
+        controller=controller_of(meta.get("ownerReferences") if isinstance(meta.get("ownerReferences"), list) else ()),
+        group_name=group_name_of(annotations, labels),
         template_hash=str(labels.get(POD_TEMPLATE_HASH_LABEL) or ""),
         vcjob_name=str(annotations.get(VCJOB_NAME_ANNOTATION) or ""),
         vcjob_task=str(annotations.get(VCJOB_TASK_ANNOTATION) or ""),
@@ -155,16 +148,16 @@ def victim_serving_slot(record: RelocationRecord) -> Optional[tuple[str, str, in
     return serving, m.group(1), int(m.group(3))
 
 
-def victim_controller(record: RelocationRecord) -> Optional[WorkloadRef]:
+def victim_controller(record: RelocationRecord) -> Optional[OwnerRef]:
     """The victim pod's controller: the plan's owner if given, else read off a ReplicaSet-style name."""
     parent = _strip_last_segment(record.victim_pod_name)
     owner = record.owner
     if owner is not None and owner.kind == "Deployment" and owner.group == "apps":
         # Plans that walk up to the Deployment: the pod's own controller is its ReplicaSet.
-        return WorkloadRef("apps/v1", "ReplicaSet", parent) if parent.startswith(owner.name + "-") else None
+        return OwnerRef("apps/v1", "ReplicaSet", parent, True) if parent.startswith(owner.name + "-") else None
     if owner is not None:
         return owner
-    return WorkloadRef("apps/v1", "ReplicaSet", parent) if parent else None
+    return OwnerRef("apps/v1", "ReplicaSet", parent, True) if parent else None
 
 
 def victim_vcjob_task(record: RelocationRecord) -> str:

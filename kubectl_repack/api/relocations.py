@@ -1,0 +1,145 @@
+"""Open relocation records, folded into an immutable index a new pod is matched against.
+
+The admission path must answer in milliseconds and never call the API server, so everything
+matching needs is folded here, once per RepackRun event, into an immutable `RelocationIndex`.
+A record is *open* while its victim is gone (or going) and no replacement pod has been
+identified yet; each open record is handed to at most one new pod. The webhook keeps the index
+current from a watch (webhook.relocations); `apply` builds one from the run it executes to
+recognise replacements when no webhook is installed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Mapping, Optional
+
+from planner.model import OwnerRef
+
+from .run import (OPEN_EVICTION_PHASES, PLACEMENT_WAITING_FOR_REPLACEMENT, Relocation, _map,
+                  is_active_execute)
+
+RecordKey = tuple[str, int]
+"""(run uid, index in status.relocations): stable because records are only ever appended."""
+
+
+@dataclass(frozen=True)
+class RelocationRecord:
+    """One open relocation: a victim that was (or is being) evicted and awaits its replacement."""
+
+    run_name: str
+    run_uid: str
+    index: int
+    namespace: str
+    victim_pod_name: str
+    pod_group_name: str
+    planned_node_name: str
+    eviction_phase: str
+    placement_phase: str
+    owner: Optional[OwnerRef] = None
+    replacement_pod_group_name: str = ""
+
+    @property
+    def key(self) -> RecordKey:
+        """Identity of the record across index rebuilds."""
+        return (self.run_uid, self.index)
+
+    @property
+    def run_ref(self) -> str:
+        """`<run name>/<run uid>`, the value format the Go implementation uses for run owners."""
+        return f"{self.run_name}/{self.run_uid}"
+
+
+@dataclass(frozen=True)
+class RelocationIndex:
+    """Open records of the active Execute run(s), oldest eviction first, minus claimed ones."""
+
+    records: tuple[RelocationRecord, ...] = ()
+    synced: bool = False
+    claimed: frozenset[RecordKey] = frozenset()
+    _by_namespace: Mapping[str, tuple[RelocationRecord, ...]] = field(
+        default_factory=dict, repr=False, compare=False)
+    # Lookups derived from `records` by other modules (matching), shared by `with_claims` copies.
+    derived: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self._by_namespace or not self.records:
+            return  # carried over by `with_claims`: the records did not change
+        grouped: dict[str, list[RelocationRecord]] = {}
+        for record in self.records:
+            grouped.setdefault(record.namespace, []).append(record)
+        object.__setattr__(self, "_by_namespace", {ns: tuple(rs) for ns, rs in grouped.items()})
+
+    @classmethod
+    def from_runs(cls, runs: Iterable[Mapping[str, Any]], synced: bool = True) -> "RelocationIndex":
+        """Build the index from RepackRun objects as the API returns them (dicts)."""
+        active = [run for run in runs if is_active_execute(run)]
+        active.sort(key=lambda run: (_map(run.get("metadata")).get("creationTimestamp") or "",
+                                     _map(run.get("metadata")).get("name") or ""))
+        records: list[RelocationRecord] = []
+        for run in active:
+            records.extend(open_records(run))
+        return cls(records=tuple(records), synced=synced)
+
+    def is_open(self, record: RelocationRecord) -> bool:
+        """Not handed out yet."""
+        return record.key not in self.claimed
+
+    def open_in(self, namespace: str) -> tuple[RelocationRecord, ...]:
+        """Unclaimed open records of one namespace, oldest eviction first."""
+        return tuple(r for r in self._by_namespace.get(namespace, ()) if r.key not in self.claimed)
+
+    def with_claims(self, keys: Iterable[RecordKey]) -> "RelocationIndex":
+        """The same index with these records handed out (claims of unknown records are dropped)."""
+        keys = frozenset(keys)
+        if not keys and not self.claimed:
+            return self
+        known = {r.key for r in self.records}
+        return replace(self, claimed=frozenset(k for k in keys if k in known))
+
+    def __len__(self) -> int:
+        return len(self.records) - len(self.claimed)
+
+
+def _owners_by_pod(status: Mapping[str, Any]) -> tuple[dict, dict]:
+    """Map (namespace, pod name) and (namespace, PodGroup) to the plan's workload owner."""
+    by_pod: dict[tuple[str, str], OwnerRef] = {}
+    by_group: dict[tuple[str, str], OwnerRef] = {}
+    for move in _map(status.get("plan")).get("moves") or ():
+        if not isinstance(move, Mapping):
+            continue
+        owner = move.get("owner")
+        if not isinstance(owner, Mapping) or not owner.get("kind") or not owner.get("name"):
+            continue
+        ref = OwnerRef(str(owner.get("apiVersion") or ""), str(owner["kind"]), str(owner["name"]), True)
+        ns = str(move.get("namespace") or "")
+        by_group[(ns, str(move.get("podGroupName") or ""))] = ref
+        for pod in move.get("pods") or ():
+            if isinstance(pod, Mapping) and pod.get("name"):
+                by_pod[(ns, str(pod["name"]))] = ref
+    return by_pod, by_group
+
+
+def open_records(run: Mapping[str, Any]) -> list[RelocationRecord]:
+    """The open relocation records of one RepackRun, in record order (= eviction order)."""
+    meta = _map(run.get("metadata"))
+    status = _map(run.get("status"))
+    by_pod, by_group = _owners_by_pod(status)
+    out: list[RelocationRecord] = []
+    for i, raw in enumerate(status.get("relocations") or ()):
+        if not isinstance(raw, Mapping):
+            continue
+        rel = Relocation.from_dict(raw)
+        if rel.eviction.phase not in OPEN_EVICTION_PHASES:
+            continue
+        if rel.placement.phase != PLACEMENT_WAITING_FOR_REPLACEMENT or rel.placement.replacement_pod_name:
+            continue
+        if not rel.namespace or not rel.victim_pod_name:
+            continue  # nothing to recognise a replacement by
+        out.append(RelocationRecord(
+            run_name=str(meta.get("name") or ""), run_uid=str(meta.get("uid") or ""), index=i,
+            namespace=rel.namespace, victim_pod_name=rel.victim_pod_name, pod_group_name=rel.pod_group_name,
+            planned_node_name=rel.planned_node_name, eviction_phase=rel.eviction.phase,
+            placement_phase=rel.placement.phase,
+            owner=by_pod.get((rel.namespace, rel.victim_pod_name)) or by_group.get((rel.namespace, rel.pod_group_name)),
+            replacement_pod_group_name=rel.replacement_pod_group_name,
+        ))
+    return out

@@ -1,0 +1,257 @@
+"""The RepackRun record: names, phases, reasons, conditions and relocation records.
+
+Strings are the Go API's (`repack.volcano.sh/v1alpha1`, as in the Volcano forks' repackrun_types.go)
+so objects stay interchangeable. Relocation records are read through frozen `Relocation`,
+`Eviction` and `Placement` values (`from_dict`) instead of digging in raw dicts; status writers
+still edit the dicts they read (read-modify-write keeps fields this code does not know about).
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
+
+from planner.plan import REASON_INSUFFICIENT, REASON_NO_FRAGMENTATION, REASON_RECOMMENDED
+
+from .times import parse_time
+
+GROUP, VERSION, PLURAL, KIND = "repack.volcano.sh", "v1alpha1", "repackruns", "RepackRun"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+MODE_DRY_RUN, MODE_EXECUTE = "DryRun", "Execute"
+
+PHASE_PENDING, PHASE_RUNNING, PHASE_SUCCEEDED, PHASE_FAILED = "Pending", "Running", "Succeeded", "Failed"
+TERMINAL_PHASES = frozenset({PHASE_SUCCEEDED, PHASE_FAILED})
+
+COND_PROGRESSING, COND_COMPLETE, COND_FAILED = "Progressing", "Complete", "Failed"
+
+EVICTION_PENDING = "Pending"
+EVICTION_IN_PROGRESS = "InProgress"
+EVICTION_ACCEPTED = "Accepted"
+EVICTION_INDIRECTLY_REMOVED = "IndirectlyRemoved"
+EVICTION_REJECTED = "Rejected"
+# The victim is gone (or going): its controller re-creates it.
+EVICTED_PHASES = frozenset({EVICTION_ACCEPTED, EVICTION_INDIRECTLY_REMOVED})
+# A replacement may already exist: InProgress counts because the Eviction call may have gone
+# through before a crash.
+OPEN_EVICTION_PHASES = EVICTED_PHASES | {EVICTION_IN_PROGRESS}
+
+PLACEMENT_WAITING_FOR_REPLACEMENT = "WaitingForReplacement"
+PLACEMENT_WAITING_FOR_NODE_SELECTION = "WaitingForNodeSelection"
+PLACEMENT_NOMINATED = "Nominated"
+PLACEMENT_PLACED = "Placed"
+PLACEMENT_TIMED_OUT = "TimedOut"
+
+
+class Reason:
+    """Condition reasons (CamelCase, as the Go API). `check_reason` refuses anything else."""
+
+    # outcome of the plan (DryRun, and an Execute whose live re-plan recommends nothing)
+    RECOMMENDED = REASON_RECOMMENDED
+    NO_FRAGMENTATION = REASON_NO_FRAGMENTATION
+    INSUFFICIENT_IMPROVEMENT = REASON_INSUFFICIENT
+    # an Execute waiting for the cluster-wide mutex
+    ANOTHER_RUN_ACTIVE = "AnotherRunActive"
+    COOLDOWN = "ExecuteCooldownActive"
+    # an Execute in progress and how it ended
+    EXECUTING = "Executing"
+    COMPLETED = "ExecutionCompleted"
+    COMPLETED_ALTERNATIVE = "ExecutionCompletedWithAlternativePlacement"
+    PDB = "EvictionBlockedByPDB"
+    EVICTION_REJECTED = "EvictionRejected"
+    TIMED_OUT = "ReplacementTimedOut"
+    NOT_FREED = "NodesNotFreed"
+
+
+ALL_REASONS = frozenset(v for k, v in vars(Reason).items() if k.isupper())
+NOT_RECOMMENDED = frozenset({Reason.NO_FRAGMENTATION, Reason.INSUFFICIENT_IMPROVEMENT})
+
+
+class UnsetReason(ValueError):
+    """A condition was about to be written with an empty or unknown reason: a bug, never data."""
+
+
+def check_reason(reason: str) -> str:
+    """`reason` if it is one of `Reason`; an unset or unknown reason raises (DESIGN convention 3)."""
+    if reason not in ALL_REASONS:
+        raise UnsetReason(f"condition reason {reason!r} is not one of the RepackRun API's reasons")
+    return reason
+
+
+# ---- conditions and phase -----------------------------------------------------------------------
+def set_condition(status: dict, ctype: str, cstatus: str, reason: str, message: str, now: str) -> None:
+    """Set one Job-style condition; lastTransitionTime changes only when the status flips."""
+    check_reason(reason)
+    conds = status.setdefault("conditions", [])
+    for c in conds:
+        if c.get("type") == ctype:
+            if c.get("status") != cstatus:
+                c["lastTransitionTime"] = now
+            c.update(status=cstatus, reason=reason, message=message)
+            break
+    else:
+        conds.append({"type": ctype, "status": cstatus, "reason": reason, "message": message,
+                      "lastTransitionTime": now})
+
+
+def derive_phase(status: Mapping[str, Any]) -> str:
+    """phase is a projection of the conditions (Complete > Failed > Progressing)."""
+    conds = {c.get("type"): c.get("status") for c in status.get("conditions") or ()}
+    if conds.get(COND_COMPLETE) == "True":
+        return PHASE_SUCCEEDED
+    if conds.get(COND_FAILED) == "True":
+        return PHASE_FAILED
+    if conds.get(COND_PROGRESSING) == "True":
+        return PHASE_RUNNING
+    return PHASE_PENDING
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def phase_of(run: Optional[Mapping[str, Any]]) -> str:
+    """status.phase ('' when absent)."""
+    return str(_map(_map(run).get("status")).get("phase") or "")
+
+
+def is_finished(run: Optional[Mapping[str, Any]]) -> bool:
+    """Succeeded or Failed."""
+    return phase_of(run) in TERMINAL_PHASES
+
+
+def is_active_execute(run: Optional[Mapping[str, Any]]) -> bool:
+    """A Running Execute run not being deleted: the only kind whose relocation records change."""
+    return (isinstance(run, Mapping) and _map(run.get("spec")).get("mode") == MODE_EXECUTE
+            and phase_of(run) == PHASE_RUNNING and not _map(run.get("metadata")).get("deletionTimestamp"))
+
+
+def run_reason(run: Mapping[str, Any]) -> str:
+    """Reason of the condition that decided the run's phase ('' while undecided)."""
+    st = _map(run.get("status"))
+    wanted = {PHASE_SUCCEEDED: COND_COMPLETE, PHASE_FAILED: COND_FAILED}.get(st.get("phase"), COND_PROGRESSING)
+    for c in st.get("conditions") or ():
+        if c.get("type") == wanted:
+            return c.get("reason") or ""
+    return ""
+
+
+def goal_resource(run: Optional[Mapping[str, Any]]) -> str:
+    """spec.goals[0].resource ('' when absent)."""
+    goals = _map(_map(run).get("spec")).get("goals") or []
+    return str(_map(goals[0]).get("resource") or "") if goals else ""
+
+
+def finished_at(run: Mapping[str, Any]) -> Optional[dt.datetime]:
+    """When a finished run finished: completionTime, else its latest condition transition."""
+    status = _map(run.get("status"))
+    done = parse_time(status.get("completionTime"))
+    if done is None:
+        times = [t for t in (parse_time(_map(c).get("lastTransitionTime")) for c in status.get("conditions") or ())
+                 if t is not None]
+        done = max(times) if times else None
+    return done
+
+
+def ttl_expired(run: Mapping[str, Any], now: dt.datetime) -> bool:
+    """Finished, not being deleted, and `ttlSecondsAfterFinished` has passed since it finished (EXEC-7)."""
+    ttl = _map(run.get("spec")).get("ttlSecondsAfterFinished")
+    if not is_finished(run) or not isinstance(ttl, int) or isinstance(ttl, bool):
+        return False
+    if _map(run.get("metadata")).get("deletionTimestamp"):
+        return False
+    done = finished_at(run)
+    return done is not None and now >= done + dt.timedelta(seconds=ttl)
+
+
+# ---- relocation records -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Eviction:
+    """status.relocations[].eviction."""
+    phase: str = ""
+    message: str = ""
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "Eviction":
+        d = _map(d)
+        return cls(str(d.get("phase") or ""), str(d.get("message") or ""))
+
+    def to_dict(self) -> dict:
+        return {"phase": self.phase, **({"message": self.message} if self.message else {})}
+
+    @property
+    def evicted(self) -> bool:
+        """Accepted or IndirectlyRemoved: the victim is gone (or going)."""
+        return self.phase in EVICTED_PHASES
+
+
+@dataclass(frozen=True)
+class Placement:
+    """status.relocations[].placement: where the replacement went (the coordinator's fields)."""
+    phase: str = ""
+    selected_node_name: str = ""
+    replacement_pod_name: str = ""
+    replacement_pod_uid: str = ""
+    actual_node_name: str = ""
+
+    _FIELDS = (("phase", "phase"), ("selected_node_name", "selectedNodeName"),
+               ("replacement_pod_name", "replacementPodName"), ("replacement_pod_uid", "replacementPodUID"),
+               ("actual_node_name", "actualNodeName"))
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "Placement":
+        d = _map(d)
+        return cls(**{attr: str(d.get(key) or "") for attr, key in cls._FIELDS})
+
+    def to_dict(self) -> dict:
+        return {key: getattr(self, attr) for attr, key in self._FIELDS if getattr(self, attr)}
+
+    @property
+    def placed(self) -> bool:
+        """The replacement is bound."""
+        return self.phase == PLACEMENT_PLACED
+
+
+@dataclass(frozen=True)
+class Relocation:
+    """One status.relocations[] record: a victim pod, its planned node, eviction and placement."""
+    namespace: str
+    victim_pod_name: str
+    pod_group_name: str = ""
+    victim_pod_uid: str = ""
+    planned_node_name: str = ""
+    replacement_pod_group_name: str = ""
+    eviction: Eviction = field(default_factory=Eviction)
+    placement: Placement = field(default_factory=Placement)
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "Relocation":
+        d = _map(d)
+        return cls(namespace=str(d.get("namespace") or ""), victim_pod_name=str(d.get("victimPodName") or ""),
+                   pod_group_name=str(d.get("podGroupName") or ""), victim_pod_uid=str(d.get("victimPodUID") or ""),
+                   planned_node_name=str(d.get("plannedNodeName") or ""),
+                   replacement_pod_group_name=str(d.get("replacementPodGroupName") or ""),
+                   eviction=Eviction.from_dict(d.get("eviction")), placement=Placement.from_dict(d.get("placement")))
+
+    def to_dict(self) -> dict:
+        out = {"namespace": self.namespace, "podGroupName": self.pod_group_name,
+               "victimPodName": self.victim_pod_name, "victimPodUID": self.victim_pod_uid,
+               "plannedNodeName": self.planned_node_name}
+        if self.replacement_pod_group_name:
+            out["replacementPodGroupName"] = self.replacement_pod_group_name
+        out["eviction"] = self.eviction.to_dict()
+        out["placement"] = self.placement.to_dict()
+        return out
+
+    @property
+    def victim(self) -> str:
+        """`namespace/victim` for messages."""
+        return f"{self.namespace}/{self.victim_pod_name}"
+
+
+def relocations(run_or_status: Optional[Mapping[str, Any]]) -> list:
+    """The Relocation records of a run (or of its status), in record order."""
+    st = _map(run_or_status)
+    if "status" in st or "spec" in st:
+        st = _map(st.get("status"))
+    return [Relocation.from_dict(r) for r in st.get("relocations") or ()]
