@@ -1,41 +1,14 @@
-"""Is the coordinator alive? Freshness of its leader Lease (coordination.k8s.io/v1), pure.
+"""Is the coordinator alive? The latest observed leader Lease, checked per admission.
 
 The webhook only gates a pod while this holds, so a dead coordinator never leaves pods gated.
 """
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from typing import Any, Mapping, Optional
 
-def parse_time(value: Any) -> Optional[datetime]:
-    """Parse a Kubernetes MicroTime/Time string (or pass a datetime through); None if unusable."""
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-    if not isinstance(value, str) or not value:
-        return None
-    text = value.strip().replace("Z", "+00:00")
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
-
-
-def lease_is_fresh(lease: Optional[Mapping[str, Any]], now: datetime) -> bool:
-    """True while `renewTime + leaseDurationSeconds` lies in the future and a holder is named."""
-    if not isinstance(lease, Mapping):
-        return False
-    spec = lease.get("spec") if isinstance(lease.get("spec"), Mapping) else {}
-    if not spec.get("holderIdentity"):
-        return False
-    renewed = parse_time(spec.get("renewTime") or spec.get("acquireTime"))
-    duration = spec.get("leaseDurationSeconds")
-    if renewed is None or not isinstance(duration, int) or duration <= 0:
-        return False
-    if now.tzinfo is None:
-        now = now.replace(tzinfo=timezone.utc)
-    return now < renewed + timedelta(seconds=duration)
+from kubectl_repack.kube.lease import lease_is_fresh
 
 
 class LeaseState:

@@ -1,5 +1,8 @@
 """Background watches that keep the webhook's in-memory state current (the only API I/O it does).
 
+Watches stream events, which the kube layer's request/response calls do not cover; they are the
+one place outside kubectl_repack.kube that talks to the kubernetes client.
+
 One thread lists and watches RepackRuns into a `RelocationStore`; another watches the
 coordinator's leader Lease into a `LeaseState`. The admission path only reads these, so it never
 waits on the API server. On any error (410 Gone, a dropped connection) a thread re-lists.
@@ -10,12 +13,12 @@ import logging
 import threading
 from typing import Any, Callable, Optional
 
+from kubectl_repack.api.run import GROUP, PLURAL, VERSION
 from webhook.lease import LeaseState
 from webhook.relocations import RelocationStore
 
 log = logging.getLogger(__name__)
 
-GROUP, VERSION, PLURAL = "repack.volcano.sh", "v1alpha1", "repackruns"
 WATCH_TIMEOUT_SECONDS = 300
 
 

@@ -53,6 +53,8 @@ def parse_duration(text: Any) -> dt.timedelta:
     if _WHOLE_SECONDS.fullmatch(text):
         return dt.timedelta(seconds=int(text))
     try:
+        if not text or any(c.isspace() for c in text):   # Go refuses "1m 30s"; durationpy would not
+            raise durationpy.DurationError(text)
         value = durationpy.from_str(text)
     except durationpy.DurationError as e:
         raise ValueError(f"{text!r} is not a duration such as 30s, 10m or 1h30m") from e

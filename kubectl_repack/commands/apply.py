@@ -1,16 +1,10 @@
 """`kubectl repack apply`: carry out an Execute RepackRun with the user's own credentials.
 
-Order (EXEC-1..7): validate locally -> delete finished runs past their TTL -> create the run (or
-pick up the existing one) -> take the cluster-wide execute Lease (else the run stays Pending with
-AnotherRunActive / ExecuteCooldownActive and apply waits or exits) -> plan again on live state ->
-persist the plan and every relocation record -> evict PodGroup by PodGroup -> wait for the
-replacements -> verify on live state -> result and terminal condition -> release the Lease.
-Re-running apply on the same run (or `--resume NAME`) continues from the persisted records.
+The command validates locally and wires the workflow (kubectl_repack.engine.workflow) to the
+cluster; what happens in which order, and why, is documented there.
 """
 from __future__ import annotations
 
-import datetime as dt
-import os
 import sys
 import time
 
@@ -18,13 +12,14 @@ import click
 
 import planner
 from kubectl_repack import render, schema
-from kubectl_repack.errors import ClusterAPIError, NotFound, ValidationError
+from kubectl_repack.api.run import (MODE_EXECUTE, NOT_RECOMMENDED, PHASE_FAILED, PHASE_SUCCEEDED, run_reason)
+from kubectl_repack.api.times import parse_duration, rfc3339, utcnow
+from kubectl_repack.errors import ValidationError
 
 from .options import OUTPUT_JSON, OUTPUT_YAML, cluster_options, output_option, settings, stamp
 from .runspec import QuickFlags, build_run
 
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, EXIT_NOT_RECOMMENDED, EXIT_WAITING, EXIT_RUN_FAILED = 0, 1, 2, 3, 4, 5
-NOT_RECOMMENDED = ("NoFragmentation", "InsufficientImprovement")
 
 EPILOG = """\b
 Exit codes:
@@ -54,22 +49,27 @@ Examples:
 def _duration(ctx, param, value):
     if value is None:
         return None
-    from kubectl_repack.execute import parse_duration
     try:
         return parse_duration(value)
     except ValueError as e:
         raise click.BadParameter(str(e), ctx=ctx, param=param) from e
 
 
-class _ProgressLine:
-    """One self-rewriting line on a terminal: evictions, replacements bound, elapsed."""
+class _Reporter:
+    """The workflow's notes on stderr (unless -o yaml|json), and one self-rewriting progress line
+    on a terminal: evictions, replacements bound, elapsed."""
 
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
+    def __init__(self, quiet: bool, tty: bool):
+        self.quiet = quiet
+        self.enabled = not quiet and tty
         self.t0 = time.monotonic()
         self.shown = False
 
-    def __call__(self, p) -> None:
+    def note(self, message: str) -> None:
+        if not self.quiet:
+            click.echo(message, err=True)
+
+    def progress(self, p) -> None:
         if not self.enabled:
             return
         elapsed = int(time.monotonic() - self.t0)
@@ -86,7 +86,6 @@ class _ProgressLine:
 
 
 def _summary(run: dict) -> str:
-    from kubectl_repack.execute import run_reason
     st = run.get("status") or {}
     lines = [f"RepackRun:      {run['metadata']['name']}",
              f"Phase:          {st.get('phase', '')} ({run_reason(run)})",
@@ -111,11 +110,10 @@ def _summary(run: dict) -> str:
 
 
 def _exit_code(run: dict) -> int:
-    from kubectl_repack.execute import run_reason
     phase = (run.get("status") or {}).get("phase")
-    if phase == "Succeeded":
+    if phase == PHASE_SUCCEEDED:
         return EXIT_NOT_RECOMMENDED if run_reason(run) in NOT_RECOMMENDED else EXIT_OK
-    if phase == "Failed":
+    if phase == PHASE_FAILED:
         return EXIT_RUN_FAILED
     return EXIT_WAITING
 
@@ -157,19 +155,21 @@ def command(file, resume, mode, name, wait, timeout, cooldown, eviction_retry_ti
     continued by `apply --resume NAME` (or by applying the same run again) without evicting any
     pod twice.
     """
-    from kubectl_repack import execute as ex
-    from kubectl_repack import execute_api as xa
+    from kubectl_repack.engine.mutex import ExecuteLease
+    from kubectl_repack.engine.workflow import ApplyRequest, apply_run
+    from kubectl_repack.kube.objects import LiveCluster
+    from kubectl_repack.kube.runs import RunStore
 
     if bool(file) == bool(resume):
         raise click.UsageError("give either -f RUN.yaml or --resume NAME")
     quiet = output in (OUTPUT_YAML, OUTPUT_JSON)
     spec_run = None
     if file:
-        run = build_run(file, QuickFlags(name=name), default_name=f"repack-execute-{stamp(ex.rfc3339(dt.datetime.now(dt.timezone.utc)))}")
+        run = build_run(file, QuickFlags(name=name), default_name=f"repack-execute-{stamp(rfc3339(utcnow()))}")
         if mode:
             run["spec"]["mode"] = mode
             run = schema.validate_run(run)
-        if run["spec"].get("mode") != "Execute":
+        if run["spec"].get("mode") != MODE_EXECUTE:
             raise ValidationError([f"spec.mode: {run['spec'].get('mode')!r}: `kubectl repack apply` executes "
                                    "Execute runs; set mode: Execute or pass --mode Execute (with a new --name)"])
         planner.RunSpec.from_spec(run["spec"])  # SpecError exits 2 before anything is sent
@@ -179,88 +179,13 @@ def command(file, resume, mode, name, wait, timeout, cooldown, eviction_retry_ti
         name = resume
 
     api = settings().api()
-    runs = xa.KubeRunWriter(api)
-    now = dt.datetime.now(dt.timezone.utc)
-    for old in xa.expired_runs(runs.list(), now, keep=name):
-        if runs.delete(old["metadata"]["name"], old["metadata"].get("uid")) and not quiet:
-            click.echo(f"repackrun.repack.volcano.sh/{old['metadata']['name']} deleted "
-                       f"(ttlSecondsAfterFinished passed)", err=True)
-
+    cluster = LiveCluster(api)
+    reporter = _Reporter(quiet, sys.stderr.isatty())
+    request = ApplyRequest(name, spec_run, wait=wait, timeout=timeout, cooldown=cooldown,
+                           eviction_retry_timeout=eviction_retry_timeout)
     try:
-        current = runs.get(name)
-    except NotFound:
-        if resume:
-            raise
-        current = None
-    if current is not None and (current.get("spec") or {}).get("mode") != "Execute":
-        raise ValidationError([f"repackrun {name} exists with mode {current['spec'].get('mode')}; "
-                               "choose a new name (--name) for the Execute run"])
-    if current is not None and spec_run is not None and current.get("spec") != spec_run["spec"]:
-        raise ValidationError([f"repackrun {name} exists with a different spec (a RepackRun's spec is immutable); "
-                               f"continue it with `kubectl repack apply --resume {name}` or choose a new name (--name)"])
-    if current is None:
-        current = runs.create(spec_run)
-        if not quiet:
-            click.echo(f"repackrun.repack.volcano.sh/{name} created", err=True)
-    elif not quiet:
-        click.echo(f"repackrun.repack.volcano.sh/{name} exists: continuing it from its records", err=True)
-    if ex.is_finished(current):
-        _emit(current, output, f"repackrun {name} already finished")
-        raise click.exceptions.Exit(_exit_code(current))
-
-    lease = xa.ExecuteLease(api)
-    store_cooldown = cooldown
-    if cooldown is None:
-        cooldown = lease.stored_cooldown()
-    if (current.get("status") or {}).get("relocations"):
-        cooldown_now = dt.timedelta(0)  # a started run continues; the cooldown gates new runs only
-    else:
-        cooldown_now = cooldown
-    me = ex.holder_identity(name)
-    progress = _ProgressLine(enabled=not quiet and sys.stderr.isatty())
-    options = ex.Options(execution_timeout=timeout, eviction_retry_timeout=eviction_retry_timeout,
-                         crash_after_evictions=int(os.environ.get(ex.CRASH_AFTER_EVICTIONS_ENV) or 0))
-    engine = ex.Executor(xa.LiveReader(api), xa.KubeEvictor(api), runs, options=options, on_progress=progress,
-                         guard=lambda: "the execute Lease was lost (not renewed in time)" if lease.lost.is_set() else None)
-
-    wait_until = time.monotonic() + timeout.total_seconds()
-    last_reason = None
-    while True:
-        decision = lease.try_acquire(me, dt.datetime.now(dt.timezone.utc), cooldown_now, store_cooldown)
-        if decision.acquire:
-            break
-        if decision.reason != last_reason:
-            current = engine.mark_pending(name, decision.reason, decision.message)
-            last_reason = decision.reason
-            if not quiet:
-                click.echo(f"waiting: {decision.reason}: {decision.message}", err=True)
-        if not wait or time.monotonic() >= wait_until:
-            current = runs.get(name)
-            _emit(current, output, f"repackrun {name} is Pending ({decision.reason}); "
-                                   f"run `kubectl repack apply --resume {name}` later")
-            raise click.exceptions.Exit(EXIT_WAITING)
-        time.sleep(max(0.5, min(decision.retry_after, 5.0, wait_until - time.monotonic())))
-
-    lease.start_renewing(me)
-    evicted_any = False
-    try:
-        st = current.get("status") or {}
-        if not st.get("relocations") and not ex.is_finished(current):
-            plan = engine.plan_live(current)     # EXEC-1: never a DryRun's plan
-            current = engine.start(name, plan)
-        if not ex.is_finished(current):
-            current = engine.execute(name)
-        evicted_any = any((r.get("eviction") or {}).get("phase") in ex.EVICTED_PHASES
-                          for r in (current.get("status") or {}).get("relocations") or ())
-    except ClusterAPIError:
-        try:
-            evicted_any = any((r.get("eviction") or {}).get("phase") not in ("Pending", "Rejected")
-                              for r in (runs.get(name).get("status") or {}).get("relocations") or ())
-        except ClusterAPIError:
-            evicted_any = True
-        raise
+        result = apply_run(request, RunStore(api), ExecuteLease(api), cluster, cluster, reporter)
     finally:
-        progress.done()
-        lease.release(me, name, dt.datetime.now(dt.timezone.utc) if evicted_any else None)
-    _emit(current, output)
-    raise click.exceptions.Exit(_exit_code(current))
+        reporter.done()
+    _emit(result.run, output, result.note)
+    raise click.exceptions.Exit(EXIT_WAITING if result.pending else _exit_code(result.run))

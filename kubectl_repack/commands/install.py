@@ -64,27 +64,9 @@ def describe(obj: dict) -> str:
 
 
 def _request(api, method: str, path: str, body: Optional[dict] = None, query=None, content_type=None):
-    from kubernetes.client.rest import ApiException
-    from urllib3.exceptions import HTTPError
+    from kubectl_repack.kube.client import request
 
-    from kubectl_repack.cluster import api_error
-
-    headers = {"Accept": "application/json"}
-    if content_type:
-        headers["Content-Type"] = content_type
-    try:
-        method, url, headers, payload, _ = api.param_serialize(
-            method=method, resource_path=path, query_params=list(query or []), header_params=headers,
-            body=body, auth_settings=["BearerToken"])
-        resp = api.call_api(method, url, header_params=headers, body=payload, _request_timeout=60)
-        resp.read()
-        if not 200 <= resp.status < 300:
-            raise ApiException(http_resp=resp)
-    except ApiException as e:
-        raise api_error(e, f"{method} {path}") from e
-    except HTTPError as e:
-        raise ClusterAPIError(f"{method} {path}: cannot reach the API server: {e}") from e
-    return json.loads(resp.data) if resp.data else {}
+    return request(api, method, path, body, query, content_type)
 
 
 def server_side_apply(api, obj: dict) -> dict:

@@ -28,9 +28,9 @@ class Settings:
     def api(self):
         """The ApiClient for these settings, connected on first use (never for offline runs)."""
         if self._api is None:
-            from kubectl_repack import cluster
+            from kubectl_repack.kube import client
 
-            self._api = cluster.connect(self.kubeconfig, self.context)
+            self._api = client.connect(self.kubeconfig, self.context)
         return self._api
 
 

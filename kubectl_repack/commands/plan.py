@@ -9,7 +9,9 @@ from __future__ import annotations
 import click
 
 import planner
-from kubectl_repack import cluster, render
+from kubectl_repack import render
+from kubectl_repack.api.run import Reason
+from kubectl_repack.kube import objects, runs
 from kubectl_repack.errors import ValidationError
 
 from .options import (OUTPUT_JSON, OUTPUT_WIDE, OUTPUT_YAML, cluster_options, now_option, now_or_current,
@@ -97,20 +99,20 @@ def command(file, resource, min_improvement, max_podgroups, max_cards, podgroup_
 
     if snapshot_file:
         if snapshot_file == "-":
-            source = cluster.FileSource("-", click.get_text_stream("stdin").read())
+            source = objects.FileSource("-", click.get_text_stream("stdin").read())
         else:
-            source = cluster.FileSource(snapshot_file)
+            source = objects.FileSource(snapshot_file)
     else:
-        source = cluster.LiveSource(settings().api())
+        source = objects.LiveSource(settings().api())
     snapshot = planner.load_objects(source.objects())
     result = planner.plan(snapshot, spec)
     run = dict(run, status=result.status(now))
 
     saved = ""
     if save:
-        store = cluster.RunStore(settings().api())
-        created = store.create(run)
-        run = store.write_status(run["metadata"]["name"], run["status"], current=created)
+        store = runs.RunStore(settings().api())
+        store.create(run)
+        run = store.write_status(run["metadata"]["name"], run["status"])
         saved = f"repackrun.repack.volcano.sh/{run['metadata']['name']}"
         if output in (OUTPUT_YAML, OUTPUT_JSON):
             click.echo(f"{saved} created", err=True)
@@ -120,5 +122,5 @@ def command(file, resource, min_improvement, max_podgroups, max_cards, podgroup_
     else:
         click.echo(render.plan_summary(run, result, source.description, wide=output == OUTPUT_WIDE,
                                        saved=saved), nl=False)
-    if exit_code and result.outcome != "RepackRecommended":
+    if exit_code and result.outcome != Reason.RECOMMENDED:
         raise click.exceptions.Exit(3)

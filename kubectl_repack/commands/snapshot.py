@@ -12,7 +12,8 @@ import tempfile
 import click
 
 import planner
-from kubectl_repack import cluster, render
+from kubectl_repack import render
+from kubectl_repack.kube import objects as kube_objects
 from kubectl_repack.errors import RepackError
 
 from .options import cluster_options, settings
@@ -41,7 +42,7 @@ def command(out, fmt):
       kubectl repack snapshot -o cluster.json
       kubectl repack plan --snapshot cluster.json --resource huawei.com/ascend-1980
     """
-    objects = cluster.read_snapshot(settings().api())
+    objects = kube_objects.read_snapshot(settings().api())
     planner.load_objects(objects)  # fail here, not at planning time, if something is unreadable
     text = render.dump(snapshot_list(objects), fmt)
     if out == "-":

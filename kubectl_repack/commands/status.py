@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import click
 
-from kubectl_repack import cluster, render
+from kubectl_repack import render
+from kubectl_repack.kube import runs
 
 from .options import OUTPUT_JSON, OUTPUT_YAML, cluster_options, output_option, settings
 
@@ -19,7 +20,7 @@ def command(name, output):
     Example:
       kubectl repack status ascend-guarded-dryrun
     """
-    obj = cluster.RunStore(settings().api()).get(name)
+    obj = runs.RunStore(settings().api()).get(name)
     if output:
         click.echo(render.dump(render.canonical_run(obj), output), nl=False)
     else:

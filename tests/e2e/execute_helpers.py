@@ -168,6 +168,25 @@ class PodDeletions:
         self._thread.join(timeout=10)
 
 
+def kill_at_first_eviction(api, ns, proc, victims, timeout=300):
+    """SIGKILL `proc` (an apply) from outside as soon as the API server shows the first of `victims`
+    being evicted (deletionTimestamp set, or deleted), as an operator's kill or an OOM would.
+    Returns the victim seen; the process may have persisted that eviction's outcome or not."""
+    core = client.CoreV1Api(api)
+    rv = core.list_namespaced_pod(ns).metadata.resource_version
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        w = watch.Watch()
+        for ev in w.stream(core.list_namespaced_pod, ns, resource_version=rv, timeout_seconds=5):
+            obj = ev["object"]
+            rv = obj.metadata.resource_version
+            if obj.metadata.name in victims and (ev["type"] == "DELETED" or obj.metadata.deletion_timestamp):
+                proc.kill()
+                w.stop()
+                return obj.metadata.name
+    raise AssertionError(f"apply evicted nothing in {ns} within {timeout}s (exit {proc.poll()})")
+
+
 def lease_namespace(monkeypatch):
     monkeypatch.setenv("REPACK_NAMESPACE", LEASE_NAMESPACE)
 

@@ -296,18 +296,19 @@ def test_live_snapshot_round_trips_through_offline_planning(seed, tmp_path):
 
 def test_paginated_lists_see_every_object(seed):
     """limit/continue against the real API server: tiny pages give the same objects as one list."""
-    from kubectl_repack import cluster
+    from kubectl_repack.kube import client as kclient
+    from kubectl_repack.kube import objects as kobjects
 
-    api = cluster.connect(seed["kubeconfig"])
-    for kind in cluster.SNAPSHOT_KINDS:
-        whole = cluster.list_objects(api, kind)
-        paged = cluster.list_objects(api, kind, page_size=2)
+    api = kclient.connect(seed["kubeconfig"])
+    for kind in kobjects.SNAPSHOT_KINDS:
+        whole = kobjects.list_objects(api, kind)
+        paged = kobjects.list_objects(api, kind, page_size=2)
         key = [(o["metadata"].get("namespace", ""), o["metadata"]["name"]) for o in whole]
         assert [(o["metadata"].get("namespace", ""), o["metadata"]["name"]) for o in paged] == key, kind
-    pods = cluster.list_objects(api, cluster.Kind("v1", "Pod", "pods"), page_size=1)
+    pods = kobjects.list_objects(api, kobjects.Kind("v1", "Pod", "pods"), page_size=1)
     assert {p["metadata"]["name"] for p in pods if p["metadata"]["namespace"] == seed["ns"]} == {
         "ascend-batch-training-worker-0", "ascend-batch-training-worker-1",
         "online-serving-critical-entry-0", "online-serving-critical-worker-0",
         "llm-pretrain-critical-master-0", "llm-pretrain-critical-worker-0"}
     # ModelServing's CRD is not installed on this control plane: the list is empty, not an error.
-    assert cluster.list_objects(api, cluster.SNAPSHOT_KINDS[-1]) == []
+    assert kobjects.list_objects(api, kobjects.SNAPSHOT_KINDS[-1]) == []

@@ -13,7 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 import planner
-from kubectl_repack import cluster
+from kubectl_repack import errors
+from kubectl_repack.kube import client as kclient
+from kubectl_repack.kube import objects as kobjects
+from kubectl_repack.kube import runs as kruns
 from kubectl_repack.cli import main
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -47,7 +50,7 @@ def flatten(objs):
 
 
 class FakeStore:
-    """Stands in for cluster.RunStore: keeps RepackRuns in a dict, like the API server would."""
+    """Stands in for kruns.RunStore: keeps RepackRuns in a dict, like the API server would."""
 
     def __init__(self):
         self.runs = {}
@@ -60,7 +63,7 @@ class FakeStore:
     def get(self, name):
         self.calls.append(("get", name))
         if name not in self.runs:
-            raise cluster.NotFound(f'reading repackrun {name}: repackruns.repack.volcano.sh "{name}" not found '
+            raise errors.NotFound(f'reading repackrun {name}: repackruns.repack.volcano.sh "{name}" not found '
                                    "(HTTP 404)", 404)
         return copy.deepcopy(self.runs[name])
 
@@ -68,17 +71,17 @@ class FakeStore:
         name = obj["metadata"]["name"]
         self.calls.append(("create", name, "status" in obj))
         if name in self.runs:
-            raise cluster.Conflict(f"repackrun {name} already exists", 409)
+            raise errors.Conflict(f"repackrun {name} already exists", 409)
         if obj["metadata"].get("resourceVersion") or obj["metadata"].get("uid"):
             # As the API server answers such a create.
-            raise cluster.ClusterAPIError(f"creating repackrun {name}: resourceVersion should not be set on "
+            raise errors.ClusterAPIError(f"creating repackrun {name}: resourceVersion should not be set on "
                                           "objects to be created (HTTP 500)", 500)
         stored = {k: copy.deepcopy(obj[k]) for k in ("apiVersion", "kind", "metadata", "spec")}
         stored["metadata"].update(uid="uid-1", resourceVersion="1", creationTimestamp="2026-07-30T08:00:01Z")
         self.runs[name] = stored
         return copy.deepcopy(stored)
 
-    def write_status(self, name, status, current=None):
+    def write_status(self, name, status):
         self.calls.append(("write_status", name))
         self.runs[name]["status"] = copy.deepcopy(status)
         self.runs[name]["metadata"]["resourceVersion"] = "2"
@@ -90,7 +93,7 @@ def no_cluster(monkeypatch):
     """Any attempt to reach a cluster fails the test (offline paths must stay offline)."""
     def refuse(*a, **kw):
         raise AssertionError("the command tried to connect to a cluster")
-    monkeypatch.setattr(cluster, "connect", refuse)
+    monkeypatch.setattr(kclient, "connect", refuse)
 
 
 @pytest.fixture
@@ -102,10 +105,10 @@ def fake_cluster(monkeypatch):
         state["connected"].append((kubeconfig, context))
         return "api"
 
-    monkeypatch.setattr(cluster, "connect", connect)
-    monkeypatch.setattr(cluster, "read_snapshot", lambda api, kinds=cluster.SNAPSHOT_KINDS:
+    monkeypatch.setattr(kclient, "connect", connect)
+    monkeypatch.setattr(kobjects, "read_snapshot", lambda api, kinds=kobjects.SNAPSHOT_KINDS:
                         copy.deepcopy(state["objects"]))
-    monkeypatch.setattr(cluster, "RunStore", state["store"])
+    monkeypatch.setattr(kruns, "RunStore", state["store"])
     return state
 
 

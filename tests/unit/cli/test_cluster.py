@@ -1,16 +1,18 @@
-"""kubectl_repack.cluster without a server: paging, missing CRDs, expired lists, error mapping,
+"""The kube I/O layer (kubectl_repack.kube) without a server: paging, missing CRDs, expired lists, error mapping,
 status writes with conflicts, kubeconfig loading."""
 import json
 
 import pytest
 from kubernetes.client.rest import ApiException
 
-from kubectl_repack import cluster
-from kubectl_repack.cluster import connect as real_connect
+from kubectl_repack.kube import client as kclient
+from kubectl_repack.kube import objects as kobjects
+from kubectl_repack.kube import runs as kruns
+from kubectl_repack.kube.client import connect as real_connect
 from kubectl_repack.errors import ClusterAPIError, Conflict, NotFound, RepackError, TooManyRequests
 
-NODE = cluster.Kind("v1", "Node", "nodes")
-PG = cluster.Kind("scheduling.volcano.sh/v1beta1", "PodGroup", "podgroups", optional=True)
+NODE = kobjects.Kind("v1", "Node", "nodes")
+PG = kobjects.Kind("scheduling.volcano.sh/v1beta1", "PodGroup", "podgroups", optional=True)
 
 
 def api_exception(status, message="boom", reason="Reason"):
@@ -47,71 +49,71 @@ def page(names, token=None, item_kind=None):
 
 def test_lists_every_page_with_limit_and_continue(monkeypatch):
     pages = Pages([page(["a", "b"], "t1"), page(["c"], "t2"), page(["d"])])
-    monkeypatch.setattr(cluster, "_list_page", pages)
-    items = cluster.list_objects("api", NODE, page_size=2)
+    monkeypatch.setattr(kobjects, "_list_page", pages)
+    items = kobjects.list_objects("api", NODE, page_size=2)
     assert [o["metadata"]["name"] for o in items] == ["a", "b", "c", "d"]
     assert pages.calls == [("nodes", 2, None), ("nodes", 2, "t1"), ("nodes", 2, "t2")]
 
 
 def test_items_get_apiversion_and_kind_and_lose_managed_fields(monkeypatch):
-    monkeypatch.setattr(cluster, "_list_page", Pages([page(["a"])]))
-    (item,) = cluster.list_objects("api", NODE)
+    monkeypatch.setattr(kobjects, "_list_page", Pages([page(["a"])]))
+    (item,) = kobjects.list_objects("api", NODE)
     assert list(item)[:2] == ["apiVersion", "kind"]
     assert (item["apiVersion"], item["kind"]) == ("v1", "Node")
     assert item["metadata"] == {"name": "a"}
 
 
 def test_items_that_carry_their_kind_keep_it(monkeypatch):
-    monkeypatch.setattr(cluster, "_list_page", Pages([page(["a"], item_kind="Thing")]))
-    (item,) = cluster.list_objects("api", PG)
+    monkeypatch.setattr(kobjects, "_list_page", Pages([page(["a"], item_kind="Thing")]))
+    (item,) = kobjects.list_objects("api", PG)
     assert (item["apiVersion"], item["kind"]) == ("x/v1", "Thing")
 
 
 def test_a_missing_optional_crd_lists_as_empty(monkeypatch):
-    monkeypatch.setattr(cluster, "_list_page", Pages([cluster.api_error(api_exception(404), "listing")]))
-    assert cluster.list_objects("api", PG) == []
+    monkeypatch.setattr(kobjects, "_list_page", Pages([kclient.api_error(api_exception(404), "listing")]))
+    assert kobjects.list_objects("api", PG) == []
 
 
 def test_a_missing_core_kind_is_an_error(monkeypatch):
-    monkeypatch.setattr(cluster, "_list_page", Pages([cluster.api_error(api_exception(404), "listing")]))
+    monkeypatch.setattr(kobjects, "_list_page", Pages([kclient.api_error(api_exception(404), "listing")]))
     with pytest.raises(NotFound):
-        cluster.list_objects("api", NODE)
+        kobjects.list_objects("api", NODE)
 
 
 def test_an_expired_continue_token_restarts_the_list(monkeypatch):
-    expired = cluster.api_error(api_exception(410, "The provided continue parameter is too old"), "listing")
+    expired = kclient.api_error(api_exception(410, "The provided continue parameter is too old"), "listing")
     pages = Pages([page(["a"], "t1"), expired, page(["a"], "t9"), page(["b"])])
-    monkeypatch.setattr(cluster, "_list_page", pages)
-    assert [o["metadata"]["name"] for o in cluster.list_objects("api", NODE)] == ["a", "b"]
+    monkeypatch.setattr(kobjects, "_list_page", pages)
+    assert [o["metadata"]["name"] for o in kobjects.list_objects("api", NODE)] == ["a", "b"]
     assert [c[2] for c in pages.calls] == [None, "t1", None, "t9"]
 
 
 def test_read_snapshot_lists_every_kind_in_order(monkeypatch):
     seen = []
 
-    def fake(api, kind, page_size=cluster.PAGE_SIZE):
+    def fake(api, kind, page_size=kobjects.PAGE_SIZE):
         seen.append(kind.plural)
         return [{"apiVersion": kind.api_version, "kind": kind.kind, "metadata": {"name": kind.plural}}]
-    monkeypatch.setattr(cluster, "list_objects", fake)
-    objs = cluster.read_snapshot("api")
+    monkeypatch.setattr(kobjects, "list_objects", fake)
+    objs = kobjects.read_snapshot("api")
     assert seen == ["namespaces", "nodes", "persistentvolumes", "persistentvolumeclaims", "pods",
                     "poddisruptionbudgets", "podgroups", "jobs", "modelservings"]
     assert [o["kind"] for o in objs] == ["Namespace", "Node", "PersistentVolume", "PersistentVolumeClaim", "Pod",
                                          "PodDisruptionBudget", "PodGroup", "Job", "ModelServing"]
-    assert {k.plural for k in cluster.SNAPSHOT_KINDS if k.optional} == {"podgroups", "jobs", "modelservings"}
+    assert {k.plural for k in kobjects.SNAPSHOT_KINDS if k.optional} == {"podgroups", "jobs", "modelservings"}
 
 
 @pytest.mark.parametrize("status, cls", [(404, NotFound), (409, Conflict), (429, TooManyRequests),
                                          (403, ClusterAPIError), (500, ClusterAPIError)])
 def test_api_errors_map_to_the_error_tree(status, cls):
-    err = cluster.api_error(api_exception(status, 'repackruns "x" is forbidden'), "reading repackrun x")
+    err = kclient.api_error(api_exception(status, 'repackruns "x" is forbidden'), "reading repackrun x")
     assert type(err) is cls
     assert err.status == status
     assert str(err) == f'reading repackrun x: repackruns "x" is forbidden (HTTP {status})'
 
 
 def test_unreachable_server_is_a_cluster_error():
-    err = cluster.api_error(ApiException(status=0, reason="Connection refused"), "listing nodes")
+    err = kclient.api_error(ApiException(status=0, reason="Connection refused"), "listing nodes")
     assert type(err) is ClusterAPIError
     assert str(err) == "listing nodes: cannot reach the API server: Connection refused"
 
@@ -122,7 +124,7 @@ def test_call_raises_from_the_cause():
     def fails():
         raise cause
     with pytest.raises(NotFound) as exc:
-        cluster._call("reading repackrun x", fails)
+        kclient.call("reading repackrun x", fails)
     assert exc.value.__cause__ is cause
 
 
@@ -132,7 +134,7 @@ def test_connection_errors_are_cluster_errors():
     def fails():
         raise MaxRetryError(None, "https://127.0.0.1:1/api", "Connection refused")
     with pytest.raises(ClusterAPIError) as exc:
-        cluster._call("listing nodes.core", fails)
+        kclient.call("listing nodes.core", fails)
     assert str(exc.value).startswith("listing nodes.core: cannot reach the API server:")
 
 
@@ -166,7 +168,7 @@ class FakeCustom:
 
 
 def store_with(custom):
-    store = cluster.RunStore.__new__(cluster.RunStore)
+    store = kruns.RunStore.__new__(kruns.RunStore)
     store.api, store.custom = "api", custom
     return store
 
@@ -178,8 +180,8 @@ RUN = {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun", "metadat
 def test_create_sends_no_status_and_status_goes_through_the_subresource():
     custom = FakeCustom()
     store = store_with(custom)
-    created = store.create(RUN)
-    out = store.write_status("r", {"phase": "Succeeded"}, current=created)
+    store.create(RUN)
+    out = store.write_status("r", {"phase": "Succeeded"})
     assert out["status"] == {"phase": "Succeeded"}
     assert custom.writes == ["1"]
 
@@ -187,8 +189,8 @@ def test_create_sends_no_status_and_status_goes_through_the_subresource():
 def test_status_write_retries_on_conflict_and_keeps_the_other_writers_fields():
     custom = FakeCustom(conflicts=2)
     store = store_with(custom)
-    created = store.create(RUN)
-    out = store.write_status("r", {"phase": "Succeeded"}, current=created)
+    store.create(RUN)
+    out = store.write_status("r", {"phase": "Succeeded"})
     assert custom.writes == ["1", "2", "3"]
     assert out["status"] == {"relocations": [{"victimPodName": "kept"}], "phase": "Succeeded"}
 
@@ -196,10 +198,10 @@ def test_status_write_retries_on_conflict_and_keeps_the_other_writers_fields():
 def test_status_write_gives_up_after_repeated_conflicts():
     custom = FakeCustom(conflicts=99)
     store = store_with(custom)
-    created = store.create(RUN)
+    store.create(RUN)
     with pytest.raises(Conflict):
-        store.write_status("r", {"phase": "Succeeded"}, current=created)
-    assert len(custom.writes) == cluster.CONFLICT_RETRIES
+        store.write_status("r", {"phase": "Succeeded"})
+    assert len(custom.writes) == kclient.CONFLICT_RETRIES
 
 
 def test_creating_an_existing_run_names_it():
@@ -250,7 +252,7 @@ def test_connect_to_an_unknown_context_is_a_clear_error(tmp_path):
 def test_plan_with_an_unknown_context_exits_1(tmp_path, monkeypatch):
     from tests.unit.cli.conftest import GUARDED, run
 
-    monkeypatch.setattr(cluster, "connect", real_connect)
+    monkeypatch.setattr(kclient, "connect", real_connect)
     path = tmp_path / "kubeconfig"
     path.write_text(KUBECONFIG)
     r = run("plan", "-f", GUARDED, "--kubeconfig", path, "--context", "elsewhere")

@@ -415,13 +415,14 @@ def test_saving_an_existing_name_exits_1(fake_cluster):
 
 
 def test_cluster_errors_exit_1_without_traceback(monkeypatch):
-    from kubectl_repack import cluster
+    from kubectl_repack.kube import client as kclient
+    from kubectl_repack.kube import objects as kobjects
     from kubectl_repack.errors import ClusterAPIError
 
     def unreachable(*a, **kw):
         raise ClusterAPIError("listing nodes.core: cannot reach the API server: connection refused")
-    monkeypatch.setattr(cluster, "connect", lambda *a, **kw: "api")
-    monkeypatch.setattr(cluster, "read_snapshot", unreachable)
+    monkeypatch.setattr(kclient, "connect", lambda *a, **kw: "api")
+    monkeypatch.setattr(kobjects, "read_snapshot", unreachable)
     r = run("plan", "-f", GUARDED)
     assert r.exit_code == 1
     assert r.stderr == "error: listing nodes.core: cannot reach the API server: connection refused\n"

@@ -6,14 +6,16 @@ import copy
 import datetime as dt
 
 import planner
-from kubectl_repack import execute as ex
+from kubectl_repack.engine import executor
+from kubectl_repack.engine import ports
+from kubectl_repack.api import times
 from tests import builders as b
 
 T0 = dt.datetime(2026, 7, 30, 8, 0, 0, tzinfo=dt.timezone.utc)
 NS = "demo"
 
 
-class FakeClock(ex.Clock):
+class FakeClock(ports.Clock):
     def __init__(self, start=T0):
         self.t = start
         self.slept = []
@@ -75,15 +77,15 @@ class FakeCluster:
         pod = self.get_pod(namespace, name)
         if code in (200, 201):
             if pod is None:
-                return ex.EvictionResponse(404, f'pods "{name}" not found')
+                return ports.EvictionResponse(404, f'pods "{name}" not found')
             if uid and pod["metadata"]["uid"] != uid:
-                return ex.EvictionResponse(409, "Precondition failed: UID in precondition")
+                return ports.EvictionResponse(409, "Precondition failed: UID in precondition")
             self.remove(namespace, name)
             if name in self.rebind:
                 target = self.rebind[name]
                 node, new_name = target if isinstance(target, tuple) else (target, name)
                 self.recreate(namespace, new_name, node, pod)
-        return ex.EvictionResponse(code, message)
+        return ports.EvictionResponse(code, message)
 
     def remove(self, namespace, name):
         self.objects = [o for o in self.objects if not (
@@ -94,7 +96,7 @@ class FakeCluster:
         new = copy.deepcopy(like)
         new["metadata"]["name"] = name
         new["metadata"]["uid"] = f"{like['metadata']['uid']}-r{self.generation}"
-        new["metadata"]["creationTimestamp"] = ex.rfc3339(self.clock.now() if self.clock else T0)
+        new["metadata"]["creationTimestamp"] = times.rfc3339(self.clock.now() if self.clock else T0)
         new["spec"]["nodeName"] = node
         self.objects.append(new)
 
@@ -146,8 +148,8 @@ def execute_run(name="run-1", grace=0):
 
 
 def engine_for(cluster, runs, clock, **opts):
-    options = ex.Options(poll_interval=1.0, **opts)
-    return ex.Executor(cluster, cluster, runs, clock=clock, options=options)
+    options = executor.Options(poll_interval=1.0, **opts)
+    return executor.Executor(cluster, cluster, runs, clock=clock, options=options)
 
 
 def started(cluster, runs, clock, name="run-1", **opts):

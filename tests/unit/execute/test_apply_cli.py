@@ -49,16 +49,17 @@ def test_help_documents_exit_codes_and_the_cooldown_setting():
 
 
 def test_progress_line_on_a_terminal(capsys):
-    from kubectl_repack.commands.apply import _ProgressLine
-    from kubectl_repack.execute import Progress
-    line = _ProgressLine(enabled=True)
-    line(Progress(evicted=1, total=2, bound=0))
-    line(Progress(evicted=2, total=2, bound=1, rejected=0))
+    from kubectl_repack.commands.apply import _Reporter
+    from kubectl_repack.engine.executor import Progress
+    line = _Reporter(quiet=False, tty=True)
+    line.progress(Progress(evicted=1, total=2, bound=0))
+    line.progress(Progress(evicted=2, total=2, bound=1, rejected=0))
     line.done()
     err = capsys.readouterr().err
     assert "\revictions 1/2, replacements bound 0/1, elapsed 0m00s" in err
     assert "\revictions 2/2, replacements bound 1/2, elapsed 0m00s" in err and err.endswith("\n")
-    quiet = _ProgressLine(enabled=False)
-    quiet(Progress(evicted=1, total=2))
+    quiet = _Reporter(quiet=True, tty=True)
+    quiet.progress(Progress(evicted=1, total=2))
+    quiet.note("not shown with -o yaml|json")
     quiet.done()
     assert capsys.readouterr().err == ""

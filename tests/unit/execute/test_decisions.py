@@ -7,8 +7,13 @@ import datetime as dt
 
 import pytest
 
-from kubectl_repack import execute as ex
-from kubectl_repack.execute_api import expired_runs
+from kubectl_repack.api.run import ALL_REASONS, Reason, Relocation, UnsetReason, ttl_expired
+from kubectl_repack.engine import evictions
+from kubectl_repack.engine import mutex
+from kubectl_repack.engine import ports
+from kubectl_repack.api import run as runapi
+from kubectl_repack.api import times
+from kubectl_repack.kube.lease import LeaseRecord
 
 T0 = dt.datetime(2026, 7, 30, 8, 0, 0, tzinfo=dt.timezone.utc)
 
@@ -26,20 +31,20 @@ def live(uid="u1", deleting=False):
 
 
 @pytest.mark.parametrize("phase, pod, action", [
-    pytest.param("Pending", live(), ex.RESUME_EVICT, id="pending-evicts"),
-    pytest.param("Pending", None, ex.RESUME_EVICT, id="pending-gone-still-evict-path"),
-    pytest.param("InProgress", None, ex.RESUME_DONE_GONE, id="inprogress-gone"),
-    pytest.param("InProgress", live(uid="u2"), ex.RESUME_DONE_GONE, id="inprogress-replaced-same-name"),
-    pytest.param("InProgress", live(deleting=True), ex.RESUME_DONE_ACCEPTED, id="inprogress-terminating"),
-    pytest.param("InProgress", live(), ex.RESUME_EVICT, id="inprogress-still-running-re-evict"),
-    pytest.param("Accepted", live(), ex.RESUME_SKIP, id="accepted-final"),
-    pytest.param("IndirectlyRemoved", None, ex.RESUME_SKIP, id="indirectly-removed-final"),
-    pytest.param("Rejected", live(), ex.RESUME_SKIP, id="rejected-final"),
+    pytest.param("Pending", live(), evictions.RESUME_EVICT, id="pending-evicts"),
+    pytest.param("Pending", None, evictions.RESUME_EVICT, id="pending-gone-still-evict-path"),
+    pytest.param("InProgress", None, evictions.RESUME_DONE_GONE, id="inprogress-gone"),
+    pytest.param("InProgress", live(uid="u2"), evictions.RESUME_DONE_GONE, id="inprogress-replaced-same-name"),
+    pytest.param("InProgress", live(deleting=True), evictions.RESUME_DONE_ACCEPTED, id="inprogress-terminating"),
+    pytest.param("InProgress", live(), evictions.RESUME_EVICT, id="inprogress-still-running-re-evict"),
+    pytest.param("Accepted", live(), evictions.RESUME_SKIP, id="accepted-final"),
+    pytest.param("IndirectlyRemoved", None, evictions.RESUME_SKIP, id="indirectly-removed-final"),
+    pytest.param("Rejected", live(), evictions.RESUME_SKIP, id="rejected-final"),
 ])
 def test_resume_action_per_phase(phase, pod, action):
-    got, message = ex.resume_action(rec(phase), pod)
+    got, message = evictions.resume_action(Relocation.from_dict(rec(phase)), pod)
     assert got == action
-    if action in (ex.RESUME_DONE_GONE, ex.RESUME_DONE_ACCEPTED):
+    if action in (evictions.RESUME_DONE_GONE, evictions.RESUME_DONE_ACCEPTED):
         assert "u1" in message and "when apply resumed" in message
 
 
@@ -78,29 +83,29 @@ APP = {"matchLabels": {"app": "train"}}
                  [("ns/q", 1, 2)], id="each-pdb-checked"),
 ])
 def test_pdb_precheck(victims, pdbs, blocked):
-    got = ex.pdb_blocks(victims, pdbs)
+    got = evictions.pdb_blocks(victims, pdbs)
     assert [(b.pdb, b.allowed, b.needed) for b in got] == blocked
     for b in got:
         assert b.pdb in b.message()
 
 
 @pytest.mark.parametrize("code, message, verdict", [
-    (201, "", ex.ACCEPTED), (200, "", ex.ACCEPTED),
-    (429, "Cannot evict pod as it would violate the pod's disruption budget.", ex.RETRY),
-    (404, "not found", ex.GONE),
-    (409, "Precondition failed: UID in precondition", ex.GONE),
-    (500, "This pod has more than one PodDisruptionBudget", ex.REJECTED),
-    (500, "internal error", ex.REJECTED),
-    (403, "forbidden", ex.REJECTED),
+    (201, "", evictions.ACCEPTED), (200, "", evictions.ACCEPTED),
+    (429, "Cannot evict pod as it would violate the pod's disruption budget.", evictions.RETRY),
+    (404, "not found", evictions.GONE),
+    (409, "Precondition failed: UID in precondition", evictions.GONE),
+    (500, "This pod has more than one PodDisruptionBudget", evictions.REJECTED),
+    (500, "internal error", evictions.REJECTED),
+    (403, "forbidden", evictions.REJECTED),
 ])
 def test_eviction_answers(code, message, verdict):
-    got, text = ex.classify_eviction(ex.EvictionResponse(code, message))
+    got, text = evictions.classify_eviction(ports.EvictionResponse(code, message))
     assert got == verdict
     assert message in text
 
 
 def test_backoff_doubles_up_to_the_cap_and_stops_at_the_deadline():
-    b = ex.Backoff(initial=1, factor=2, cap=10)
+    b = evictions.Backoff(initial=1, factor=2, cap=10)
     deadline = T0 + dt.timedelta(seconds=30)
     now, delays = T0, []
     while True:
@@ -117,23 +122,27 @@ ME = "run-b@host-1/200"
 
 
 def lease(holder="", renewed=T0, duration=30, done=None, last=""):
-    return ex.LeaseView(holder=holder, renew_time=renewed, duration_seconds=duration, last_completion=done,
-                        last_run=last)
+    ann = {}
+    if done is not None:
+        ann[mutex.LAST_COMPLETION_ANNOTATION] = times.rfc3339(done)
+    if last:
+        ann[mutex.LAST_RUN_ANNOTATION] = last
+    return LeaseRecord(holder=holder, renew_time=renewed, duration_seconds=duration, annotations=ann)
 
 
 @pytest.mark.parametrize("view, cooldown_s, alive, acquire, reason", [
     pytest.param(None, 600, True, True, "", id="no-lease-yet"),
     pytest.param(lease(), 600, True, True, "", id="released-no-history"),
-    pytest.param(lease("run-a@host-1/100"), 600, True, False, ex.REASON_ANOTHER_RUN_ACTIVE, id="held-by-another"),
+    pytest.param(lease("run-a@host-1/100"), 600, True, False, Reason.ANOTHER_RUN_ACTIVE, id="held-by-another"),
     pytest.param(lease("run-a@host-1/100", renewed=T0 - dt.timedelta(seconds=31)), 0, True, True, "",
                  id="held-but-expired"),
     pytest.param(lease(ME), 600, True, True, "", id="held-by-me"),
     pytest.param(lease("run-b@host-1/199"), 600, False, True, "", id="my-run-dead-process-same-host"),
-    pytest.param(lease("run-b@host-1/199"), 600, True, False, ex.REASON_ANOTHER_RUN_ACTIVE,
+    pytest.param(lease("run-b@host-1/199"), 600, True, False, Reason.ANOTHER_RUN_ACTIVE,
                  id="my-run-live-process-same-host"),
-    pytest.param(lease("run-b@host-2/199"), 600, False, False, ex.REASON_ANOTHER_RUN_ACTIVE,
+    pytest.param(lease("run-b@host-2/199"), 600, False, False, Reason.ANOTHER_RUN_ACTIVE,
                  id="my-run-other-host-cannot-be-checked"),
-    pytest.param(lease(done=T0 - dt.timedelta(seconds=60), last="run-a"), 600, True, False, ex.REASON_COOLDOWN,
+    pytest.param(lease(done=T0 - dt.timedelta(seconds=60), last="run-a"), 600, True, False, Reason.COOLDOWN,
                  id="cooldown-running"),
     pytest.param(lease(done=T0 - dt.timedelta(seconds=601), last="run-a"), 600, True, True, "",
                  id="cooldown-over"),
@@ -142,32 +151,32 @@ def lease(holder="", renewed=T0, duration=30, done=None, last=""):
                  id="own-completion-does-not-block-itself"),
 ])
 def test_lease_decision_table(view, cooldown_s, alive, acquire, reason):
-    got = ex.lease_decision(view, ME, T0, dt.timedelta(seconds=cooldown_s), pid_alive=lambda pid: alive)
+    got = mutex.lease_decision(view, ME, T0, dt.timedelta(seconds=cooldown_s), pid_alive=lambda pid: alive)
     assert (got.acquire, got.reason) == (acquire, reason)
-    if reason == ex.REASON_ANOTHER_RUN_ACTIVE:
+    if reason == Reason.ANOTHER_RUN_ACTIVE:
         assert "holds the execute Lease" in got.message and got.retry_after > 0
-    if reason == ex.REASON_COOLDOWN:
+    if reason == Reason.COOLDOWN:
         assert "run-a" in got.message and "10m" in got.message
         assert got.retry_after == pytest.approx(540)
 
 
 def test_holder_identity_round_trip():
-    ident = ex.holder_identity("ascend-execute-001", host="h", pid=42)
+    ident = mutex.holder_identity("ascend-execute-001", host="h", pid=42)
     assert ident == "ascend-execute-001@h/42"
-    assert ex.parse_identity(ident) == ("ascend-execute-001", "h", 42)
-    assert ex.parse_identity("garbage") == ("", "", -1)
+    assert mutex.parse_identity(ident) == ("ascend-execute-001", "h", 42)
+    assert mutex.parse_identity("garbage") == ("", "", -1)
 
 
 @pytest.mark.parametrize("text, seconds", [("0s", 0), ("90s", 90), ("10m", 600), ("1h30m", 5400), ("45", 45),
                                            ("500ms", 0.5)])
 def test_parse_duration(text, seconds):
-    assert ex.parse_duration(text).total_seconds() == seconds
+    assert times.parse_duration(text).total_seconds() == seconds
 
 
 @pytest.mark.parametrize("text", ["", "10x", "m", "-5s", "1 m"])
 def test_parse_duration_rejects(text):
     with pytest.raises(ValueError):
-        ex.parse_duration(text)
+        times.parse_duration(text)
 
 
 def run_obj(name, phase, done=None, ttl=None, deleting=False):
@@ -192,20 +201,42 @@ def test_ttl_expiry():
             run_obj("pending-with-time", "Pending", "2026-07-30T07:00:00Z", ttl=0),
             run_obj("being-deleted", "Succeeded", "2026-07-30T07:00:00Z", ttl=0, deleting=True),
             run_obj("mine", "Succeeded", "2026-07-30T07:00:00Z", ttl=0)]
-    assert [r["metadata"]["name"] for r in expired_runs(runs, T0, keep="mine")] == ["old", "failed-old"]
+    assert [r["metadata"]["name"] for r in runs if ttl_expired(r, T0)] == ["old", "failed-old", "mine"]
+
+
+def test_ttl_falls_back_to_the_last_condition_without_completion_time():
+    """One rule for apply's sweep and the coordinator: a finished run without completionTime
+    expires from its latest condition transition (apply's sweep used to keep it forever)."""
+    by_condition = run_obj("by-condition", "Failed", None, ttl=60)
+    by_condition["status"]["conditions"] = [{"type": "Failed", "status": "True",
+                                             "lastTransitionTime": "2026-07-30T07:58:00Z"}]
+    assert ttl_expired(by_condition, T0)
+    assert not ttl_expired(by_condition, T0 - dt.timedelta(minutes=1, seconds=1))
+    no_time = run_obj("no-time", "Failed", None, ttl=0)
+    assert not ttl_expired(no_time, T0)
+
+
+def test_an_unset_or_unknown_condition_reason_is_refused():
+    for reason in ("", None, "Completed", "executing"):
+        with pytest.raises(UnsetReason):
+            runapi.set_condition({}, "Progressing", "True", reason, "m", "t")
+    assert runapi.check_reason("ExecutionCompleted") == "ExecutionCompleted"
+    # Every reason constant is set and CamelCase; the planner's outcomes are among them.
+    assert all(r and r[0].isupper() and " " not in r for r in ALL_REASONS)
+    assert {"RepackRecommended", "NoFragmentation", "InsufficientImprovement"} <= ALL_REASONS
 
 
 def test_conditions_keep_transition_times_and_derive_the_phase():
     st = {}
-    ex.set_condition(st, "Progressing", "False", "AnotherRunActive", "m1", "t1")
-    assert ex.derive_phase(st) == "Pending"
-    ex.set_condition(st, "Progressing", "False", "ExecuteCooldownActive", "m2", "t2")
+    runapi.set_condition(st, "Progressing", "False", "AnotherRunActive", "m1", "t1")
+    assert runapi.derive_phase(st) == "Pending"
+    runapi.set_condition(st, "Progressing", "False", "ExecuteCooldownActive", "m2", "t2")
     assert st["conditions"][0]["lastTransitionTime"] == "t1"        # same status: time kept
-    ex.set_condition(st, "Progressing", "True", "Executing", "m3", "t3")
-    assert st["conditions"][0]["lastTransitionTime"] == "t3" and ex.derive_phase(st) == "Running"
-    ex.set_condition(st, "Failed", "True", "EvictionBlockedByPDB", "m4", "t4")
-    assert ex.derive_phase(st) == "Failed"
+    runapi.set_condition(st, "Progressing", "True", "Executing", "m3", "t3")
+    assert st["conditions"][0]["lastTransitionTime"] == "t3" and runapi.derive_phase(st) == "Running"
+    runapi.set_condition(st, "Failed", "True", "EvictionBlockedByPDB", "m4", "t4")
+    assert runapi.derive_phase(st) == "Failed"
     st2 = {}
-    ex.set_condition(st2, "Complete", "True", "ExecutionCompleted", "m", "t")
-    assert ex.derive_phase(st2) == "Succeeded"
-    assert ex.run_reason({"status": {**st2, "phase": "Succeeded"}}) == "ExecutionCompleted"
+    runapi.set_condition(st2, "Complete", "True", "ExecutionCompleted", "m", "t")
+    assert runapi.derive_phase(st2) == "Succeeded"
+    assert runapi.run_reason({"status": {**st2, "phase": "Succeeded"}}) == "ExecutionCompleted"

@@ -7,7 +7,9 @@ import datetime as dt
 
 import pytest
 
-from kubectl_repack import execute as ex
+from kubectl_repack.engine import executor
+from kubectl_repack.api import run as runapi
+from kubectl_repack.api import times
 from tests.unit.execute.fakes import (NS, T0, FakeClock, FakeCluster, FakeRuns, engine_for, execute_run,
                                       planned_nodes, seed_objects, started)
 
@@ -57,7 +59,7 @@ def test_all_accepted_and_placed_as_planned_completes():
     assert _cond(run, "Progressing") == ("False", "ExecutionCompleted")
     assert st["result"] == {"fragAfterPercent": 0, "freedNodeCount": 1, "freedNodes": ["n1"],
                             "movedCardCount": 2, "metricsVerified": True}
-    assert st["completionTime"] == ex.rfc3339(clock.now())
+    assert st["completionTime"] == times.rfc3339(clock.now())
 
 
 def test_alternative_placement_that_still_frees_the_node():
@@ -171,7 +173,7 @@ def test_live_replan_without_recommendation_evicts_nothing():
     assert run["status"]["phase"] == "Succeeded"
     assert _cond(run, "Complete") == ("True", plan.outcome)
     assert "relocations" not in run["status"] and cluster.calls == []
-    assert ex.is_finished(run)
+    assert runapi.is_finished(run)
 
 
 # ---- resume ---------------------------------------------------------------------------------------
@@ -258,7 +260,7 @@ def test_a_lost_lease_stops_before_the_next_eviction():
     lost = []
     cluster.on_evict = lambda name: lost.append(name)
     eng.guard = lambda: "the execute Lease was lost" if lost else None
-    with pytest.raises(ex.LeaseLost, match="--resume run-1"):
+    with pytest.raises(executor.LeaseLost, match="--resume run-1"):
         eng.execute("run-1")
     assert [c[0] for c in cluster.calls] == ["train-worker-0"]
     assert _phases(runs.get("run-1")) == [("Accepted", "WaitingForReplacement"),

@@ -9,12 +9,16 @@ import pytest
 
 from tests import builders as kb
 from tests.unit.webhook.builders import relocation, run
-from webhook.admission import (GATED_AT_ANNOTATION, PLANNED_NODE_ANNOTATION, RELOCATION_INDEX_ANNOTATION,
-                               RELOCATION_RUN_ANNOTATION, RELOCATION_VICTIM_ANNOTATION,
-                               REPLACEMENT_PODGROUP_ANNOTATION)
-from webhook.coordinator import (Coordinator, LeaderElector, LiveFit, decide, parse_duration, replacement_of,
-                                 ttl_expired)
-from kubectl_repack.api.gates import PLACEMENT_GATE, PLACEMENT_GATE_OWNER_ANNOTATION
+from kubectl_repack.api.gates import (GATED_AT_ANNOTATION, PLACEMENT_GATE, PLACEMENT_GATE_OWNER_ANNOTATION,
+                                      PLANNED_NODE_ANNOTATION, RELOCATION_INDEX_ANNOTATION, RELOCATION_RUN_ANNOTATION,
+                                      RELOCATION_VICTIM_ANNOTATION, REPLACEMENT_PODGROUP_ANNOTATION)
+from kubectl_repack.api.run import ttl_expired
+from kubectl_repack.api.times import parse_duration
+from kubectl_repack.errors import ClusterAPIError, Conflict, NotFound
+from kubectl_repack.kube.lease import LeaseClient
+from webhook.coordinator import Coordinator
+from webhook.election import LeaderElector
+from webhook.placement import LiveFit, decide, replacement_of
 
 NOW = datetime(2026, 7, 30, 10, 0, 30, tzinfo=timezone.utc)
 LEASE = timedelta(seconds=30)
@@ -178,68 +182,62 @@ def test_ttl():
     assert ttl_expired(by_condition, NOW)
 
 
-# --- one tick against fake APIs ------------------------------------------------------------------------
-class ApiException(Exception):
-    def __init__(self, status):
-        super().__init__(status)
-        self.status, self.reason = status, str(status)
-
-
+# --- one tick against fake ports --------------------------------------------------------------------------
 class FakeCluster:
-    """Pods and RepackRuns in memory; records every write in `calls`."""
+    """The coordinator's two ports in memory (LiveCluster for pods, RunStore for RepackRuns);
+    records every write in `calls`."""
 
     def __init__(self, pods, runs, objects=()):
         self.pods = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in pods}
         self.runs = {r["metadata"]["name"]: r for r in runs}
-        for r in self.runs.values():
-            r["metadata"]["resourceVersion"] = "1"
         self.objects = list(objects)
         self.calls = []
-        self.conflicts = 0
         self.record_lists = False
+        self.refuse_status = None   # an exception every status write raises
 
-    # CoreV1Api
-    def patch_namespaced_pod_status(self, name, ns, body):
-        self.calls.append(("nominate", name, body["status"]["nominatedNodeName"]))
-        self.pods[(ns, name)].setdefault("status", {})["nominatedNodeName"] = body["status"]["nominatedNodeName"]
+    # LiveCluster
+    def list_pods(self, namespace=None):
+        if self.record_lists:
+            self.calls.append(("list", namespace))
+        return [copy.deepcopy(p) for p in self.pods.values()
+                if namespace is None or p["metadata"]["namespace"] == namespace]
 
-    def patch_namespaced_pod(self, name, ns, ops):
+    def snapshot_objects(self, kinds=None):
+        return self.objects + copy.deepcopy(list(self.pods.values()))
+
+    def nominate(self, ns, name, node):
+        self.calls.append(("nominate", name, node))
+        self.pods[(ns, name)].setdefault("status", {})["nominatedNodeName"] = node
+
+    def patch_pod(self, ns, name, ops):
         from tests.unit.webhook.patching import apply_patch
 
         pod = self.pods[(ns, name)]
         for op in ops:
-            if op["op"] == "test":
-                got = pod["spec"].get("schedulingGates")
-                if got != op["value"]:
-                    raise ApiException(422)
+            if op["op"] == "test" and pod["spec"].get("schedulingGates") != op["value"]:
+                raise ClusterAPIError(f"patching pod {ns}/{name}: test failed (HTTP 422)", 422)
         self.pods[(ns, name)] = apply_patch(pod, [o for o in ops if o["op"] != "test"])
         self.calls.append(("ungate", name))
 
-    # CustomObjectsApi
-    def list_cluster_custom_object(self, *a):
-        return {"items": copy.deepcopy(list(self.runs.values()))}
+    # RunStore
+    def list(self):
+        return copy.deepcopy(list(self.runs.values()))
 
-    def get_cluster_custom_object(self, g, v, p, name):
-        if name not in self.runs:
-            raise ApiException(404)
+    def update_status(self, name, mutate, uid=None):
+        if self.refuse_status is not None:
+            raise self.refuse_status
+        if name not in self.runs or (uid and self.runs[name]["metadata"].get("uid") != uid):
+            raise NotFound(f"repackrun {name} not found", 404)
+        status = copy.deepcopy(self.runs[name].get("status") or {})
+        mutate(status)
+        self.runs[name]["status"] = status
+        self.calls.append(("status", name, copy.deepcopy(status["relocations"][0]["placement"])))
         return copy.deepcopy(self.runs[name])
 
-    def replace_cluster_custom_object_status(self, g, v, p, name, body):
-        cur = self.runs[name]
-        if self.conflicts:
-            self.conflicts -= 1
-            cur["metadata"]["resourceVersion"] = str(int(cur["metadata"]["resourceVersion"]) + 1)
-            raise ApiException(409)
-        if body["metadata"]["resourceVersion"] != cur["metadata"]["resourceVersion"]:
-            raise ApiException(409)
-        new = copy.deepcopy(body)
-        new["metadata"]["resourceVersion"] = str(int(cur["metadata"]["resourceVersion"]) + 1)
-        self.runs[name] = new
-        self.calls.append(("status", name, copy.deepcopy(new["status"]["relocations"][0]["placement"])))
-
-    def delete_cluster_custom_object(self, g, v, p, name):
+    def delete(self, name, uid=None):
         del self.runs[name]
         self.calls.append(("delete", name))
+        return True
 
 
 class FakeElector:
@@ -253,28 +251,14 @@ class FakeElector:
 
 
 @pytest.fixture
-def fake_coordinator(monkeypatch):
-    import kubernetes.client.rest
-
-    monkeypatch.setattr(kubernetes.client.rest, "ApiException", ApiException)
-
+def fake_coordinator():
     def make(fake):
-        c = Coordinator(api_client=None, clock=lambda: NOW, placement_lease=LEASE)
-        c.core = c.custom = fake
-        c.elector = FakeElector()
-        def list_pods(namespace):
-            fake.calls.append(("list", namespace)) if fake.record_lists else None
-            return [copy.deepcopy(p) for p in fake.pods.values()
-                    if namespace is None or p["metadata"]["namespace"] == namespace]
-        c._list_pods = list_pods
-        c._snapshot_objects = lambda: fake.objects + copy.deepcopy(list(fake.pods.values()))
-        return c
+        return Coordinator(fake, fake, FakeElector(), clock=lambda: NOW, placement_lease=LEASE)
     return make
 
 
 def test_tick_records_nominates_records_then_ungates(fake_coordinator):
     fake = FakeCluster([replacement_pod()], [the_run()], cluster())
-    fake.conflicts = 1  # apply wrote the run meanwhile: re-read and retry
     fake_coordinator(fake).tick()
     kinds = [c[0] for c in fake.calls]
     assert kinds == ["status", "nominate", "status", "ungate"], fake.calls
@@ -319,46 +303,58 @@ def test_tick_collects_finished_runs_past_their_ttl(fake_coordinator):
     assert ("delete", "old") in fake.calls and "run-1" in fake.runs
 
 
-# --- leader election -------------------------------------------------------------------------------------
-class FakeLeases:
+# --- leader election (the real LeaseClient over a fake CoordinationV1Api) --------------------------------
+class FakeCoordinationApi:
+    """read/create/replace of one Lease with resourceVersion checks, answering raw JSON like the
+    API server (the LeaseClient asks for `_preload_content=False`)."""
+
     def __init__(self):
         self.lease = None
         self.rv = 0
-        self.api_client = self
+
+    class _Resp:
+        def __init__(self, obj):
+            import json
+            self.data = json.dumps(obj).encode()
 
     @staticmethod
-    def sanitize_for_serialization(obj):
-        return copy.deepcopy(obj)
+    def _error(status):
+        from kubernetes.client.rest import ApiException
+        return ApiException(status=status, reason=str(status))
 
-    def read_namespaced_lease(self, name, ns):
+    def read_namespaced_lease(self, name, ns, **kw):
         if self.lease is None:
-            raise ApiException(404)
-        return copy.deepcopy(self.lease)
+            raise self._error(404)
+        return self._Resp(self.lease)
 
-    def create_namespaced_lease(self, ns, body):
+    def create_namespaced_lease(self, ns, body, **kw):
         if self.lease is not None:
-            raise ApiException(409)
-        self._store(body)
+            raise self._error(409)
+        return self._store(body)
 
-    def replace_namespaced_lease(self, name, ns, body):
+    def replace_namespaced_lease(self, name, ns, body, **kw):
         if body["metadata"]["resourceVersion"] != self.lease["metadata"]["resourceVersion"]:
-            raise ApiException(409)
-        self._store(body)
+            raise self._error(409)
+        return self._store(body)
 
     def _store(self, body):
         self.rv += 1
         self.lease = copy.deepcopy(body)
         self.lease["metadata"]["resourceVersion"] = str(self.rv)
+        return self._Resp(self.lease)
 
 
-def test_leader_election_acquire_exclude_takeover_release(monkeypatch):
-    import kubernetes.client.rest
+def lease_client(fake_api):
+    client = LeaseClient(None, "repack-system", "repack-coordinator")
+    client.coord = fake_api
+    return client
 
-    monkeypatch.setattr(kubernetes.client.rest, "ApiException", ApiException)
+
+def test_leader_election_acquire_exclude_takeover_release():
     clock = {"now": NOW}
-    leases = FakeLeases()
-    a = LeaderElector(leases, "repack-system", "repack-coordinator", "a", 15, clock=lambda: clock["now"])
-    b = LeaderElector(leases, "repack-system", "repack-coordinator", "b", 15, clock=lambda: clock["now"])
+    leases = FakeCoordinationApi()
+    a = LeaderElector(lease_client(leases), "a", 15, clock=lambda: clock["now"])
+    b = LeaderElector(lease_client(leases), "b", 15, clock=lambda: clock["now"])
     assert a.ensure() and a.is_leader
     assert not b.ensure()
     clock["now"] += timedelta(seconds=10)
@@ -372,16 +368,28 @@ def test_leader_election_acquire_exclude_takeover_release(monkeypatch):
     assert leases.lease["spec"]["leaseTransitions"] == 1
     assert not a.ensure()
     b.release()
-    assert leases.lease["spec"]["holderIdentity"] == ""
+    assert not leases.lease["spec"].get("holderIdentity")
     assert a.ensure()  # released: taken at once
+
+
+def test_a_lost_race_for_the_lease_is_decided_again_on_what_the_winner_wrote():
+    leases = FakeCoordinationApi()
+    a = LeaderElector(lease_client(leases), "a", 15, clock=lambda: NOW)
+    real_create = leases.create_namespaced_lease
+
+    def b_wins(ns, body, **kw):   # b creates the Lease between a's read and a's create
+        real_create(ns, {"metadata": {"name": "repack-coordinator", "namespace": ns},
+                         "spec": {"holderIdentity": "b", "leaseDurationSeconds": 15,
+                                  "renewTime": "2026-07-30T10:00:30.000000Z"}})
+        leases.create_namespaced_lease = real_create
+        return real_create(ns, body)
+    leases.create_namespaced_lease = b_wins
+    assert not a.ensure() and leases.lease["spec"]["holderIdentity"] == "b"
 
 
 def test_time_out_ungates_even_when_the_run_cannot_be_written(fake_coordinator):
     fake = FakeCluster([replacement_pod(gated_at="2026-07-30T09:59:00Z")], [the_run()], cluster())
-
-    def refuse(*a, **kw):
-        raise ApiException(422)
-    fake.replace_cluster_custom_object_status = refuse
+    fake.refuse_status = ClusterAPIError("writing the status of repackrun run-1: invalid (HTTP 422)", 422)
     c = fake_coordinator(fake)
     c.tick()  # the record write fails after the gate is gone; logged, retried next tick
     assert fake.calls == [("ungate", "train-worker-0")]
@@ -391,10 +399,7 @@ def test_time_out_ungates_even_when_the_run_cannot_be_written(fake_coordinator):
 
 def test_a_failed_record_write_holds_the_hint_and_the_gate_until_the_next_tick(fake_coordinator):
     fake = FakeCluster([replacement_pod()], [the_run()], cluster())
-
-    def refuse(*a, **kw):
-        raise ApiException(500)
-    fake.replace_cluster_custom_object_status = refuse
+    fake.refuse_status = Conflict("writing the status of repackrun run-1: still conflicting (HTTP 409)", 409)
     fake_coordinator(fake).tick()
     assert fake.calls == []  # no hint before the replacement is on record
 

@@ -1,0 +1,150 @@
+"""`kubectl repack apply` as a workflow, independent of click (the command only wires it).
+
+Order (EXEC-1..7): delete finished runs past their TTL -> create the run (or pick up the existing
+one) -> take the cluster-wide execute Lease (else the run stays Pending with AnotherRunActive /
+ExecuteCooldownActive, and apply waits or gives up) -> plan again on live state -> persist the plan
+and every relocation record -> evict, track, verify (Executor) -> release the Lease, starting the
+cooldown if anything was evicted. Re-running it on the same run continues from the records.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Callable, Optional, Protocol
+
+from kubectl_repack.api.run import MODE_EXECUTE, is_finished, ttl_expired
+from kubectl_repack.errors import ClusterAPIError, NotFound, ValidationError
+
+from .executor import Executor, Options, Progress, evicted_any
+from .mutex import LeaseDecision, holder_identity
+from .ports import Clock, ClusterReader, Evictor
+
+
+class RunStore(Protocol):
+    def get(self, name: str) -> dict: ...
+    def list(self) -> list: ...
+    def create(self, obj: dict) -> dict: ...
+    def delete(self, name: str, uid: Optional[str] = None) -> bool: ...
+    def update_status(self, name: str, mutate: Callable[[dict], None]) -> dict: ...
+
+
+class Mutex(Protocol):
+    lost: object   # threading.Event-like: is_set()
+    def stored_cooldown(self) -> dt.timedelta: ...
+    def try_acquire(self, me: str, now: dt.datetime, cooldown: dt.timedelta,
+                    store_cooldown: Optional[dt.timedelta] = None) -> LeaseDecision: ...
+    def start_renewing(self, me: str) -> None: ...
+    def release(self, me: str, run_name: str, completed: Optional[dt.datetime]) -> None: ...
+
+
+@dataclass(frozen=True)
+class ApplyRequest:
+    """What the user asked for: a validated Execute run to create (`run`) or the name to resume."""
+    name: str
+    run: Optional[dict] = None
+    wait: bool = True
+    timeout: dt.timedelta = dt.timedelta(minutes=10)
+    cooldown: Optional[dt.timedelta] = None          # given: used now and stored as the setting
+    eviction_retry_timeout: dt.timedelta = dt.timedelta(seconds=60)
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    """The run as it stands when apply returns; `pending` when it gave up waiting for the Lease."""
+    run: dict
+    pending: bool = False
+    note: str = ""
+
+
+class Reporter(Protocol):
+    def note(self, message: str) -> None: ...          # one line for the user (stderr)
+    def progress(self, progress: Progress) -> None: ...
+
+
+def sweep_expired(runs: RunStore, now: dt.datetime, keep: str, reporter: Reporter) -> None:
+    """Delete finished runs past ttlSecondsAfterFinished (EXEC-7), except the one being applied."""
+    for old in runs.list():
+        meta = old.get("metadata") or {}
+        if meta.get("name") != keep and ttl_expired(old, now) and runs.delete(meta["name"], meta.get("uid")):
+            reporter.note(f"repackrun.repack.volcano.sh/{meta['name']} deleted (ttlSecondsAfterFinished passed)")
+
+
+def create_or_resume(runs: RunStore, request: ApplyRequest, reporter: Reporter) -> dict:
+    """The stored run: created from the request, or the existing one if its spec is the same."""
+    name = request.name
+    try:
+        current = runs.get(name)
+    except NotFound:
+        if request.run is None:
+            raise
+        current = None
+    if current is not None and (current.get("spec") or {}).get("mode") != MODE_EXECUTE:
+        raise ValidationError([f"repackrun {name} exists with mode {current['spec'].get('mode')}; "
+                               "choose a new name (--name) for the Execute run"])
+    if current is not None and request.run is not None and current.get("spec") != request.run["spec"]:
+        raise ValidationError([f"repackrun {name} exists with a different spec (a RepackRun's spec is immutable); "
+                               f"continue it with `kubectl repack apply --resume {name}` or choose a new name (--name)"])
+    if current is None:
+        current = runs.create(request.run)
+        reporter.note(f"repackrun.repack.volcano.sh/{name} created")
+    else:
+        reporter.note(f"repackrun.repack.volcano.sh/{name} exists: continuing it from its records")
+    return current
+
+
+def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: ClusterReader, evictor: Evictor,
+              reporter: Reporter, clock: Optional[Clock] = None, me: Optional[str] = None) -> ApplyResult:
+    """Carry out (or continue) one Execute run; see the module docstring for the order."""
+    clock = clock or Clock()
+    name = request.name
+    sweep_expired(runs, clock.now(), name, reporter)
+    current = create_or_resume(runs, request, reporter)
+    if is_finished(current):
+        return ApplyResult(current, note=f"repackrun {name} already finished")
+
+    cooldown = request.cooldown if request.cooldown is not None else lease.stored_cooldown()
+    # A started run continues; the cooldown gates new runs only.
+    cooldown_now = dt.timedelta(0) if (current.get("status") or {}).get("relocations") else cooldown
+    me = me or holder_identity(name)
+    engine = Executor(cluster, evictor, runs, clock=clock,
+                      options=Options(execution_timeout=request.timeout,
+                                      eviction_retry_timeout=request.eviction_retry_timeout),
+                      on_progress=reporter.progress,
+                      guard=lambda: "the execute Lease was lost (not renewed in time)" if lease.lost.is_set() else None)
+
+    give_up = clock.now() + request.timeout
+    last_reason = None
+    while True:
+        decision = lease.try_acquire(me, clock.now(), cooldown_now, request.cooldown)
+        if decision.acquire:
+            break
+        if decision.reason != last_reason:
+            engine.mark_pending(name, decision.reason, decision.message)
+            last_reason = decision.reason
+            reporter.note(f"waiting: {decision.reason}: {decision.message}")
+        left = (give_up - clock.now()).total_seconds()
+        if not request.wait or left <= 0:
+            return ApplyResult(runs.get(name), pending=True,
+                               note=f"repackrun {name} is Pending ({decision.reason}); "
+                                    f"run `kubectl repack apply --resume {name}` later")
+        clock.sleep(max(0.5, min(decision.retry_after, 5.0, left)))
+
+    lease.start_renewing(me)
+    completed = None
+    try:
+        if not (current.get("status") or {}).get("relocations") and not is_finished(current):
+            current = engine.start(name, engine.plan_live(current))     # EXEC-1: never a DryRun's plan
+        if not is_finished(current):
+            current = engine.execute(name)
+        if evicted_any(current):
+            completed = clock.now()
+    except ClusterAPIError:
+        try:
+            evicted = evicted_any(runs.get(name))
+        except ClusterAPIError:
+            evicted = True   # cannot tell: assume the worst, so the cooldown applies
+        completed = clock.now() if evicted else None
+        raise
+    finally:
+        lease.release(me, name, completed)
+    return ApplyResult(current)

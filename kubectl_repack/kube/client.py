@@ -1,0 +1,111 @@
+"""Connecting, the error tree for API failures, and the one retry policy for 409 Conflicts."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Callable, Optional, TypeVar
+
+from kubectl_repack.errors import ClusterAPIError, Conflict, NotFound, RepackError, TooManyRequests
+
+REQUEST_TIMEOUT = 60        # seconds per request; a list page of 500 pods is well under this
+# Optimistic concurrency: a write that meets a newer resourceVersion (409) re-reads and re-applies
+# its change. Eight attempts with a growing pause (0.05 s, 0.1 s, ... 0.4 s; about 1.8 s in all)
+# outlast a burst of writes by the other status writer; the last Conflict is raised.
+CONFLICT_RETRIES = 8
+CONFLICT_PAUSE = 0.05
+
+_ERRORS_BY_STATUS = {404: NotFound, 409: Conflict, 429: TooManyRequests}
+T = TypeVar("T")
+
+
+def connect(kubeconfig: Optional[str] = None, context: Optional[str] = None):
+    """An ApiClient for --kubeconfig/--context, $KUBECONFIG, ~/.kube/config, or in-cluster config."""
+    from kubernetes import client, config
+    from kubernetes.config.config_exception import ConfigException
+
+    try:
+        if kubeconfig:
+            if not os.path.exists(kubeconfig):
+                raise RepackError(f"kubeconfig {kubeconfig}: no such file")
+            return config.new_client_from_config(config_file=kubeconfig, context=context)
+        default = os.path.expanduser(os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0])
+        if not os.path.exists(default) and os.environ.get("KUBERNETES_SERVICE_HOST") and not context:
+            config.load_incluster_config()
+            return client.ApiClient()
+        return config.new_client_from_config(context=context)
+    except ConfigException as e:
+        where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        raise RepackError(f"cannot load kubeconfig {where}"
+                          f"{' context ' + repr(context) if context else ''}: {e}") from e
+
+
+def api_error(exc: Exception, doing: str) -> ClusterAPIError:
+    """The errors-tree exception for a failed API call; the caller raises it `from exc`."""
+    status = getattr(exc, "status", None)
+    if status is None or status == 0:
+        reason = getattr(exc, "reason", None) or exc
+        return ClusterAPIError(f"{doing}: cannot reach the API server: {reason}")
+    message = getattr(exc, "reason", "") or ""
+    body = getattr(exc, "body", None)
+    if body:
+        try:
+            message = json.loads(body).get("message") or message
+        except (ValueError, AttributeError, TypeError):
+            message = str(body)[:500]
+    cls = _ERRORS_BY_STATUS.get(status, ClusterAPIError)
+    return cls(f"{doing}: {message} (HTTP {status})", status)
+
+
+def call(doing: str, fn: Callable[..., T], *args, **kwargs) -> T:
+    """fn(*args, **kwargs), with every client failure raised as the errors tree."""
+    from kubernetes.client.rest import ApiException
+    from urllib3.exceptions import HTTPError
+
+    try:
+        return fn(*args, **kwargs)
+    except ApiException as e:
+        raise api_error(e, doing) from e
+    except HTTPError as e:
+        reason = getattr(e, "reason", None) or e  # MaxRetryError wraps the real failure
+        raise ClusterAPIError(f"{doing}: cannot reach the API server: {reason}") from e
+
+
+def call_json(doing: str, fn: Callable, *args, **kwargs):
+    """call() of a client method with `_preload_content=False`: the raw JSON body, not typed models."""
+    resp = call(doing, fn, *args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kwargs)
+    return json.loads(resp.data) if resp.data else {}
+
+
+def retry_on_conflict(attempt: Callable[[], T], sleep: Callable[[float], None] = time.sleep) -> T:
+    """Run `attempt` (a read-modify-write) until it does not raise Conflict, CONFLICT_RETRIES times at
+    most; the last Conflict propagates."""
+    for i in range(CONFLICT_RETRIES):
+        try:
+            return attempt()
+        except Conflict:
+            if i + 1 == CONFLICT_RETRIES:
+                raise
+            sleep(CONFLICT_PAUSE * (i + 1))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def request(api, method: str, path: str, body: Optional[dict] = None, query=None, content_type=None) -> dict:
+    """One REST call by path (for kinds without a typed client method, e.g. server-side apply);
+    the JSON answer, or the errors tree."""
+    from kubernetes.client.rest import ApiException
+
+    headers = {"Accept": "application/json"}
+    if content_type:
+        headers["Content-Type"] = content_type
+
+    def send():
+        method_, url, headers_, payload, _ = api.param_serialize(
+            method=method, resource_path=path, query_params=list(query or []), header_params=headers,
+            body=body, auth_settings=["BearerToken"])
+        resp = api.call_api(method_, url, header_params=headers_, body=payload, _request_timeout=REQUEST_TIMEOUT)
+        resp.read()
+        if not 200 <= resp.status < 300:
+            raise ApiException(http_resp=resp)
+        return json.loads(resp.data) if resp.data else {}
+    return call(f"{method} {path}", send)

@@ -1,0 +1,162 @@
+"""coordination.k8s.io/v1 Leases: one client for the execute mutex and the coordinator's election.
+
+Every change is a replace on the resourceVersion that was read (or a create that fails if the
+Lease appeared meanwhile), so two contenders can never both win: the loser gets 409 and decides
+again on what the winner wrote. What a Lease *means* (who may take it) is the caller's `decide`.
+"""
+from __future__ import annotations
+
+import copy
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional
+
+from kubectl_repack.api.times import micro_time, parse_time
+from kubectl_repack.errors import Conflict, NotFound
+
+from .client import CONFLICT_RETRIES, call_json
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """The parts of a Lease object the decisions read."""
+    holder: str = ""
+    renew_time: Optional[dt.datetime] = None
+    duration_seconds: int = 0
+    transitions: int = 0
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, lease: Optional[Mapping[str, Any]]) -> Optional["LeaseRecord"]:
+        if not isinstance(lease, Mapping):
+            return None
+        spec = lease.get("spec") if isinstance(lease.get("spec"), Mapping) else {}
+        meta = lease.get("metadata") if isinstance(lease.get("metadata"), Mapping) else {}
+        duration = spec.get("leaseDurationSeconds")
+        return cls(holder=str(spec.get("holderIdentity") or ""),
+                   renew_time=parse_time(spec.get("renewTime") or spec.get("acquireTime")),
+                   duration_seconds=duration if isinstance(duration, int) and not isinstance(duration, bool) else 0,
+                   transitions=int(spec.get("leaseTransitions") or 0),
+                   annotations=dict(meta.get("annotations") or {}))
+
+    def expires(self) -> Optional[dt.datetime]:
+        """renewTime + leaseDurationSeconds (None when either is missing)."""
+        if self.renew_time is None or self.duration_seconds <= 0:
+            return None
+        return self.renew_time + dt.timedelta(seconds=self.duration_seconds)
+
+    def is_fresh(self, now: dt.datetime) -> bool:
+        """A holder is named and the Lease has not expired at `now`."""
+        expires = self.expires()
+        if now.tzinfo is None:
+            now = now.replace(tzinfo=dt.timezone.utc)
+        return bool(self.holder) and expires is not None and now < expires
+
+
+def lease_is_fresh(lease: Optional[Mapping[str, Any]], now: dt.datetime) -> bool:
+    """Whether the Lease object (a dict as the API returns it) is held and unexpired at `now`."""
+    record = LeaseRecord.from_dict(lease)
+    return record is not None and record.is_fresh(now)
+
+
+class LeaseClient:
+    """One named Lease: read, acquire/renew on resourceVersion, release."""
+
+    def __init__(self, api, namespace: str, name: str):
+        from kubernetes import client
+
+        self.namespace, self.name = namespace, name
+        self.coord = client.CoordinationV1Api(api)
+        self.core = client.CoreV1Api(api)
+
+    @property
+    def ref(self) -> str:
+        return f"lease {self.namespace}/{self.name}"
+
+    def read(self) -> Optional[dict]:
+        """The Lease as raw JSON, or None when it does not exist."""
+        try:
+            return call_json(f"reading {self.ref}", self.coord.read_namespaced_lease, self.name, self.namespace)
+        except NotFound:
+            return None
+
+    def _replace(self, body: dict) -> dict:
+        return call_json(f"updating {self.ref}", self.coord.replace_namespaced_lease, self.name, self.namespace, body)
+
+    def _create(self, body: dict) -> dict:
+        try:
+            return call_json(f"creating {self.ref}", self.coord.create_namespaced_lease, self.namespace, body)
+        except NotFound:  # the namespace does not exist yet
+            try:
+                call_json(f"creating namespace {self.namespace}", self.core.create_namespace,
+                          {"metadata": {"name": self.namespace}})
+            except Conflict:
+                pass
+            return call_json(f"creating {self.ref}", self.coord.create_namespaced_lease, self.namespace, body)
+
+    def acquire(self, holder: str, duration_seconds: int, now: dt.datetime,
+                decide: Callable[[Optional[LeaseRecord]], Any], annotations: Optional[Mapping[str, str]] = None):
+        """Take (or renew) the Lease for `holder` if `decide(current record or None)` is truthy.
+
+        Returns (decision, taken). On 409 the Lease is read and decided again, CONFLICT_RETRIES
+        times at most; then (decision, False).
+        """
+        decision = None
+        for _ in range(CONFLICT_RETRIES):
+            lease = self.read()
+            decision = decide(LeaseRecord.from_dict(lease))
+            if not decision:
+                return decision, False
+            stamp = micro_time(now)
+            try:
+                if lease is None:
+                    self._create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                  "metadata": {"name": self.name, "namespace": self.namespace,
+                                               "annotations": dict(annotations or {})},
+                                  "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration_seconds,
+                                           "acquireTime": stamp, "renewTime": stamp, "leaseTransitions": 0}})
+                else:
+                    body = copy.deepcopy(lease)
+                    spec = body.setdefault("spec", {})
+                    if spec.get("holderIdentity") != holder:
+                        spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
+                        spec["acquireTime"] = stamp
+                    spec.update(holderIdentity=holder, leaseDurationSeconds=duration_seconds, renewTime=stamp)
+                    if annotations:
+                        body.setdefault("metadata", {}).setdefault("annotations", {}).update(annotations)
+                    self._replace(body)   # metadata.resourceVersion from the read: 409 if changed
+                return decision, True
+            except Conflict:
+                continue
+        return decision, False
+
+    def renew(self, holder: str, now: dt.datetime) -> bool:
+        """Move renewTime to `now` while `holder` holds the Lease; False once it does not."""
+        for _ in range(CONFLICT_RETRIES):
+            lease = self.read()
+            if lease is None or (lease.get("spec") or {}).get("holderIdentity") != holder:
+                return False
+            lease["spec"]["renewTime"] = micro_time(now)
+            try:
+                self._replace(lease)
+                return True
+            except Conflict:
+                continue
+        return False
+
+    def release(self, holder: str, annotations: Optional[Mapping[str, str]] = None) -> bool:
+        """Clear holderIdentity if `holder` still holds the Lease (and set `annotations`), so a
+        successor need not wait for it to expire. False when it was not ours (any more)."""
+        for _ in range(CONFLICT_RETRIES):
+            lease = self.read()
+            if lease is None or (lease.get("spec") or {}).get("holderIdentity") != holder:
+                return False
+            lease["spec"]["holderIdentity"] = None
+            if annotations:
+                lease.setdefault("metadata", {}).setdefault("annotations", {}).update(annotations)
+            try:
+                self._replace(lease)
+                return True
+            except Conflict:
+                continue
+        return False

@@ -1,0 +1,242 @@
+"""Reading the cluster as raw JSON, patching pods, evicting: the objects side of the I/O layer.
+
+Reads keep the objects exactly as the API server sends them (raw JSON, not the client's typed
+models), so what the planner reads live is byte-for-byte what `kubectl get -o json` or `kubectl
+repack snapshot` would write. A snapshot *source* (live cluster or file) is what the plan commands
+take, so offline and live planning are the same code.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Optional
+
+from kubectl_repack.errors import ClusterAPIError, NotFound
+
+from .client import REQUEST_TIMEOUT, api_error, call, call_json
+
+PAGE_SIZE = 500
+EXPIRED_LIST_RETRIES = 3    # a continue token older than etcd's compaction window answers 410
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of object the planner reads, and how to list it cluster-wide."""
+    api_version: str
+    kind: str
+    plural: str
+    optional: bool = False   # a CRD that may not be installed: 404 on list means "none"
+
+    @property
+    def group(self) -> str:
+        """API group ('' for the core group)."""
+        return self.api_version.rpartition("/")[0]
+
+    @property
+    def version(self) -> str:
+        """API version within the group."""
+        return self.api_version.rpartition("/")[2]
+
+
+# Everything planner.load reads, in the order snapshot files list them.
+SNAPSHOT_KINDS = (
+    Kind("v1", "Namespace", "namespaces"),
+    Kind("v1", "Node", "nodes"),
+    Kind("v1", "PersistentVolume", "persistentvolumes"),
+    Kind("v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
+    Kind("v1", "Pod", "pods"),
+    Kind("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets"),
+    Kind("scheduling.volcano.sh/v1beta1", "PodGroup", "podgroups", optional=True),
+    Kind("batch.volcano.sh/v1alpha1", "Job", "jobs", optional=True),
+    Kind("workload.serving.volcano.sh/v1alpha1", "ModelServing", "modelservings", optional=True),
+)
+
+# What the planner's scheduler filters read (the coordinator's live feasibility check).
+FILTER_KINDS = tuple(k for k in SNAPSHOT_KINDS if k.kind in ("Namespace", "Node", "PersistentVolume",
+                                                           "PersistentVolumeClaim", "Pod"))
+POD_KIND = next(k for k in SNAPSHOT_KINDS if k.kind == "Pod")
+
+
+# ---------- reading ----------
+
+def _list_page(api, kind: "Kind", limit: int, token: Optional[str]) -> dict:
+    """One page of a cluster-wide list as raw JSON (the client's typed models are bypassed)."""
+    from kubernetes import client
+
+    kw = {"limit": limit, "_preload_content": False, "_request_timeout": REQUEST_TIMEOUT}
+    if token:
+        kw["_continue"] = token
+    if kind.api_version == "v1":
+        core = client.CoreV1Api(api)
+        fn = {"namespaces": core.list_namespace, "nodes": core.list_node,
+              "persistentvolumes": core.list_persistent_volume,
+              "persistentvolumeclaims": core.list_persistent_volume_claim_for_all_namespaces,
+              "pods": core.list_pod_for_all_namespaces}[kind.plural]
+        resp = fn(**kw)
+    elif kind.api_version == "policy/v1":
+        resp = client.PolicyV1Api(api).list_pod_disruption_budget_for_all_namespaces(**kw)
+    else:
+        resp = client.CustomObjectsApi(api).list_cluster_custom_object(kind.group, kind.version, kind.plural,
+                                                                       **kw)
+    return json.loads(resp.data)
+
+
+def list_objects(api, kind: Kind, page_size: int = PAGE_SIZE) -> list:
+    """Every object of `kind` cluster-wide, paginated (limit/continue), each with apiVersion and kind.
+
+    An optional kind whose CRD is not installed yields []. A continue token that expired midway
+    (410 Gone) restarts the list, so the result is always one consistent list.
+    """
+    doing = f"listing {kind.plural}.{kind.group or 'core'}"
+    for attempt in range(EXPIRED_LIST_RETRIES):
+        items, token = [], None
+        try:
+            while True:
+                page = call(doing, _list_page, api, kind, page_size, token)
+                for item in page.get("items") or []:
+                    items.append(_normalise(item, kind))
+                token = (page.get("metadata") or {}).get("continue")
+                if not token:
+                    return items
+        except NotFound:
+            if kind.optional:
+                return []
+            raise
+        except ClusterAPIError as e:
+            if e.status == 410 and attempt + 1 < EXPIRED_LIST_RETRIES:
+                continue
+            raise
+    raise ClusterAPIError(f"{doing}: the list kept expiring while paging")  # pragma: no cover
+
+
+def _normalise(item: dict, kind: Kind) -> dict:
+    """A list item as a standalone object: apiVersion and kind first, managedFields dropped."""
+    out = {"apiVersion": item.get("apiVersion") or kind.api_version, "kind": item.get("kind") or kind.kind}
+    for key, value in item.items():
+        if key in ("apiVersion", "kind"):
+            continue
+        if key == "metadata" and isinstance(value, dict) and "managedFields" in value:
+            value = {k: v for k, v in value.items() if k != "managedFields"}
+        out[key] = value
+    return out
+
+
+def read_snapshot(api, kinds=SNAPSHOT_KINDS) -> list:
+    """Every object the planner reads, listed live, in SNAPSHOT_KINDS order."""
+    objects = []
+    for kind in kinds:
+        objects.extend(list_objects(api, kind))
+    return objects
+
+
+class LiveSource:
+    """Snapshot source: the cluster behind an ApiClient."""
+
+    def __init__(self, api):
+        self.api = api
+        self.description = "live cluster"
+
+    def objects(self) -> list:
+        """Every object the planner reads, listed now."""
+        return read_snapshot(self.api)
+
+
+class FileSource:
+    """Snapshot source: a file (v1 List, JSON array or YAML stream), or '-' for stdin text."""
+
+    def __init__(self, path: str, text: Optional[str] = None):
+        self.path = path
+        self.text = text
+        self.description = "stdin" if path == "-" else path
+
+    def objects(self) -> list:
+        """The objects of the file, parsed but not interpreted (planner.load does that)."""
+        import planner
+
+        text = self.text
+        if text is None:
+            try:
+                with open(self.path, encoding="utf-8") as f:
+                    text = f.read()
+            except OSError as e:
+                raise planner.SnapshotError(f"snapshot {self.path}: {e.strerror}") from e
+        return planner.parse_text(text, self.description)
+
+
+# ---------- pods and PDBs ----------
+
+@dataclass(frozen=True)
+class EvictionResponse:
+    """What the Eviction API answered: HTTP code (201 accepted, 0 unreachable) and the message."""
+    code: int
+    message: str = ""
+
+
+class LiveCluster:
+    """The cluster behind an ApiClient as the engine and the coordinator use it: the planner's
+    snapshot, pods and PDBs as raw JSON, pod patches, evictions."""
+
+    def __init__(self, api):
+        from kubernetes import client
+
+        self.api = api
+        self.core = client.CoreV1Api(api)
+        self.policy = client.PolicyV1Api(api)
+
+    def snapshot_objects(self, kinds=SNAPSHOT_KINDS) -> list:
+        """Every object of `kinds` (default: all the planner reads), listed now."""
+        return read_snapshot(self.api, kinds)
+
+    def get_pod(self, namespace: str, name: str) -> Optional[dict]:
+        """The pod, or None when it does not exist."""
+        try:
+            return call_json(f"reading pod {namespace}/{name}", self.core.read_namespaced_pod, name, namespace)
+        except NotFound:
+            return None
+
+    def list_pods(self, namespace: Optional[str] = None) -> list:
+        """Pods of one namespace, or of the whole cluster (paginated), each with apiVersion and kind."""
+        if namespace is None:
+            return list_objects(self.api, POD_KIND)
+        items = call_json(f"listing pods in {namespace}", self.core.list_namespaced_pod, namespace)["items"]
+        return [_normalise(p, POD_KIND) for p in items]
+
+    def list_pdbs(self, namespace: str) -> list:
+        """PodDisruptionBudgets of one namespace."""
+        items = call_json(f"listing poddisruptionbudgets in {namespace}",
+                          self.policy.list_namespaced_pod_disruption_budget, namespace)["items"]
+        for pdb in items:
+            pdb.setdefault("metadata", {}).setdefault("namespace", namespace)
+        return items
+
+    def patch_pod(self, namespace: str, name: str, json_patch: list) -> None:
+        """Apply a JSON patch to the pod (a failed `test` op answers 422)."""
+        call(f"patching pod {namespace}/{name}", self.core.patch_namespaced_pod, name, namespace, json_patch,
+             _request_timeout=REQUEST_TIMEOUT)
+
+    def nominate(self, namespace: str, name: str, node: str) -> None:
+        """Set status.nominatedNodeName through pods/status (the API server wipes status on create)."""
+        call(f"nominating node {node} for pod {namespace}/{name}", self.core.patch_namespaced_pod_status,
+             name, namespace, {"status": {"nominatedNodeName": node}}, _request_timeout=REQUEST_TIMEOUT)
+
+    def evict(self, namespace: str, name: str, uid: str, grace_seconds: Optional[int]) -> EvictionResponse:
+        """policy/v1 Eviction with the victim's UID as precondition; the API server enforces PDBs.
+        Never raises for an API answer: the engine classifies the code."""
+        from kubernetes.client.rest import ApiException
+        from urllib3.exceptions import HTTPError
+
+        delete_options = {}
+        if uid:
+            delete_options["preconditions"] = {"uid": uid}
+        if grace_seconds is not None:
+            delete_options["gracePeriodSeconds"] = int(grace_seconds)
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
+        if delete_options:
+            body["deleteOptions"] = delete_options
+        try:
+            self.core.create_namespaced_pod_eviction(name, namespace, body, _request_timeout=REQUEST_TIMEOUT)
+            return EvictionResponse(201, "")
+        except ApiException as e:
+            return EvictionResponse(int(e.status or 0), str(api_error(e, f"evicting pod {namespace}/{name}")))
+        except HTTPError as e:
+            return EvictionResponse(0, f"evicting pod {namespace}/{name}: cannot reach the API server: {e}")

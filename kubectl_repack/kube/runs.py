@@ -1,0 +1,77 @@
+"""RepackRun objects on the cluster (cluster-scoped, status subresource), and the one status write.
+
+Two writers share a run's status (DESIGN "Two writers"): every status write is a function applied
+to the freshest object, replaced on its resourceVersion and re-applied on 409
+(client.retry_on_conflict), so neither writer overwrites the other's fields.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Callable, Mapping, Optional
+
+from kubectl_repack.api.run import API_VERSION, GROUP, KIND, PLURAL, VERSION
+from kubectl_repack.errors import Conflict, NotFound
+
+from .client import REQUEST_TIMEOUT, call, retry_on_conflict
+from .objects import Kind, list_objects
+
+RUN_KIND = Kind(API_VERSION, KIND, PLURAL)
+
+
+class RunStore:
+    """RepackRun objects behind an ApiClient."""
+
+    def __init__(self, api):
+        from kubernetes import client
+
+        self.api = api
+        self.custom = client.CustomObjectsApi(api)
+
+    def get(self, name: str) -> dict:
+        """The stored RepackRun `name` (NotFound if there is none)."""
+        return call(f"reading repackrun {name}", self.custom.get_cluster_custom_object,
+                    GROUP, VERSION, PLURAL, name, _request_timeout=REQUEST_TIMEOUT)
+
+    def list(self) -> list:
+        """Every RepackRun (paginated)."""
+        return list_objects(self.api, RUN_KIND)
+
+    def create(self, obj: dict) -> dict:
+        """Create the run from apiVersion/kind/metadata/spec (the API server ignores status here)."""
+        name = obj["metadata"]["name"]
+        body = {k: obj[k] for k in ("apiVersion", "kind", "metadata", "spec") if k in obj}
+        try:
+            return call(f"creating repackrun {name}", self.custom.create_cluster_custom_object,
+                        GROUP, VERSION, PLURAL, body, _request_timeout=REQUEST_TIMEOUT)
+        except Conflict as e:
+            raise Conflict(f"repackrun {name} already exists; choose another name (--name) or delete it "
+                           f"with `kubectl delete repackrun {name}`", e.status) from e
+
+    def delete(self, name: str, uid: Optional[str] = None) -> bool:
+        """Delete the run (only that incarnation when `uid` is given); False when already gone."""
+        body = {"preconditions": {"uid": uid}} if uid else None
+        try:
+            call(f"deleting repackrun {name}", self.custom.delete_cluster_custom_object,
+                 GROUP, VERSION, PLURAL, name, body=body, _request_timeout=REQUEST_TIMEOUT)
+            return True
+        except (NotFound, Conflict):
+            return False
+
+    def update_status(self, name: str, mutate: Callable[[dict], None], uid: Optional[str] = None) -> dict:
+        """Read the run, let `mutate` edit a copy of its status, replace it on the read's
+        resourceVersion; on 409 read again and re-apply `mutate`. Returns the stored object.
+        With `uid`, a run of that name but another uid (deleted and re-created) is NotFound."""
+        def attempt() -> dict:
+            obj = self.get(name)
+            if uid and (obj.get("metadata") or {}).get("uid") != uid:
+                raise NotFound(f"repackrun {name}: uid {(obj.get('metadata') or {}).get('uid')} is not {uid} "
+                               "(deleted and re-created)", 404)
+            status = copy.deepcopy(obj.get("status") or {})
+            mutate(status)
+            return call(f"writing the status of repackrun {name}", self.custom.replace_cluster_custom_object_status,
+                        GROUP, VERSION, PLURAL, name, dict(obj, status=status), _request_timeout=REQUEST_TIMEOUT)
+        return retry_on_conflict(attempt)
+
+    def write_status(self, name: str, fields: Mapping) -> dict:
+        """Set these top-level status fields, keeping the others (update_status)."""
+        return self.update_status(name, lambda status: status.update(copy.deepcopy(dict(fields))))

@@ -1,0 +1,70 @@
+"""Leader election of the coordinator on a Lease, through the kube layer's LeaseClient.
+
+The webhook gates pods only while this Lease is fresh, so leadership must end when renewals stop:
+`is_leader` turns False once the last successful write is older than the Lease duration.
+"""
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import Callable, Optional
+
+from kubectl_repack.api.times import utcnow
+from kubectl_repack.errors import ClusterAPIError
+from kubectl_repack.kube.lease import LeaseClient, LeaseRecord
+
+log = logging.getLogger("webhook.election")
+
+DEFAULT_LEASE_DURATION = 15          # seconds; the webhook gates only while this is fresh
+
+
+class LeaderElector:
+    """Acquire/renew the Lease on resourceVersion (a 409 means someone else wrote: decide again)."""
+
+    def __init__(self, leases: LeaseClient, identity: str, duration_seconds: int = DEFAULT_LEASE_DURATION,
+                 clock: Callable[[], datetime] = utcnow):
+        self.leases, self.identity = leases, identity
+        self.duration = int(duration_seconds)
+        self.clock = clock
+        self._renewed_at: Optional[datetime] = None  # local time of our last successful write
+
+    @property
+    def is_leader(self) -> bool:
+        """True while our last successful renewal is younger than the lease duration."""
+        return self._renewed_at is not None and self.clock() < self._renewed_at + timedelta(seconds=self.duration)
+
+    def _may_take(self, record: Optional[LeaseRecord], now: datetime) -> bool:
+        return record is None or record.holder == self.identity or not record.is_fresh(now)
+
+    def ensure(self) -> bool:
+        """Acquire or renew when due (after a third of the duration); returns whether we lead now."""
+        now = self.clock()
+        if self.is_leader and now < self._renewed_at + timedelta(seconds=self.duration / 3.0):
+            return True
+        was_leader = self.is_leader
+        try:
+            _, taken = self.leases.acquire(self.identity, self.duration, now,
+                                           lambda record: self._may_take(record, now))
+        except ClusterAPIError as e:
+            log.warning("%s: %s", self.leases.ref, e)
+            return self.is_leader
+        if not taken:
+            if was_leader:
+                log.info("%s: lost to another holder", self.leases.ref)
+            self._renewed_at = None
+            return False
+        if not was_leader:
+            log.info("acquired %s as %s", self.leases.ref, self.identity)
+        self._renewed_at = now
+        return True
+
+    def release(self) -> None:
+        """Clear holderIdentity so the webhook stops gating at once and a successor need not wait."""
+        if self._renewed_at is None:
+            return
+        self._renewed_at = None
+        try:
+            if self.leases.release(self.identity):
+                log.info("released %s", self.leases.ref)
+        except ClusterAPIError as e:
+            log.warning("releasing %s: %s", self.leases.ref, e)

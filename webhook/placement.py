@@ -1,0 +1,236 @@
+"""The coordinator's decisions, pure: which relocation a gated pod replaces, and what to do with it.
+
+`replacement_of` reads the webhook's annotations back off a pod; `decide` is the whole policy for
+one pod (record, nominate, lift the gate, time out) as a function of the pod, its run and the
+time, tested as a table; `LiveFit` checks a planned node on a live snapshot with the planner's
+own scheduler filters. The coordinator process (webhook.coordinator) only does the I/O around them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Callable, Mapping, Optional
+
+from kubectl_repack.api.gates import (GATED_AT_ANNOTATION, PLACEMENT_GATE_OWNER_ANNOTATION,
+                                      RELOCATION_INDEX_ANNOTATION, RELOCATION_RUN_ANNOTATION,
+                                      RELOCATION_VICTIM_ANNOTATION, REPLACEMENT_PODGROUP_ANNOTATION, has_gate)
+from kubectl_repack.api.run import (PLACEMENT_NOMINATED, PLACEMENT_PLACED, PLACEMENT_TIMED_OUT,
+                                    PLACEMENT_WAITING_FOR_NODE_SELECTION, is_active_execute)
+from kubectl_repack.api.times import parse_time
+from planner.filters import run_filters
+from planner.load import load_objects
+from planner.state import SimulatedState
+
+POD_FINISHED_PHASES = ("Succeeded", "Failed")
+
+
+# --- what a pod tells us -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Replacement:
+    """A pod the webhook annotated as the replacement of a relocation record."""
+
+    namespace: str
+    name: str
+    uid: str
+    run_name: str
+    run_uid: str
+    index: int
+    victim: str
+    node_name: str = ""
+    gated: bool = False
+    gated_at: Optional[datetime] = None
+    gate_owner: str = ""
+    nominated_node: str = ""
+    replacement_pod_group: str = ""
+    deleting: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def replacement_of(pod: Mapping[str, Any]) -> Optional[Replacement]:
+    """The webhook's annotations read back; None for pods that are nobody's replacement."""
+    meta = _map(pod.get("metadata"))
+    ann = _map(meta.get("annotations"))
+    run_ref = ann.get(RELOCATION_RUN_ANNOTATION)
+    gated = has_gate(pod)
+    if not isinstance(run_ref, str) or "/" not in run_ref:
+        if not gated:
+            return None
+        run_ref = ""  # gated by us but unreadable: still ours to release
+    run_name, _, run_uid = run_ref.partition("/")
+    try:
+        index = int(ann.get(RELOCATION_INDEX_ANNOTATION, "-1"))
+    except (TypeError, ValueError):
+        index = -1
+    return Replacement(
+        namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""),
+        uid=str(meta.get("uid") or ""), run_name=run_name, run_uid=run_uid, index=index,
+        victim=str(ann.get(RELOCATION_VICTIM_ANNOTATION) or ""),
+        node_name=str(_map(pod.get("spec")).get("nodeName") or ""), gated=gated,
+        gated_at=parse_time(ann.get(GATED_AT_ANNOTATION)),
+        gate_owner=str(ann.get(PLACEMENT_GATE_OWNER_ANNOTATION) or ""),
+        nominated_node=str(_map(pod.get("status")).get("nominatedNodeName") or ""),
+        replacement_pod_group=str(ann.get(REPLACEMENT_PODGROUP_ANNOTATION) or ""),
+        deleting=bool(meta.get("deletionTimestamp")))
+
+
+# --- the decision ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Decision:
+    """What to do for one replacement pod; applied in the order of the fields."""
+
+    record: dict = field(default_factory=dict)      # replacement fields to write first
+    nominate: str = ""                              # node for pods/status nominatedNodeName
+    after_nomination: dict = field(default_factory=dict)  # fields written once the hint is set
+    ungate: bool = False
+    timed_out: bool = False
+    reason: str = ""
+
+
+def find_record(rep: Replacement, run: Optional[Mapping[str, Any]]) -> tuple[Optional[dict], str]:
+    """The relocation this pod replaces, or None with the reason it is not ours to write."""
+    if not isinstance(run, Mapping):
+        return None, f"run {rep.run_name or '?'} not found"
+    meta = _map(run.get("metadata"))
+    if rep.run_uid and meta.get("uid") != rep.run_uid:
+        return None, f"run {rep.run_name} is another run (uid {meta.get('uid')}, pod names {rep.run_uid})"
+    return find_record_in(rep, _map(run.get("status")))
+
+
+def find_record_in(rep: Replacement, status: Mapping[str, Any]) -> tuple[Optional[dict], str]:
+    """find_record within one status (of the run the pod names)."""
+    relocations = status.get("relocations") or []
+    if not 0 <= rep.index < len(relocations) or not isinstance(relocations[rep.index], Mapping):
+        return None, f"run {rep.run_name} has no relocation #{rep.index}"
+    record = relocations[rep.index]
+    if record.get("namespace") != rep.namespace or (rep.victim and record.get("victimPodName") != rep.victim):
+        return None, f"relocation #{rep.index} of run {rep.run_name} is about another pod"
+    placement = _map(record.get("placement"))
+    owner_uid, owner_name = placement.get("replacementPodUID"), placement.get("replacementPodName")
+    if (owner_uid and owner_uid != rep.uid) or (not owner_uid and owner_name and owner_name != rep.name):
+        return None, f"relocation #{rep.index} of run {rep.run_name} belongs to pod {owner_name}"
+    return record, ""
+
+
+def record_fields(record: dict, fields: Mapping[str, Any]) -> None:
+    """Set coordinator-owned fields on one relocation record (replacementPodGroupName on the
+    record, everything else in its placement)."""
+    placement = record.setdefault("placement", {})
+    for key, value in fields.items():
+        if key == "replacementPodGroupName":
+            record[key] = value
+        else:
+            placement[key] = value
+
+
+def decide(rep: Replacement, run: Optional[Mapping[str, Any]], now: datetime, placement_lease: timedelta,
+           check_fit: Callable[[str], Optional[str]]) -> Decision:
+    """The coordinator's decision for one annotated (or gated) pod, as a pure function.
+
+    `check_fit(node)` answers None when the pod fits `node` on live state, else the reason.
+    """
+    record, why_not = find_record(rep, run) if rep.run_name else (None, "pod carries no run annotation")
+    if record is None or not is_active_execute(run):
+        if record is not None:
+            why_not = f"run {rep.run_name} is not a Running Execute run"
+        # Not ours to record: never hold the gate for a run that will not place the pod.
+        return Decision(ungate=rep.gated, reason=why_not + ("; releasing the gate" if rep.gated else ""))
+    placement = _map(record.get("placement"))
+    phase = placement.get("phase")
+    first: dict = {}
+    if placement.get("replacementPodName") != rep.name or placement.get("replacementPodUID") != rep.uid:
+        first["replacementPodName"] = rep.name
+        first["replacementPodUID"] = rep.uid
+        if rep.replacement_pod_group and record.get("replacementPodGroupName") != rep.replacement_pod_group:
+            first["replacementPodGroupName"] = rep.replacement_pod_group
+        if phase not in (PLACEMENT_NOMINATED, PLACEMENT_PLACED, PLACEMENT_TIMED_OUT):
+            first["phase"] = phase = PLACEMENT_WAITING_FOR_NODE_SELECTION
+    if rep.node_name:
+        if placement.get("actualNodeName") != rep.node_name:
+            first["actualNodeName"] = rep.node_name
+        if phase != PLACEMENT_PLACED:
+            # Also after TimedOut: Placed means bound (what `apply` waits for); a time-out shows
+            # as an empty selectedNodeName, the lease_timeouts counter and the log.
+            first["phase"] = PLACEMENT_PLACED
+        return Decision(record=first, reason=f"bound to {rep.node_name}")
+    if not rep.gated:
+        return Decision(record=first, reason="not gated (webhook saw no fresh coordinator Lease)")
+    if rep.gated_at is None or now - rep.gated_at >= placement_lease:
+        first["phase"] = PLACEMENT_TIMED_OUT
+        return Decision(record=first, ungate=True, timed_out=True,
+                        reason=f"gated longer than the placement lease ({placement_lease.total_seconds():g}s)")
+    planned = str(record.get("plannedNodeName") or "")
+    if rep.deleting or not planned:
+        return Decision(record=first, ungate=True, reason="no planned node" if not planned else "pod is being deleted")
+    if rep.nominated_node == planned:
+        reason = None  # nominated before a restart: finish the sequence
+    else:
+        reason = check_fit(planned)
+    if reason is None:
+        after = {}
+        if placement.get("selectedNodeName") != planned:
+            after["selectedNodeName"] = planned
+        if phase != PLACEMENT_NOMINATED:
+            after["phase"] = PLACEMENT_NOMINATED
+        return Decision(record=first, nominate=planned if rep.nominated_node != planned else "",
+                        after_nomination=after, ungate=True, reason=f"planned node {planned} still fits")
+    return Decision(record=first, ungate=True, reason=f"planned node {planned} no longer fits: {reason}")
+
+
+# --- live feasibility with the planner's filters ---------------------------------------------------
+class LiveFit:
+    """`check_fit` on one snapshot of the live cluster, cumulative within a tick.
+
+    Pods already nominated somewhere (and not bound) count on that node, and every nomination made
+    in this tick is added too, so two replacements can never together overfill a node.
+    """
+
+    def __init__(self, objects: list, resource: str = ""):
+        self.snapshot = load_objects(objects)
+        self.state = SimulatedState(self.snapshot)
+        self.resource = resource
+        self._pods = {p.key: p for p in self.snapshot.pods}
+        self._nominated = {}
+        for obj in objects:
+            if obj.get("kind") != "Pod":
+                continue
+            meta, spec, status = _map(obj.get("metadata")), _map(obj.get("spec")), _map(obj.get("status"))
+            node = status.get("nominatedNodeName")
+            key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+            if node and not spec.get("nodeName") and status.get("phase") not in POD_FINISHED_PHASES:
+                self._hold(key, node)
+
+    def _hold(self, key: str, node: str) -> None:
+        pod = self._pods.get(key)
+        if pod is None or node not in self.state.pods_on or key in self.state.node_of:
+            return
+        self.state.bind(pod, node)
+        self._nominated[key] = node
+
+    def check(self, pod_key: str, node: str) -> Optional[str]:
+        """None when the pod fits `node`, else the scheduler-worded reason."""
+        pod = self._pods.get(pod_key)
+        if pod is None:
+            return f"pod {pod_key} is not in the live snapshot"
+        target = self.snapshot.node_by_name.get(node)
+        if target is None:
+            return f"node {node} does not exist"
+        held = self._nominated.pop(pod_key, None)
+        if held is not None:  # re-checking a pod nominated earlier: do not count it twice
+            self.state._remove(pod)
+        failed = run_filters(pod, target, self.state, {})
+        if failed is not None:
+            return f"{failed[0]}: {failed[1]}"
+        if self.resource and pod.requests.get(self.resource, 0) > self.state.free(node, self.resource):
+            return f"Insufficient {self.resource}"
+        return None
+
+    def reserve(self, pod_key: str, node: str) -> None:
+        """Count a nomination made in this tick against `node`."""
+        self._hold(pod_key, node)
