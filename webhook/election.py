@@ -11,7 +11,8 @@ from typing import Callable, Optional
 
 from kubectl_repack.api.times import utcnow
 from kubectl_repack.errors import ClusterAPIError
-from kubectl_repack.kube.lease import LeaseClient, LeaseRecord
+from kubectl_repack.api.lease import LeaseRecord
+from kubectl_repack.kube.lease import LeaseClient
 
 log = logging.getLogger("webhook.election")
 

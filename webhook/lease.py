@@ -8,7 +8,7 @@ import threading
 from datetime import datetime
 from typing import Any, Mapping, Optional
 
-from kubectl_repack.kube.lease import lease_is_fresh
+from kubectl_repack.api.lease import lease_is_fresh
 
 
 class LeaseState:

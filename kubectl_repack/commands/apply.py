@@ -155,7 +155,7 @@ def command(file, resume, mode, name, wait, timeout, cooldown, eviction_retry_ti
     continued by `apply --resume NAME` (or by applying the same run again) without evicting any
     pod twice.
     """
-    from kubectl_repack.engine.mutex import ExecuteLease
+    from kubectl_repack.engine.execute_lease import ExecuteLease
     from kubectl_repack.engine.workflow import ApplyRequest, apply_run
     from kubectl_repack.kube.objects import LiveCluster
     from kubectl_repack.kube.runs import RunStore

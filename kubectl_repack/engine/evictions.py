@@ -10,7 +10,7 @@ from planner.load import selector_of
 from planner.selectors import selector_matches
 
 from kubectl_repack.api.run import EVICTION_IN_PROGRESS, EVICTION_PENDING, Relocation
-from kubectl_repack.kube.objects import EvictionResponse
+from .ports import EvictionResponse
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from kubectl_repack.errors import RepackError
 from .evictions import (ACCEPTED, GONE, REJECTED, RESUME_DONE_ACCEPTED, RESUME_DONE_GONE, RESUME_EVICT, RETRY,
                         Backoff, classify_eviction, pdb_blocks, resume_action)
 from .outcome import Outcome, decide_outcome, initial_relocations, verify
-from .ports import Clock, ClusterReader, Evictor, RunWriter
+from .ports import Clock, ClusterReader, EvictionResponse, Evictor, RunWriter
 from .tracking import find_replacements
 
 
@@ -225,7 +225,7 @@ class Executor:
         retry_deadline = min(deadline, self.clock.now() + self.options.eviction_retry_timeout)
         backoff = Backoff()
         while True:
-            verdict, msg = classify_eviction(self.evictor.evict(ns, pod, uid, grace))
+            verdict, msg = classify_eviction(EvictionResponse(*self.evictor.evict(ns, pod, uid, grace)))
             if verdict != RETRY:
                 return verdict, msg
             delay = backoff.next_delay(self.clock.now(), retry_deadline)

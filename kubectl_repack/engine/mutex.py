@@ -1,23 +1,20 @@
-"""The cluster-wide execute mutex (EXEC-2): one Lease, one Execute at a time, a cooldown after each.
+"""The cluster-wide execute mutex (EXEC-2), pure: who may take the execute Lease now.
 
-The decision (`lease_decision`) is pure; `ExecuteLease` takes, renews and releases the Lease
-through the kube layer's LeaseClient (the same client the coordinator's leader election uses).
-The cooldown setting and the last Execute's completion live in the Lease's annotations, so every
-`apply` in the cluster sees the same values.
+One Execute at a time, and a cooldown after each. The cooldown setting and the last Execute's
+completion live in the Lease's annotations, so every `apply` in the cluster sees the same values;
+`execute_lease.ExecuteLease` takes, renews and releases the Lease through the kube layer.
 """
 from __future__ import annotations
 
 import datetime as dt
 import os
 import socket
-import threading
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from kubectl_repack.api.lease import LeaseRecord
 from kubectl_repack.api.run import Reason
-from kubectl_repack.api.times import format_duration, parse_duration, parse_time, rfc3339, utcnow
-from kubectl_repack.errors import ClusterAPIError
-from kubectl_repack.kube.lease import LeaseClient, LeaseRecord
+from kubectl_repack.api.times import format_duration, parse_time, rfc3339
 
 LEASE_NAMESPACE_ENV = "REPACK_NAMESPACE"
 DEFAULT_LEASE_NAMESPACE = "repack-system"
@@ -104,62 +101,3 @@ def lease_decision(lease: Optional[LeaseRecord], me: str, now: dt.datetime, cool
                                  f"{format_duration(cooldown)} ends at {rfc3339(until)}",
                                  (until - now).total_seconds())
     return LeaseDecision(True)
-
-
-class ExecuteLease:
-    """The execute mutex on the cluster: take (race-free), renew in the background, release."""
-
-    def __init__(self, api, namespace: Optional[str] = None, name: str = LEASE_NAME):
-        namespace = namespace or os.environ.get(LEASE_NAMESPACE_ENV) or DEFAULT_LEASE_NAMESPACE
-        self.client = LeaseClient(api, namespace, name)
-        self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
-        self.lost = threading.Event()
-
-    def stored_cooldown(self) -> dt.timedelta:
-        """The cluster-wide cooldown setting (annotation on the Lease), or the default."""
-        record = LeaseRecord.from_dict(self.client.read())
-        text = record.annotations.get(COOLDOWN_ANNOTATION) if record else None
-        try:
-            return parse_duration(text) if text else DEFAULT_COOLDOWN
-        except ValueError:
-            return DEFAULT_COOLDOWN
-
-    def try_acquire(self, me: str, now: dt.datetime, cooldown: dt.timedelta,
-                    store_cooldown: Optional[dt.timedelta] = None) -> LeaseDecision:
-        """Take the Lease for `me` if the decision allows it (and store `store_cooldown` as the
-        cluster-wide setting)."""
-        annotations = {COOLDOWN_ANNOTATION: format_duration(store_cooldown)} if store_cooldown is not None else None
-        decision, taken = self.client.acquire(me, LEASE_DURATION_SECONDS, now,
-                                              lambda record: lease_decision(record, me, now, cooldown), annotations)
-        if decision and not taken:
-            return LeaseDecision(False, Reason.ANOTHER_RUN_ACTIVE, "the execute Lease kept changing under us", 1.0)
-        return decision
-
-    def start_renewing(self, me: str) -> None:
-        """Renew every RENEW_SECONDS until stopped; `lost` is set once the Lease is not ours."""
-        def loop():
-            while not self._stop.wait(RENEW_SECONDS):
-                try:
-                    if not self.client.renew(me, utcnow()):
-                        self.lost.set()
-                        return
-                except ClusterAPIError:
-                    pass  # transient; the next tick tries again within the Lease duration
-        self._stop.clear()
-        self._thread = threading.Thread(target=loop, name="repack-lease-renew", daemon=True)
-        self._thread.start()
-
-    def stop_renewing(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def release(self, me: str, run_name: str, completed: Optional[dt.datetime]) -> None:
-        """Give the Lease up; `completed` (an Execute that evicted something finished then) starts
-        the cooldown for everyone."""
-        self.stop_renewing()
-        annotations = ({LAST_COMPLETION_ANNOTATION: rfc3339(completed), LAST_RUN_ANNOTATION: run_name}
-                       if completed is not None else None)
-        self.client.release(me, annotations)

@@ -3,11 +3,15 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from typing import Callable, Optional, Protocol
-
-from kubectl_repack.kube.objects import EvictionResponse
+from typing import Callable, NamedTuple, Optional, Protocol
 
 __all__ = ["Clock", "ClusterReader", "Evictor", "RunWriter", "EvictionResponse"]
+
+
+class EvictionResponse(NamedTuple):
+    """What the Eviction API answered: HTTP code (201 accepted, 0 unreachable) and the message."""
+    code: int
+    message: str = ""
 
 
 class Clock:
@@ -28,7 +32,8 @@ class ClusterReader(Protocol):
 
 
 class Evictor(Protocol):
-    def evict(self, namespace: str, name: str, uid: str, grace_seconds: Optional[int]) -> EvictionResponse: ...
+    def evict(self, namespace: str, name: str, uid: str, grace_seconds: Optional[int]) -> tuple:
+        """(HTTP code, message) of the Eviction API, e.g. an EvictionResponse."""
 
 
 class RunWriter(Protocol):

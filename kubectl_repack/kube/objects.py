@@ -165,13 +165,6 @@ class FileSource:
 
 # ---------- pods and PDBs ----------
 
-@dataclass(frozen=True)
-class EvictionResponse:
-    """What the Eviction API answered: HTTP code (201 accepted, 0 unreachable) and the message."""
-    code: int
-    message: str = ""
-
-
 class LiveCluster:
     """The cluster behind an ApiClient as the engine and the coordinator use it: the planner's
     snapshot, pods and PDBs as raw JSON, pod patches, evictions."""
@@ -219,9 +212,10 @@ class LiveCluster:
         call(f"nominating node {node} for pod {namespace}/{name}", self.core.patch_namespaced_pod_status,
              name, namespace, {"status": {"nominatedNodeName": node}}, _request_timeout=REQUEST_TIMEOUT)
 
-    def evict(self, namespace: str, name: str, uid: str, grace_seconds: Optional[int]) -> EvictionResponse:
+    def evict(self, namespace: str, name: str, uid: str, grace_seconds: Optional[int]) -> tuple:
         """policy/v1 Eviction with the victim's UID as precondition; the API server enforces PDBs.
-        Never raises for an API answer: the engine classifies the code."""
+        (HTTP code, message): 201 accepted, 0 unreachable. Never raises for an API answer: the
+        engine classifies the code."""
         from kubernetes.client.rest import ApiException
         from urllib3.exceptions import HTTPError
 
@@ -235,8 +229,8 @@ class LiveCluster:
             body["deleteOptions"] = delete_options
         try:
             self.core.create_namespaced_pod_eviction(name, namespace, body, _request_timeout=REQUEST_TIMEOUT)
-            return EvictionResponse(201, "")
+            return 201, ""
         except ApiException as e:
-            return EvictionResponse(int(e.status or 0), str(api_error(e, f"evicting pod {namespace}/{name}")))
+            return int(e.status or 0), str(api_error(e, f"evicting pod {namespace}/{name}"))
         except HTTPError as e:
-            return EvictionResponse(0, f"evicting pod {namespace}/{name}: cannot reach the API server: {e}")
+            return 0, f"evicting pod {namespace}/{name}: cannot reach the API server: {e}"

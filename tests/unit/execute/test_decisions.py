@@ -13,7 +13,7 @@ from kubectl_repack.engine import mutex
 from kubectl_repack.engine import ports
 from kubectl_repack.api import run as runapi
 from kubectl_repack.api import times
-from kubectl_repack.kube.lease import LeaseRecord
+from kubectl_repack.api.lease import LeaseRecord
 
 T0 = dt.datetime(2026, 7, 30, 8, 0, 0, tzinfo=dt.timezone.utc)
 

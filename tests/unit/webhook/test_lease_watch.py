@@ -6,7 +6,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from tests.unit.webhook.builders import relocation, run
-from webhook.lease import LeaseState, lease_is_fresh
+from kubectl_repack.api.lease import lease_is_fresh
+from webhook.lease import LeaseState
 from webhook.relocations import RelocationStore
 from webhook.watch import RepackRunWatcher
 

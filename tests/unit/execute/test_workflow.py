@@ -1,0 +1,142 @@
+"""`apply` as a workflow over in-memory ports: TTL sweep, create-or-resume, the Lease wait, the
+run, and releasing the Lease (with the completion time only when something was evicted)."""
+from __future__ import annotations
+
+import copy
+import datetime as dt
+
+import pytest
+
+from kubectl_repack.api.run import Reason
+from kubectl_repack.engine.mutex import LeaseDecision
+from kubectl_repack.engine.workflow import ApplyRequest, apply_run
+from kubectl_repack.errors import NotFound, ValidationError
+from tests.unit.execute.fakes import T0, FakeClock, FakeCluster, FakeRuns, execute_run, seed_objects
+
+PLANNED = {"train-worker-0": "n2", "train-worker-1": "n3"}
+
+
+class Store(FakeRuns):
+    """FakeRuns plus what the workflow needs of a RunStore: list, create, delete."""
+
+    def get(self, name):
+        if name not in self.runs:
+            raise NotFound(f"repackrun {name} not found", 404)
+        return super().get(name)
+
+    def list(self):
+        return [copy.deepcopy(r) for r in self.runs.values()]
+
+    def create(self, obj):
+        self.runs[obj["metadata"]["name"]] = copy.deepcopy(obj)
+        return copy.deepcopy(obj)
+
+    def delete(self, name, uid=None):
+        return self.runs.pop(name, None) is not None
+
+
+class Mutex:
+    """Answers the scripted decisions in turn (then acquires); records what apply did with it."""
+
+    def __init__(self, *decisions):
+        self.decisions = list(decisions)
+        self.calls = []
+
+        class _Lost:
+            @staticmethod
+            def is_set():
+                return False
+        self.lost = _Lost()
+
+    def stored_cooldown(self):
+        return dt.timedelta(minutes=10)
+
+    def try_acquire(self, me, now, cooldown, store_cooldown=None):
+        self.calls.append(("try", cooldown, store_cooldown))
+        return self.decisions.pop(0) if self.decisions else LeaseDecision(True)
+
+    def start_renewing(self, me):
+        self.calls.append(("renew",))
+
+    def release(self, me, run_name, completed):
+        self.calls.append(("release", run_name, completed))
+
+
+class Notes:
+    def __init__(self):
+        self.lines, self.progress_seen = [], 0
+
+    def note(self, message):
+        self.lines.append(message)
+
+    def progress(self, progress):
+        self.progress_seen += 1
+
+
+def setup(*decisions, runs=()):
+    clock = FakeClock()
+    cluster = FakeCluster(seed_objects(), rebind=PLANNED, clock=clock)
+    return clock, cluster, Store(runs), Mutex(*decisions), Notes()
+
+
+def test_creates_takes_the_lease_executes_and_starts_the_cooldown():
+    clock, cluster, store, mutex, notes = setup()
+    result = apply_run(ApplyRequest("run-1", execute_run()), store, mutex, cluster, cluster, notes, clock=clock,
+                       me="run-1@h/1")
+    assert not result.pending and result.run["status"]["phase"] == "Succeeded"
+    assert notes.lines[0] == "repackrun.repack.volcano.sh/run-1 created" and notes.progress_seen
+    assert mutex.calls[0] == ("try", dt.timedelta(minutes=10), None)    # the stored cooldown gates a new run
+    assert mutex.calls[-1][:2] == ("release", "run-1") and mutex.calls[-1][2] is not None   # evicted: cooldown
+
+
+def test_a_busy_lease_marks_the_run_pending_and_gives_up_without_wait():
+    busy = LeaseDecision(False, Reason.ANOTHER_RUN_ACTIVE, "RepackRun run-0 holds the execute Lease", 20)
+    clock, cluster, store, mutex, notes = setup(busy)
+    result = apply_run(ApplyRequest("run-1", execute_run(), wait=False), store, mutex, cluster, cluster, notes,
+                       clock=clock)
+    assert result.pending and "is Pending (AnotherRunActive)" in result.note
+    st = result.run["status"]
+    assert st["phase"] == "Pending" and st["conditions"][0]["reason"] == "AnotherRunActive"
+    assert cluster.calls == [] and not any(c[0] == "release" for c in mutex.calls)   # never held
+
+
+def test_waits_through_the_cooldown_then_runs():
+    cooling = LeaseDecision(False, Reason.COOLDOWN, "cooldown ends soon", 3.0)
+    clock, cluster, store, mutex, notes = setup(cooling, cooling)
+    result = apply_run(ApplyRequest("run-1", execute_run(), cooldown=dt.timedelta(seconds=30)), store, mutex,
+                       cluster, cluster, notes, clock=clock)
+    assert result.run["status"]["phase"] == "Succeeded"
+    assert [line for line in notes.lines if line.startswith("waiting:")] == [
+        "waiting: ExecuteCooldownActive: cooldown ends soon"]           # once per reason
+    assert clock.slept[:2] == [3.0, 3.0]
+    assert mutex.calls[0] == ("try", dt.timedelta(seconds=30), dt.timedelta(seconds=30))   # --cooldown stored
+
+
+def test_an_existing_run_with_another_spec_is_refused_before_anything_happens():
+    other = execute_run()
+    other["spec"]["maxPerRun"] = {"podGroups": 9}
+    clock, cluster, store, mutex, notes = setup(runs=[other])
+    with pytest.raises(ValidationError) as exc:
+        apply_run(ApplyRequest("run-1", execute_run()), store, mutex, cluster, cluster, notes, clock=clock)
+    assert "exists with a different spec" in str(exc.value) and mutex.calls == []
+
+
+def test_resume_of_a_missing_run_is_not_found():
+    clock, cluster, store, mutex, notes = setup()
+    with pytest.raises(NotFound):
+        apply_run(ApplyRequest("nope"), store, mutex, cluster, cluster, notes, clock=clock)
+
+
+def test_sweeps_expired_runs_and_reports_a_finished_one_without_taking_the_lease():
+    old = execute_run("old")
+    old["spec"]["ttlSecondsAfterFinished"] = 60
+    old["status"] = {"phase": "Failed", "completionTime": "2026-07-30T07:00:00Z"}
+    done = execute_run("run-1")
+    done["spec"]["ttlSecondsAfterFinished"] = 60
+    done["status"] = {"phase": "Succeeded", "completionTime": "2026-07-30T07:00:00Z"}
+    clock, cluster, store, mutex, notes = setup(runs=[old, done])
+    result = apply_run(ApplyRequest("run-1"), store, mutex, cluster, cluster, notes, clock=clock)
+    assert "old" not in store.runs and "run-1" in store.runs      # the run being applied is kept
+    assert notes.lines[0] == "repackrun.repack.volcano.sh/old deleted (ttlSecondsAfterFinished passed)"
+    assert result.note == "repackrun run-1 already finished" and mutex.calls == []
+    assert clock.now() == T0
