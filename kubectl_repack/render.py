@@ -13,6 +13,8 @@ import yaml
 
 from planner.frag import percent_int
 
+from kubectl_repack.api.run import MODE_DRY_RUN
+
 GAP = "   "
 MAP_WIDTH = 32          # card cells drawn per node before the bar is scaled down
 NONE = "<none>"
@@ -308,7 +310,7 @@ def run_status(obj: dict) -> str:
         out += table(["NAMESPACE", "VICTIM", "EVICTION", "PLACEMENT", "PLANNED", "SELECTED", "ACTUAL",
                       "REPLACEMENT"], rrows) + "\n"
     else:
-        out += "<none>" + (" (DryRun runs evict nothing)" if spec.get("mode") == "DryRun" else "") + "\n"
+        out += "<none>" + (" (DryRun runs evict nothing)" if spec.get("mode") == MODE_DRY_RUN else "") + "\n"
     return out
 
 

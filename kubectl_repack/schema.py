@@ -27,11 +27,10 @@ from importlib import resources
 import jsonschema
 import yaml
 
+from kubectl_repack.api.run import API_VERSION, GROUP, KIND, PLURAL
 from kubectl_repack.errors import ValidationError
 
-API_VERSION = "repack.volcano.sh/v1alpha1"
-KIND = "RepackRun"
-CRD_NAME = "repackruns.repack.volcano.sh"
+CRD_NAME = f"{PLURAL}.{GROUP}"
 CRD_RESOURCE = "repackruns-crd.yaml"
 
 ROOT = "(root)"

@@ -131,7 +131,7 @@ def _emit(run: dict, output, note: str = "") -> None:
 @click.option("-f", "--filename", "file", metavar="RUN.yaml",
               help="The Execute RepackRun (YAML or JSON; '-' reads stdin).")
 @click.option("--resume", metavar="NAME", help="Continue the existing Execute RepackRun NAME from its records.")
-@click.option("--mode", type=click.Choice(["Execute"]),
+@click.option("--mode", type=click.Choice([MODE_EXECUTE]),
               help="Set spec.mode (lets a reviewed DryRun file be executed; use with --name).")
 @click.option("--name", metavar="NAME", help="metadata.name of the run (overrides the file's).")
 @click.option("--wait/--no-wait", default=True, show_default=True,

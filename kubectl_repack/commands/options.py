@@ -6,7 +6,6 @@ closest to the command wins. `-o/--output` is per command because the formats di
 """
 from __future__ import annotations
 
-import datetime
 import re
 from dataclasses import dataclass
 from typing import Optional
@@ -80,7 +79,9 @@ def now_or_current(now: Optional[str]) -> str:
     """The pinned time, or the current UTC time, as RFC 3339 with seconds."""
     if now:
         return now
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    from kubectl_repack.api.times import rfc3339, utcnow
+
+    return rfc3339(utcnow())
 
 
 def stamp(now: str) -> str:

@@ -10,7 +10,7 @@ import click
 
 import planner
 from kubectl_repack import render
-from kubectl_repack.api.run import Reason
+from kubectl_repack.api.run import MODE_DRY_RUN, Reason
 from kubectl_repack.kube import objects, runs
 from kubectl_repack.errors import ValidationError
 
@@ -92,7 +92,7 @@ def command(file, resource, min_improvement, max_podgroups, max_cards, podgroup_
                        exclude_podgroup_selector, node_selector, exclude_node_selector)
     run = build_run(file, flags, default_name=f"repack-plan-{stamp(now)}")
     mode = run["spec"].get("mode")
-    if mode != "DryRun":
+    if mode != MODE_DRY_RUN:
         raise ValidationError([f"spec.mode: {mode!r}: `kubectl repack plan` evaluates DryRun runs only; "
                                "set mode: DryRun (Execute runs are started by `kubectl repack apply`)"])
     spec = planner.RunSpec.from_spec(run["spec"])  # SpecError exits 2, still before any read

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from kubectl_repack import schema
+from kubectl_repack.api.run import MODE_DRY_RUN
 from kubectl_repack.errors import ValidationError
 
 from .selectors import SelectorSyntaxError, parse_selector
@@ -76,7 +77,7 @@ def apply_flags(run: Optional[dict], flags: QuickFlags, default_name: str) -> di
                                    "(e.g. --resource huawei.com/ascend-1980)"])
         run = {"apiVersion": schema.API_VERSION, "kind": schema.KIND,
                "metadata": {"name": flags.name or default_name},
-               "spec": {"mode": "DryRun", "goals": [{"resource": flags.resource}]}}
+               "spec": {"mode": MODE_DRY_RUN, "goals": [{"resource": flags.resource}]}}
     else:
         run = copy.deepcopy(run)
         run.pop("status", None)  # a printed or stored run evaluated anew: its old status goes

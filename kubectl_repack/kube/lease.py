@@ -88,13 +88,14 @@ class LeaseClient:
                 continue
         return decision, False
 
-    def renew(self, holder: str, now: dt.datetime) -> bool:
-        """Move renewTime to `now` while `holder` holds the Lease; False once it does not."""
+    def _edit_if_held(self, holder: str, edit: Callable[[dict], None]) -> bool:
+        """Apply `edit` to the Lease and write it while `holder` holds it (re-read on 409);
+        False once it does not."""
         for _ in range(CONFLICT_RETRIES):
             lease = self.read()
             if lease is None or (lease.get("spec") or {}).get("holderIdentity") != holder:
                 return False
-            lease["spec"]["renewTime"] = micro_time(now)
+            edit(lease)
             try:
                 self._replace(lease)
                 return True
@@ -102,19 +103,15 @@ class LeaseClient:
                 continue
         return False
 
+    def renew(self, holder: str, now: dt.datetime) -> bool:
+        """Move renewTime to `now` while `holder` holds the Lease; False once it does not."""
+        return self._edit_if_held(holder, lambda lease: lease["spec"].update(renewTime=micro_time(now)))
+
     def release(self, holder: str, annotations: Optional[Mapping[str, str]] = None) -> bool:
         """Clear holderIdentity if `holder` still holds the Lease (and set `annotations`), so a
         successor need not wait for it to expire. False when it was not ours (any more)."""
-        for _ in range(CONFLICT_RETRIES):
-            lease = self.read()
-            if lease is None or (lease.get("spec") or {}).get("holderIdentity") != holder:
-                return False
+        def edit(lease: dict) -> None:
             lease["spec"]["holderIdentity"] = None
             if annotations:
                 lease.setdefault("metadata", {}).setdefault("annotations", {}).update(annotations)
-            try:
-                self._replace(lease)
-                return True
-            except Conflict:
-                continue
-        return False
+        return self._edit_if_held(holder, edit)
