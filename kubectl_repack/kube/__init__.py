@@ -7,5 +7,5 @@ lists and reads pods, PDBs and the planner's snapshot as raw JSON, patches pods 
 client behind both the execute mutex and the coordinator's leader election.
 
 Nothing else imports `kubernetes` except the webhook process's watches (webhook/watch.py), which
-stream events rather than make calls.
+stream events rather than make calls, and the e2e tests.
 """
