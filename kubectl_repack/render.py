@@ -13,7 +13,7 @@ import yaml
 
 from planner.frag import percent_int
 
-from kubectl_repack.api.run import MODE_DRY_RUN
+from kubectl_repack.api.run import MODE_DRY_RUN, relocations
 
 GAP = "   "
 MAP_WIDTH = 32          # card cells drawn per node before the bar is scaled down
@@ -298,15 +298,15 @@ def run_status(obj: dict) -> str:
                               p.get("toNode"), p.get("cards")])
         out += "\nPLANNED MOVES\n" + table(["NAMESPACE", "PODGROUP", "OWNER", "POD", "FROM", "TO", "CARDS"],
                                           mrows) + "\n"
-    rel = st.get("relocations") or []
+    rel = relocations(st)
     out += "\nRELOCATIONS\n"
     if rel:
         rrows = []
         for r in rel:
-            ev, pl = r.get("eviction") or {}, r.get("placement") or {}
-            rrows.append([r.get("namespace"), r.get("victimPodName"), _cell(ev.get("phase")), _cell(pl.get("phase")),
-                          _cell(r.get("plannedNodeName")), _cell(pl.get("selectedNodeName")),
-                          _cell(pl.get("actualNodeName")), _cell(pl.get("replacementPodName"))])
+            pl = r.placement
+            rrows.append([r.namespace, r.victim_pod_name, _cell(r.eviction.phase), _cell(pl.phase),
+                          _cell(r.planned_node_name), _cell(pl.selected_node_name),
+                          _cell(pl.actual_node_name), _cell(pl.replacement_pod_name)])
         out += table(["NAMESPACE", "VICTIM", "EVICTION", "PLACEMENT", "PLANNED", "SELECTED", "ACTUAL",
                       "REPLACEMENT"], rrows) + "\n"
     else:

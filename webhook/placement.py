@@ -15,7 +15,7 @@ from kubectl_repack.api.gates import (GATED_AT_ANNOTATION, PLACEMENT_GATE_OWNER_
                                       RELOCATION_INDEX_ANNOTATION, RELOCATION_RUN_ANNOTATION,
                                       RELOCATION_VICTIM_ANNOTATION, REPLACEMENT_PODGROUP_ANNOTATION, has_gate)
 from kubectl_repack.api.run import (PLACEMENT_NOMINATED, PLACEMENT_PLACED, PLACEMENT_TIMED_OUT,
-                                    PLACEMENT_WAITING_FOR_NODE_SELECTION, is_active_execute)
+                                    PLACEMENT_WAITING_FOR_NODE_SELECTION, as_map, is_active_execute)
 from kubectl_repack.api.times import parse_time
 from planner.filters import run_filters
 from planner.load import load_objects
@@ -49,14 +49,10 @@ class Replacement:
         return f"{self.namespace}/{self.name}"
 
 
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def replacement_of(pod: Mapping[str, Any]) -> Optional[Replacement]:
     """The webhook's annotations read back; None for pods that are nobody's replacement."""
-    meta = _map(pod.get("metadata"))
-    ann = _map(meta.get("annotations"))
+    meta = as_map(pod.get("metadata"))
+    ann = as_map(meta.get("annotations"))
     run_ref = ann.get(RELOCATION_RUN_ANNOTATION)
     gated = has_gate(pod)
     if not isinstance(run_ref, str) or "/" not in run_ref:
@@ -72,10 +68,10 @@ def replacement_of(pod: Mapping[str, Any]) -> Optional[Replacement]:
         namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""),
         uid=str(meta.get("uid") or ""), run_name=run_name, run_uid=run_uid, index=index,
         victim=str(ann.get(RELOCATION_VICTIM_ANNOTATION) or ""),
-        node_name=str(_map(pod.get("spec")).get("nodeName") or ""), gated=gated,
+        node_name=str(as_map(pod.get("spec")).get("nodeName") or ""), gated=gated,
         gated_at=parse_time(ann.get(GATED_AT_ANNOTATION)),
         gate_owner=str(ann.get(PLACEMENT_GATE_OWNER_ANNOTATION) or ""),
-        nominated_node=str(_map(pod.get("status")).get("nominatedNodeName") or ""),
+        nominated_node=str(as_map(pod.get("status")).get("nominatedNodeName") or ""),
         replacement_pod_group=str(ann.get(REPLACEMENT_PODGROUP_ANNOTATION) or ""),
         deleting=bool(meta.get("deletionTimestamp")))
 
@@ -97,10 +93,10 @@ def find_record(rep: Replacement, run: Optional[Mapping[str, Any]]) -> tuple[Opt
     """The relocation this pod replaces, or None with the reason it is not ours to write."""
     if not isinstance(run, Mapping):
         return None, f"run {rep.run_name or '?'} not found"
-    meta = _map(run.get("metadata"))
+    meta = as_map(run.get("metadata"))
     if rep.run_uid and meta.get("uid") != rep.run_uid:
         return None, f"run {rep.run_name} is another run (uid {meta.get('uid')}, pod names {rep.run_uid})"
-    return find_record_in(rep, _map(run.get("status")))
+    return find_record_in(rep, as_map(run.get("status")))
 
 
 def find_record_in(rep: Replacement, status: Mapping[str, Any]) -> tuple[Optional[dict], str]:
@@ -111,7 +107,7 @@ def find_record_in(rep: Replacement, status: Mapping[str, Any]) -> tuple[Optiona
     record = relocations[rep.index]
     if record.get("namespace") != rep.namespace or (rep.victim and record.get("victimPodName") != rep.victim):
         return None, f"relocation #{rep.index} of run {rep.run_name} is about another pod"
-    placement = _map(record.get("placement"))
+    placement = as_map(record.get("placement"))
     owner_uid, owner_name = placement.get("replacementPodUID"), placement.get("replacementPodName")
     if (owner_uid and owner_uid != rep.uid) or (not owner_uid and owner_name and owner_name != rep.name):
         return None, f"relocation #{rep.index} of run {rep.run_name} belongs to pod {owner_name}"
@@ -141,7 +137,7 @@ def decide(rep: Replacement, run: Optional[Mapping[str, Any]], now: datetime, pl
             why_not = f"run {rep.run_name} is not a Running Execute run"
         # Not ours to record: never hold the gate for a run that will not place the pod.
         return Decision(ungate=rep.gated, reason=why_not + ("; releasing the gate" if rep.gated else ""))
-    placement = _map(record.get("placement"))
+    placement = as_map(record.get("placement"))
     phase = placement.get("phase")
     first: dict = {}
     if placement.get("replacementPodName") != rep.name or placement.get("replacementPodUID") != rep.uid:
@@ -200,7 +196,7 @@ class LiveFit:
         for obj in objects:
             if obj.get("kind") != "Pod":
                 continue
-            meta, spec, status = _map(obj.get("metadata")), _map(obj.get("spec")), _map(obj.get("status"))
+            meta, spec, status = as_map(obj.get("metadata")), as_map(obj.get("spec")), as_map(obj.get("status"))
             node = status.get("nominatedNodeName")
             key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
             if node and not spec.get("nodeName") and status.get("phase") not in POD_FINISHED_PHASES:

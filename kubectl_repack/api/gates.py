@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from .run import as_map
+
 PLACEMENT_GATE = "repack.volcano.sh/placement"
 PLACEMENT_GATE_OWNER_ANNOTATION = "repack.volcano.sh/placement-gate-owner"
 GATED_AT_ANNOTATION = "repack.volcano.sh/placement-gated-at"
@@ -20,10 +22,6 @@ PLANNED_NODE_ANNOTATION = "repack.volcano.sh/planned-node"
 COORDINATOR_LEASE_NAME = "repack-coordinator"
 
 
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def escape_pointer(token: str) -> str:
     """Escape one JSON Pointer reference token (RFC 6901: `~` -> `~0`, `/` -> `~1`)."""
     return token.replace("~", "~0").replace("/", "~1")
@@ -31,7 +29,7 @@ def escape_pointer(token: str) -> str:
 
 def has_gate(pod: Mapping[str, Any]) -> bool:
     """Whether the pod still carries our scheduling gate."""
-    gates = _map(pod.get("spec")).get("schedulingGates") or []
+    gates = as_map(pod.get("spec")).get("schedulingGates") or []
     return any(isinstance(g, Mapping) and g.get("name") == PLACEMENT_GATE for g in gates)
 
 
@@ -41,13 +39,13 @@ def ungate_patch(pod: Mapping[str, Any]) -> list:
     A `test` op on the whole gate list guards it: if anyone changed the gates since `pod` was
     read, the API server rejects the patch and the caller retries on fresh data.
     """
-    meta, spec = _map(pod.get("metadata")), _map(pod.get("spec"))
+    meta, spec = as_map(pod.get("metadata")), as_map(pod.get("spec"))
     gates = list(spec.get("schedulingGates") or [])
     ops: list = []
-    if any(_map(g).get("name") == PLACEMENT_GATE for g in gates):
-        keep = [g for g in gates if _map(g).get("name") != PLACEMENT_GATE]
+    if any(as_map(g).get("name") == PLACEMENT_GATE for g in gates):
+        keep = [g for g in gates if as_map(g).get("name") != PLACEMENT_GATE]
         ops += [{"op": "test", "path": "/spec/schedulingGates", "value": gates},
                 {"op": "replace", "path": "/spec/schedulingGates", "value": keep}]
-    if PLACEMENT_GATE_OWNER_ANNOTATION in _map(meta.get("annotations")):
+    if PLACEMENT_GATE_OWNER_ANNOTATION in as_map(meta.get("annotations")):
         ops.append({"op": "remove", "path": "/metadata/annotations/" + escape_pointer(PLACEMENT_GATE_OWNER_ANNOTATION)})
     return ops

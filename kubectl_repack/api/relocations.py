@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 from planner.model import OwnerRef
 
-from .run import (OPEN_EVICTION_PHASES, PLACEMENT_WAITING_FOR_REPLACEMENT, Relocation, _map,
+from .run import (OPEN_EVICTION_PHASES, PLACEMENT_WAITING_FOR_REPLACEMENT, Relocation, as_map,
                   is_active_execute)
 
 RecordKey = tuple[str, int]
@@ -72,8 +72,8 @@ class RelocationIndex:
     def from_runs(cls, runs: Iterable[Mapping[str, Any]], synced: bool = True) -> "RelocationIndex":
         """Build the index from RepackRun objects as the API returns them (dicts)."""
         active = [run for run in runs if is_active_execute(run)]
-        active.sort(key=lambda run: (_map(run.get("metadata")).get("creationTimestamp") or "",
-                                     _map(run.get("metadata")).get("name") or ""))
+        active.sort(key=lambda run: (as_map(run.get("metadata")).get("creationTimestamp") or "",
+                                     as_map(run.get("metadata")).get("name") or ""))
         records: list[RelocationRecord] = []
         for run in active:
             records.extend(open_records(run))
@@ -103,7 +103,7 @@ def _owners_by_pod(status: Mapping[str, Any]) -> tuple[dict, dict]:
     """Map (namespace, pod name) and (namespace, PodGroup) to the plan's workload owner."""
     by_pod: dict[tuple[str, str], OwnerRef] = {}
     by_group: dict[tuple[str, str], OwnerRef] = {}
-    for move in _map(status.get("plan")).get("moves") or ():
+    for move in as_map(status.get("plan")).get("moves") or ():
         if not isinstance(move, Mapping):
             continue
         owner = move.get("owner")
@@ -120,8 +120,8 @@ def _owners_by_pod(status: Mapping[str, Any]) -> tuple[dict, dict]:
 
 def open_records(run: Mapping[str, Any]) -> list[RelocationRecord]:
     """The open relocation records of one RepackRun, in record order (= eviction order)."""
-    meta = _map(run.get("metadata"))
-    status = _map(run.get("status"))
+    meta = as_map(run.get("metadata"))
+    status = as_map(run.get("status"))
     by_pod, by_group = _owners_by_pod(status)
     out: list[RelocationRecord] = []
     for i, raw in enumerate(status.get("relocations") or ()):

@@ -106,13 +106,14 @@ def derive_phase(status: Mapping[str, Any]) -> str:
     return PHASE_PENDING
 
 
-def _map(value: Any) -> Mapping[str, Any]:
+def as_map(value: Any) -> Mapping[str, Any]:
+    """`value` if it is a mapping, else an empty one: wire data read without trusting its shape."""
     return value if isinstance(value, Mapping) else {}
 
 
 def phase_of(run: Optional[Mapping[str, Any]]) -> str:
     """status.phase ('' when absent)."""
-    return str(_map(_map(run).get("status")).get("phase") or "")
+    return str(as_map(as_map(run).get("status")).get("phase") or "")
 
 
 def is_finished(run: Optional[Mapping[str, Any]]) -> bool:
@@ -122,13 +123,13 @@ def is_finished(run: Optional[Mapping[str, Any]]) -> bool:
 
 def is_active_execute(run: Optional[Mapping[str, Any]]) -> bool:
     """A Running Execute run not being deleted: the only kind whose relocation records change."""
-    return (isinstance(run, Mapping) and _map(run.get("spec")).get("mode") == MODE_EXECUTE
-            and phase_of(run) == PHASE_RUNNING and not _map(run.get("metadata")).get("deletionTimestamp"))
+    return (isinstance(run, Mapping) and as_map(run.get("spec")).get("mode") == MODE_EXECUTE
+            and phase_of(run) == PHASE_RUNNING and not as_map(run.get("metadata")).get("deletionTimestamp"))
 
 
 def run_reason(run: Mapping[str, Any]) -> str:
     """Reason of the condition that decided the run's phase ('' while undecided)."""
-    st = _map(run.get("status"))
+    st = as_map(run.get("status"))
     wanted = {PHASE_SUCCEEDED: COND_COMPLETE, PHASE_FAILED: COND_FAILED}.get(st.get("phase"), COND_PROGRESSING)
     for c in st.get("conditions") or ():
         if c.get("type") == wanted:
@@ -138,16 +139,16 @@ def run_reason(run: Mapping[str, Any]) -> str:
 
 def goal_resource(run: Optional[Mapping[str, Any]]) -> str:
     """spec.goals[0].resource ('' when absent)."""
-    goals = _map(_map(run).get("spec")).get("goals") or []
-    return str(_map(goals[0]).get("resource") or "") if goals else ""
+    goals = as_map(as_map(run).get("spec")).get("goals") or []
+    return str(as_map(goals[0]).get("resource") or "") if goals else ""
 
 
 def finished_at(run: Mapping[str, Any]) -> Optional[dt.datetime]:
     """When a finished run finished: completionTime, else its latest condition transition."""
-    status = _map(run.get("status"))
+    status = as_map(run.get("status"))
     done = parse_time(status.get("completionTime"))
     if done is None:
-        times = [t for t in (parse_time(_map(c).get("lastTransitionTime")) for c in status.get("conditions") or ())
+        times = [t for t in (parse_time(as_map(c).get("lastTransitionTime")) for c in status.get("conditions") or ())
                  if t is not None]
         done = max(times) if times else None
     return done
@@ -155,10 +156,10 @@ def finished_at(run: Mapping[str, Any]) -> Optional[dt.datetime]:
 
 def ttl_expired(run: Mapping[str, Any], now: dt.datetime) -> bool:
     """Finished, not being deleted, and `ttlSecondsAfterFinished` has passed since it finished (EXEC-7)."""
-    ttl = _map(run.get("spec")).get("ttlSecondsAfterFinished")
+    ttl = as_map(run.get("spec")).get("ttlSecondsAfterFinished")
     if not is_finished(run) or not isinstance(ttl, int) or isinstance(ttl, bool):
         return False
-    if _map(run.get("metadata")).get("deletionTimestamp"):
+    if as_map(run.get("metadata")).get("deletionTimestamp"):
         return False
     done = finished_at(run)
     return done is not None and now >= done + dt.timedelta(seconds=ttl)
@@ -173,7 +174,7 @@ class Eviction:
 
     @classmethod
     def from_dict(cls, d: Any) -> "Eviction":
-        d = _map(d)
+        d = as_map(d)
         return cls(str(d.get("phase") or ""), str(d.get("message") or ""))
 
     def to_dict(self) -> dict:
@@ -200,7 +201,7 @@ class Placement:
 
     @classmethod
     def from_dict(cls, d: Any) -> "Placement":
-        d = _map(d)
+        d = as_map(d)
         return cls(**{attr: str(d.get(key) or "") for attr, key in cls._FIELDS})
 
     def to_dict(self) -> dict:
@@ -226,7 +227,7 @@ class Relocation:
 
     @classmethod
     def from_dict(cls, d: Any) -> "Relocation":
-        d = _map(d)
+        d = as_map(d)
         return cls(namespace=str(d.get("namespace") or ""), victim_pod_name=str(d.get("victimPodName") or ""),
                    pod_group_name=str(d.get("podGroupName") or ""), victim_pod_uid=str(d.get("victimPodUID") or ""),
                    planned_node_name=str(d.get("plannedNodeName") or ""),
@@ -251,7 +252,7 @@ class Relocation:
 
 def relocations(run_or_status: Optional[Mapping[str, Any]]) -> list:
     """The Relocation records of a run (or of its status), in record order."""
-    st = _map(run_or_status)
+    st = as_map(run_or_status)
     if "status" in st or "spec" in st:
-        st = _map(st.get("status"))
+        st = as_map(st.get("status"))
     return [Relocation.from_dict(r) for r in st.get("relocations") or ()]

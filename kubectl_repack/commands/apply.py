@@ -12,7 +12,8 @@ import click
 
 import planner
 from kubectl_repack import render, schema
-from kubectl_repack.api.run import (MODE_EXECUTE, NOT_RECOMMENDED, PHASE_FAILED, PHASE_SUCCEEDED, run_reason)
+from kubectl_repack.api.run import (MODE_EXECUTE, NOT_RECOMMENDED, PHASE_FAILED, PHASE_SUCCEEDED, relocations,
+                                    run_reason)
 from kubectl_repack.api.times import parse_duration, rfc3339, utcnow
 from kubectl_repack.errors import ValidationError
 
@@ -99,11 +100,10 @@ def _summary(run: dict) -> str:
         lines.append(f"Result:         frag {res['fragAfterPercent']}%, freed {res['freedNodeCount']} "
                      f"{res.get('freedNodes') or []}, moved {res['movedCardCount']} card(s), "
                      f"verified {str(res['metricsVerified']).lower()}")
-    relocs = st.get("relocations") or []
+    relocs = relocations(st)
     if relocs:
-        rows = [[f"{r['namespace']}/{r.get('victimPodName', '')}", (r.get("eviction") or {}).get("phase", ""),
-                 (r.get("placement") or {}).get("phase", ""), r.get("plannedNodeName", ""),
-                 (r.get("placement") or {}).get("actualNodeName", "")] for r in relocs]
+        rows = [[r.victim, r.eviction.phase, r.placement.phase, r.planned_node_name, r.placement.actual_node_name]
+                for r in relocs]
         lines.append("")
         lines.append(render.table(["VICTIM", "EVICTION", "PLACEMENT", "PLANNED", "ACTUAL"], rows).rstrip("\n"))
     return "\n".join(lines) + "\n"
