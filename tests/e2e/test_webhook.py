@@ -27,9 +27,8 @@ from kubernetes.client.rest import ApiException
 
 from tests.harness import NPU_RESOURCE, npu_node
 from tests.harness.controlplane import REPO_ROOT
-from webhook.admission import GATED_AT_ANNOTATION, RELOCATION_RUN_ANNOTATION
+from kubectl_repack.api.gates import GATED_AT_ANNOTATION, PLACEMENT_GATE, RELOCATION_RUN_ANNOTATION
 from kubectl_repack.api.lease import lease_is_fresh
-from kubectl_repack.api.gates import PLACEMENT_GATE
 from tests.e2e.helpers import wait_for
 
 pytestmark = pytest.mark.e2e

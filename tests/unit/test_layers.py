@@ -16,7 +16,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("planner", "kubectl_repack", "webhook")
-LINT = Path(sys.executable).with_name("lint-imports")
+# `lint-imports` of this interpreter's import-linter, wherever pip put the script.
+LINT = [sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command; "
+                              "sys.argv[0] = 'lint-imports'; sys.exit(lint_imports_command())"]
 
 LAYERS = "Layers: front ends > engine > Kubernetes I/O > run API > planner"
 NO_WEBHOOK = "The plugin never imports the webhook process"
@@ -26,7 +28,7 @@ PURE = "Pure modules (planner, run API, the engine's decisions, admission) impor
 
 def lint(root: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(root))   # the copy shadows the installed packages
-    return subprocess.run([str(LINT), "--config", str(root / ".importlinter"), "--no-cache"], cwd=root, env=env,
+    return subprocess.run([*LINT, "--config", str(root / ".importlinter"), "--no-cache"], cwd=root, env=env,
                           capture_output=True, text=True, timeout=120)
 
 

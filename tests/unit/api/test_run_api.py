@@ -78,11 +78,11 @@ def test_the_controller_is_the_controller_reference_only():
 
 
 def test_one_podgroup_key_set_for_planner_and_webhook():
-    for annotations, labels, want in [({"scheduling.k8s.io/group-name": "a", "scheduling.volcano.sh/group-name": "b"},
+    for anns, labels, want in [({"scheduling.k8s.io/group-name": "a", "scheduling.volcano.sh/group-name": "b"},
                                        {}, "a"),
                                       ({"scheduling.volcano.sh/group-name": "b"}, {}, "b"),
                                       ({}, {"volcano.sh/podgroup": "c"}, "c"),
                                       ({}, {}, "")]:
-        assert pod_group_name(annotations, labels) == want
-        pod = {"metadata": {"name": "p", "annotations": annotations, "labels": labels}}
+        assert pod_group_name(anns, labels) == want
+        pod = {"metadata": {"name": "p", "annotations": anns, "labels": labels}}
         assert pod_identity(pod, "ns").group_name == want

@@ -7,10 +7,10 @@ import pytest
 
 from tests.unit.webhook.builders import move, owner, pod, relocation, review_request, run, vcjob_pod, ms_pod
 from tests.unit.webhook.patching import apply_patch, decode
-from webhook.admission import (GATED_AT_ANNOTATION, RELOCATION_INDEX_ANNOTATION, RELOCATION_RUN_ANNOTATION,
-                               RELOCATION_VICTIM_ANNOTATION, REPLACEMENT_PODGROUP_ANNOTATION,
-                               AdmissionReviewError, escape_pointer, review, review_outcome)
-from kubectl_repack.api.gates import PLACEMENT_GATE, PLACEMENT_GATE_OWNER_ANNOTATION
+from kubectl_repack.api.gates import (GATED_AT_ANNOTATION, PLACEMENT_GATE, PLACEMENT_GATE_OWNER_ANNOTATION,
+                                      RELOCATION_INDEX_ANNOTATION, RELOCATION_RUN_ANNOTATION,
+                                      RELOCATION_VICTIM_ANNOTATION, REPLACEMENT_PODGROUP_ANNOTATION, escape_pointer)
+from webhook.admission import AdmissionReviewError, review, review_outcome
 from kubectl_repack.api.relocations import RelocationIndex
 
 NOW = datetime(2026, 7, 30, 10, 5, tzinfo=timezone.utc)
