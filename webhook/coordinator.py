@@ -15,11 +15,13 @@ It also deletes finished runs past `ttlSecondsAfterFinished` (deleting never rol
 Polling (one RepackRun list per tick; while a run is active, the pods of the namespaces its
 relocations name, where every replacement appears; a cluster-wide sweep for orphaned gates every
 `sweep_interval`) is deliberate: it is restart-safe with no watch bookkeeping, and every decision is
-recomputed from what the API server says now. The decision itself is the pure `decide`, tested
-as a table; `Coordinator` only does the I/O around it.
+recomputed from what the API server says now. The decision itself is the pure
+`webhook.placement.decide`, tested as a table; `Coordinator` only does the I/O around it, through
+two ports it is given (the kube layer's LiveCluster and RunStore) and a leader elector
+(`webhook.election`, on the kube layer's one Lease client).
 
-Writes to a RepackRun are read-modify-write on resourceVersion, retried on 409, and touch only the
-coordinator's fields (placement.{phase,selectedNodeName,replacementPodName,replacementPodUID,
+Writes to a RepackRun go through the kube layer's one status read-modify-write (resourceVersion,
+retried on 409) and touch only the coordinator's fields (placement.{phase,selectedNodeName,replacementPodName,replacementPodUID,
 actualNodeName} and replacementPodGroupName); `kubectl repack apply` owns everything else.
 """
 from __future__ import annotations
