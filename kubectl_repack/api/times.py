@@ -20,18 +20,19 @@ def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
+def _utc(t: dt.datetime) -> dt.datetime:
+    """`t` in UTC; a naive time is taken as UTC already."""
+    return t.replace(tzinfo=dt.timezone.utc) if t.tzinfo is None else t.astimezone(dt.timezone.utc)
+
+
 def rfc3339(t: dt.datetime) -> str:
-    """metav1.Time as the API server writes it (seconds, `Z`); a naive time is taken as UTC."""
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=dt.timezone.utc)
-    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """metav1.Time as the API server writes it (seconds, `Z`)."""
+    return _utc(t).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def micro_time(t: dt.datetime) -> str:
     """metav1.MicroTime as the API server writes it (Lease renewTime/acquireTime)."""
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=dt.timezone.utc)
-    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return _utc(t).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def parse_time(value: Any) -> Optional[dt.datetime]:
