@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -168,23 +169,80 @@ class PodDeletions:
         self._thread.join(timeout=10)
 
 
-def kill_at_first_eviction(api, ns, proc, victims, timeout=300):
-    """SIGKILL `proc` (an apply) from outside as soon as the API server shows the first of `victims`
-    being evicted (deletionTimestamp set, or deleted), as an operator's kill or an OOM would.
-    Returns the victim seen; the process may have persisted that eviction's outcome or not."""
-    core = client.CoreV1Api(api)
-    rv = core.list_namespaced_pod(ns).metadata.resource_version
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and proc.poll() is None:
-        w = watch.Watch()
-        for ev in w.stream(core.list_namespaced_pod, ns, resource_version=rv, timeout_seconds=5):
-            obj = ev["object"]
-            rv = obj.metadata.resource_version
-            if obj.metadata.name in victims and (ev["type"] == "DELETED" or obj.metadata.deletion_timestamp):
-                proc.kill()
-                w.stop()
-                return obj.metadata.name
-    raise AssertionError(f"apply evicted nothing in {ns} within {timeout}s (exit {proc.poll()})")
+class EvictionTrap:
+    """A plain-HTTP proxy in front of the API server that SIGKILLs the client process as soon as its
+    first Eviction call has been carried out, before the answer reaches it: the process dies right
+    after the API server evicted the pod and before it could persist the outcome, as a kill -9 or
+    an OOM at the worst moment would. Nothing in the plugin knows about it (DESIGN convention 13).
+
+    `kubeconfig` (written into `directory`) points at the proxy; the proxy itself authenticates to
+    the API server with the admin credentials of `upstream_kubeconfig`.
+    """
+
+    EVICTION = re.compile(r"^/api/v1/namespaces/[^/]+/pods/[^/]+/eviction(\?.*)?$")
+
+    def __init__(self, upstream_kubeconfig, directory):
+        import http.server
+        import ssl
+        from urllib.parse import urlparse
+
+        cfg = yaml.safe_load(open(upstream_kubeconfig))
+        cluster_cfg, user = cfg["clusters"][0]["cluster"], cfg["users"][0]["user"]
+        url = urlparse(cluster_cfg["server"])
+        self.upstream = (url.hostname, url.port)
+        self.tls = ssl.create_default_context(cafile=cluster_cfg["certificate-authority"])
+        self.tls.load_cert_chain(user["client-certificate"], user["client-key"])
+        self.process = None
+        self.evicted = []
+        trap = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _forward(self):
+                import http.client
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                headers = {k: v for k, v in self.headers.items()
+                           if k.lower() not in ("host", "connection", "accept-encoding", "content-length")}
+                conn = http.client.HTTPSConnection(*trap.upstream, context=trap.tls, timeout=60)
+                conn.request(self.command, self.path, body=body or None, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read()
+                conn.close()
+                if self.command == "POST" and trap.EVICTION.match(self.path) and trap.process is not None:
+                    trap.evicted.append((self.path, resp.status))
+                    trap.process.kill()     # the answer never reaches the client
+                    trap.process = None
+                    self.close_connection = True
+                    return
+                self.send_response(resp.status)
+                for k, v in resp.getheaders():
+                    if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.kubeconfig = os.path.join(str(directory), "trap-kubeconfig")
+        with open(self.kubeconfig, "w") as f:
+            yaml.safe_dump({"apiVersion": "v1", "kind": "Config",
+                            "clusters": [{"name": "trap", "cluster": {
+                                "server": f"http://127.0.0.1:{self.server.server_address[1]}"}}],
+                            "users": [{"name": "trap", "user": {}}],
+                            "contexts": [{"name": "trap", "context": {"cluster": "trap", "user": "trap"}}],
+                            "current-context": "trap"}, f)
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
 
 
 def lease_namespace(monkeypatch):

@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 
 from tests.e2e.execute_helpers import (LEASE_NAMESPACE, PodDeletions, build_seed_layout, cli, cli_process,
-                                       delete_runs, execute_run, get_run, kill_at_first_eviction, reason_of,
+                                       delete_runs, EvictionTrap, execute_run, get_run, reason_of,
                                        unique, wait_for, write_run)
 from tests.harness import NPU_RESOURCE
 
@@ -283,21 +283,24 @@ def test_killed_apply_resumes_without_double_eviction(control_plane, fake_nodes,
     deletions = PodDeletions(api, ns)
     name = unique("crash-execute")
     runs_to_delete.append(name)
-    proc = cli_process(control_plane.kubeconfig, "apply", "-f", write_run(tmp_path, execute_run(name)),
-                       "--cooldown", "0s", "-o", "json")
-    first_victim = kill_at_first_eviction(api, ns, proc, set(layout["batch"]))
-    proc.communicate(timeout=60)
-    assert proc.returncode == -9
+    trap = EvictionTrap(control_plane.kubeconfig, tmp_path)
+    try:
+        proc = cli_process(trap.kubeconfig, "apply", "-f", write_run(tmp_path, execute_run(name)),
+                           "--cooldown", "0s", "-o", "json")
+        trap.process = proc
+        out, err = proc.communicate(timeout=300)
+    finally:
+        trap.close()
+    assert proc.returncode == -9, (out, err)
+    assert len(trap.evicted) == 1 and trap.evicted[0][1] == 201, trap.evicted
 
-    # Killed from outside once the API server showed the first eviction: the plan and both records
-    # were persisted before it; the first record is InProgress (killed before its outcome was
-    # written) or Accepted, and the second has not been evicted yet (at most InProgress).
+    # Killed from outside right after its first Eviction call was carried out, before the answer
+    # reached it: the record of that victim is InProgress, the other still Pending; the plan and
+    # both records were persisted before.
     run = get_run(api, name)
     st = run["status"]
     assert st["phase"] == "Running"
-    phases = [rec["eviction"]["phase"] for rec in st["relocations"]]
-    assert st["relocations"][0]["victimPodName"] == first_victim
-    assert phases[0] in ("InProgress", "Accepted") and phases[1] in ("Pending", "InProgress"), phases
+    assert [rec["eviction"]["phase"] for rec in st["relocations"]] == ["InProgress", "Pending"]
     lease = client.CoordinationV1Api(api).read_namespaced_lease("repack-execute", LEASE_NAMESPACE)
     assert lease.spec.holder_identity.startswith(f"{name}@")  # still held by the dead process
 
@@ -308,9 +311,7 @@ def test_killed_apply_resumes_without_double_eviction(control_plane, fake_nodes,
     st = json.loads(r.stdout)["status"]
     assert len(st["relocations"]) == 2
     first, second = st["relocations"]
-    assert first["eviction"]["phase"] == "Accepted"
-    if phases[0] == "InProgress":
-        assert "when apply resumed" in first["eviction"]["message"]
+    assert first["eviction"]["phase"] == "Accepted" and "when apply resumed" in first["eviction"]["message"]
     assert second["eviction"]["phase"] == "Accepted"
     assert all(rec["placement"]["phase"] == "Placed" for rec in st["relocations"])
     # One deletion per victim uid; no replacement was evicted by a replayed request.
