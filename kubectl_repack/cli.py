@@ -6,8 +6,9 @@ there; shared flags are defined once in kubectl_repack/commands/options.py.
 
 Exit codes (for scripts):
   0  success (any outcome of a DryRun evaluation is a success)
-  1  runtime error: API server unreachable or refusing, object not found, unreadable snapshot
-  2  usage or validation error: bad flags, invalid RepackRun (every violation is printed)
+  1  runtime error: API server unreachable or refusing, object not found, snapshot file missing
+  2  usage or validation error: bad flags, invalid RepackRun (every violation is printed), a
+     snapshot file whose content is not valid (the object and field are named)
   3  with --exit-code: the evaluation succeeded but did not recommend a repack
 """
 from __future__ import annotations
@@ -18,7 +19,7 @@ import click
 
 from kubectl_repack import commands
 from kubectl_repack.commands.options import cluster_options
-from kubectl_repack.errors import RepackError, SpecError, ValidationError
+from kubectl_repack.errors import InvalidSnapshotFile, RepackError, SpecError, ValidationError
 
 PROG_NAME = "kubectl repack"
 EXIT_RUNTIME, EXIT_USAGE, EXIT_NOT_RECOMMENDED = 1, 2, 3
@@ -50,7 +51,7 @@ class RepackGroup(click.Group):
             return super().invoke(ctx)
         except ValidationError as e:
             raise CommandFailed(e.errors, EXIT_USAGE) from e
-        except SpecError as e:
+        except (SpecError, InvalidSnapshotFile) as e:
             raise CommandFailed([str(e)], EXIT_USAGE) from e
         except RepackError as e:
             raise CommandFailed([str(e)], EXIT_RUNTIME) from e

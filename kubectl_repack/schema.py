@@ -27,7 +27,8 @@ from importlib import resources
 import jsonschema
 import yaml
 
-from kubectl_repack.errors import ValidationError
+from kubectl_repack.errors import DocumentError, ValidationError
+from planner import documents
 
 API_VERSION = "repack.volcano.sh/v1alpha1"
 KIND = "RepackRun"
@@ -387,53 +388,11 @@ def validate_spec(spec):
 
 # ---------- text input ----------
 
-class _StrictLoader(yaml.SafeLoader):
-    """Safe YAML that refuses duplicate keys and keeps timestamps as strings (as kubectl does)."""
-
-
-_StrictLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
-def _construct_mapping(loader, node, deep=False):
-    loader.flatten_mapping(node)
-    seen = {}
-    for key_node, _value_node in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        try:
-            hash(key)
-        except TypeError:
-            continue  # SafeLoader reports unhashable keys itself
-        if key in seen:
-            mark = key_node.start_mark
-            raise yaml.constructor.ConstructorError(
-                "while constructing a mapping", node.start_mark,
-                f"found duplicate key {key!r} (first at line {seen[key] + 1})", mark)
-        seen[key] = key_node.start_mark.line
-    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
 def _parse_documents(text, source_name):
-    if text.lstrip().startswith(("{", "[")):
-        try:
-            return [json.loads(text)]
-        except json.JSONDecodeError as exc:
-            raise ValidationError(
-                [f"{source_name}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}"]) from exc
     try:
-        return [doc for doc in yaml.load_all(text, Loader=_StrictLoader) if doc is not None]
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{source_name}:{mark.line + 1}:{mark.column + 1}" if mark else source_name
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise ValidationError([f"{where}: invalid YAML: {problem}"]) from exc
-    except yaml.YAMLError as exc:
-        raise ValidationError([f"{source_name}: invalid YAML: {exc}"]) from exc
+        return documents.parse(text, source_name, flatten_array=False, fast=False)
+    except DocumentError as exc:
+        raise ValidationError([str(exc)]) from exc
 
 
 def validate_run_text(text, source_name="<stdin>"):

@@ -14,7 +14,7 @@ from kubectl_repack.errors import ValidationError
 
 from .options import (OUTPUT_JSON, OUTPUT_WIDE, OUTPUT_YAML, cluster_options, now_option, now_or_current,
                       output_option, settings, stamp)
-from .runspec import QuickFlags, build_run
+from .runspec import QuickFlags, build_run, read_stdin
 
 EPILOG = """\b
 Examples:
@@ -97,12 +97,12 @@ def command(file, resource, min_improvement, max_podgroups, max_cards, podgroup_
 
     if snapshot_file:
         if snapshot_file == "-":
-            source = cluster.FileSource("-", click.get_text_stream("stdin").read())
+            source = cluster.FileSource("-", read_stdin())
         else:
             source = cluster.FileSource(snapshot_file)
     else:
         source = cluster.LiveSource(settings().api())
-    snapshot = planner.load_objects(source.objects())
+    snapshot = source.snapshot()
     result = planner.plan(snapshot, spec)
     run = dict(run, status=result.status(now))
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from kubectl_repack import schema
-from kubectl_repack.errors import ValidationError
+from kubectl_repack.errors import DocumentError, UnreadableInput, ValidationError
+from planner import documents
 
 from .selectors import SelectorSyntaxError, parse_selector
 
@@ -52,16 +53,19 @@ class QuickFlags:
 
 def read_run_file(path: str) -> dict:
     """Parse and validate the RepackRun in `path` ('-' = stdin); ValidationError names the problem."""
-    if path == "-":
-        text, source = sys.stdin.read(), "<stdin>"
-    else:
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            raise ValidationError([f"{path}: {e.strerror}"]) from e
-        source = path
+    try:
+        if path == "-":
+            text, source = read_stdin(), "<stdin>"
+        else:
+            text, source = documents.read_file(path), path
+    except (DocumentError, UnreadableInput) as e:
+        raise ValidationError([str(e)]) from e
     return schema.validate_run_text(text, source)
+
+
+def read_stdin() -> str:
+    """Standard input as UTF-8 text (bytes that are not UTF-8 are an error naming the offset)."""
+    return documents.decode(sys.stdin.buffer.read(), "<stdin>")
 
 
 def _flag(name: str) -> str:
