@@ -39,8 +39,33 @@ ROOT = "(root)"
 UNKNOWN_FIELD = "unknown field"
 REQUIRED = "required field is missing"
 
+_GOAL_BUDGET_RULE = ("!has(self.maxPerRun) || !has(self.maxPerRun.resources) || "
+                     "self.maxPerRun.resources.all(r, has(self.goals) && "
+                     "self.goals.exists(g, g.resource == r))")
+
+
+def _budget_resources_are_goals(spec):
+    """Paths (relative to spec) of maxPerRun.resources keys that no goal names."""
+    if not isinstance(spec, dict) or not isinstance(spec.get("maxPerRun"), dict):
+        return
+    budget = spec["maxPerRun"].get("resources")
+    if not isinstance(budget, dict):
+        return
+    goals = spec.get("goals") if isinstance(spec.get("goals"), list) else []
+    named = {g.get("resource") for g in goals if isinstance(g, dict)}
+    for resource in budget:
+        if resource not in named:
+            yield ("maxPerRun", "resources", resource)
+
+
+# Cross-field CEL rules have no jsonschema keyword: evaluated by these functions (name -> check,
+# yielding the paths, relative to the node the rule sits on, of what breaks the rule).
+_CHECK = "x-repack-check"
+CHECKS = {"budget-resources-are-goals": _budget_resources_are_goals}
+
 # CEL rules of the CRD that one object decides on its own, with a jsonschema equivalent.
 CEL_EQUIVALENTS = {
+    _GOAL_BUDGET_RULE: {_CHECK: "budget-resources-are-goals"},
     "self.contains('/')": {"pattern": "/"},
     "(has(self.hyperNodeTier) && !has(self.hyperNodeTierName)) || "
     "(!has(self.hyperNodeTier) && has(self.hyperNodeTierName))": {
@@ -141,8 +166,13 @@ def spec_schema():
     return copy.deepcopy(_run_schema_cached()["properties"]["spec"])
 
 
+def _run_check(validator, name, instance, schema):
+    for path in CHECKS[name](instance):
+        yield jsonschema.ValidationError(f"failed rule {name}", path=path)
+
+
 # Draft 7 counts 10.0 as an integer, and so does the API server (it stores it as 10).
-_Validator = jsonschema.Draft7Validator
+_Validator = jsonschema.validators.extend(jsonschema.Draft7Validator, {_CHECK: _run_check})
 
 
 @functools.lru_cache(maxsize=1)
@@ -249,6 +279,8 @@ def _messages_for(error):
         yield (), f"{_show(value)} is less than the minimum of {expected}", False
     elif keyword == "maximum":
         yield (), f"{_show(value)} is greater than the maximum of {expected}", False
+    elif keyword == "maxProperties":
+        yield (), f"has {len(value)} entries, more than the maximum of {expected}", False
     elif keyword == "maxItems":
         yield (), f"has {len(value)} items, more than the maximum of {expected}", False
     elif keyword == "minItems":

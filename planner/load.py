@@ -45,9 +45,11 @@ def _get(ctx, obj, path, typ, default=None, required=False, at=""):
     """obj[path] checked for type; `at` is where obj sits in the object, so errors give the full path."""
     cur = obj
     full = at + path
+    walked = at.rstrip(".")
     for part in path.split("."):
         if not isinstance(cur, dict):
-            ctx.fail(full, f"expected an object at '{part}'")
+            ctx.fail(walked, f"expected an object, got {type(cur).__name__}")
+        walked = f"{walked}.{part}" if walked else part
         if part not in cur or cur[part] is None:
             if required:
                 ctx.fail(full, "required field is missing")
