@@ -52,7 +52,7 @@ def _budget_resources_are_goals(spec):
     if not isinstance(budget, dict):
         return
     goals = spec.get("goals") if isinstance(spec.get("goals"), list) else []
-    named = {g.get("resource") for g in goals if isinstance(g, dict)}
+    named = {g.get("resource") for g in goals if isinstance(g, dict) and isinstance(g.get("resource"), str)}
     for resource in budget:
         if resource not in named:
             yield ("maxPerRun", "resources", resource)
