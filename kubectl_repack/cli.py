@@ -26,17 +26,29 @@ EXIT_RUNTIME, EXIT_USAGE, EXIT_NOT_RECOMMENDED = 1, 2, 3
 
 
 class CommandFailed(click.ClickException):
-    """An expected error, printed kubectl-style as `error: ...` lines (never a traceback)."""
+    """An expected error, printed kubectl-style as `error: ...` lines (never a traceback), then
+    an optional hint line (`See 'kubectl repack plan -h' for help and examples.`)."""
 
-    def __init__(self, lines, exit_code):
+    def __init__(self, lines, exit_code, hint=""):
         self.lines = list(lines) or ["unknown error"]
         self.exit_code = exit_code
+        self.hint = hint
         super().__init__(self.lines[0])
 
     def show(self, file=None):
         file = file or sys.stderr
         for line in self.lines:
             click.echo(f"error: {line}", file=file)
+        if self.hint:
+            click.echo(self.hint, file=file)
+
+
+def usage_failed(exc: click.UsageError) -> CommandFailed:
+    """A click usage error as kubectl prints one: `error: <message>` and where to find help
+    (click's own `Usage: ... Error: ...` block is not what kubectl users parse)."""
+    ctx = exc.ctx
+    path = ctx.command_path if ctx is not None else PROG_NAME
+    return CommandFailed([exc.format_message()], EXIT_USAGE, f"See '{path} -h' for help and examples.")
 
 
 class RepackGroup(click.Group):
@@ -46,9 +58,19 @@ class RepackGroup(click.Group):
         kwargs["prog_name"] = PROG_NAME  # also under CliRunner and `python -m`
         return super().main(*args, **kwargs)
 
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as e:  # the group's own flags, or an unknown command
+            raise usage_failed(e) from e
+
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except CommandFailed:
+            raise
+        except click.UsageError as e:  # a command's flags and arguments
+            raise usage_failed(e) from e
         except ValidationError as e:
             raise CommandFailed(e.errors, EXIT_USAGE) from e
         except (SpecError, InvalidSnapshotFile) as e:

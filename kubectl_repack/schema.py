@@ -86,6 +86,26 @@ _DNS1123_SUBDOMAIN = re.compile(rf"^{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*$")
 _DNS1123_SUBDOMAIN_MAX = 253
 
 
+def name_problem(name: str) -> str:
+    """Why `name` is not a valid name of a RepackRun (an RFC 1123 subdomain), or "" if it is."""
+    if len(name) > _DNS1123_SUBDOMAIN_MAX:
+        return f"must be no more than {_DNS1123_SUBDOMAIN_MAX} characters"
+    if not _DNS1123_SUBDOMAIN.match(name):
+        return (f"{name!r} is not a valid name: a lowercase RFC 1123 subdomain consists of lower case "
+                "alphanumeric characters, '-' or '.', and starts and ends with an alphanumeric character")
+    return ""
+
+
+def label_problem(name: str) -> str:
+    """Why `name` is not an RFC 1123 label (e.g. a namespace name), or "" if it is."""
+    if len(name) > 63:
+        return "must be no more than 63 characters"
+    if not re.fullmatch(_DNS1123_LABEL, name):
+        return (f"{name!r} is not a valid name: a lowercase RFC 1123 label consists of lower case "
+                "alphanumeric characters or '-', and starts and ends with an alphanumeric character")
+    return ""
+
+
 class UnsupportedRule(ValueError):
     """The CRD carries a CEL rule that local validation does not know how to evaluate."""
 
@@ -331,14 +351,8 @@ def _metadata_errors(obj):
         found.add((("metadata", "name"), REQUIRED, True))
     elif not isinstance(name, str):
         found.add((("metadata", "name"), f"{_show(name)} is not of type 'string'", True))
-    elif len(name) > _DNS1123_SUBDOMAIN_MAX:
-        found.add((("metadata", "name"),
-                   f"must be no more than {_DNS1123_SUBDOMAIN_MAX} characters", True))
-    elif not _DNS1123_SUBDOMAIN.match(name):
-        found.add((("metadata", "name"),
-                   f"{name!r} is not a valid name: a lowercase RFC 1123 subdomain consists of "
-                   "lower case alphanumeric characters, '-' or '.', and starts and ends with an "
-                   "alphanumeric character", True))
+    elif name_problem(name):
+        found.add((("metadata", "name"), name_problem(name), True))
     if metadata.get("namespace"):
         found.add((("metadata", "namespace"),
                    "RepackRun is cluster-scoped: remove metadata.namespace", True))

@@ -12,8 +12,8 @@ import planner
 from kubectl_repack import cluster, render
 from kubectl_repack.errors import ValidationError
 
-from .options import (OUTPUT_JSON, OUTPUT_WIDE, OUTPUT_YAML, cluster_options, now_option, now_or_current,
-                      output_option, settings, stamp)
+from .options import (OUTPUT_JSON, OUTPUT_WIDE, OUTPUT_YAML, RUN_NAME, IntRange, cluster_options, now_option,
+                      now_or_current, output_option, settings, stamp)
 from .runspec import QuickFlags, build_run, read_stdin
 
 EPILOG = """\b
@@ -43,9 +43,9 @@ Exit codes: 0 evaluated (any outcome), 1 runtime error (cluster, snapshot file),
               help="The RepackRun to evaluate (YAML or JSON; '-' reads stdin). Flags given as well "
                    "override the file's fields.")
 @click.option("--resource", metavar="NAME", help="Target resource, e.g. huawei.com/ascend-1980 (goals[0].resource).")
-@click.option("--min-improvement", type=click.IntRange(0, 100), metavar="POINTS",
+@click.option("--min-improvement", type=IntRange(0, 100), metavar="POINTS",
               help="Required drop of fragmentation in percentage points (goals[0].minFragImprovementPercent).")
-@click.option("--max-podgroups", type=click.IntRange(0), metavar="N",
+@click.option("--max-podgroups", type=IntRange(0), metavar="N",
               help="Most PodGroups one run may affect (maxPerRun.podGroups).")
 @click.option("--max-cards", metavar="N", help="Most units of the resource one run may move "
                                                "(maxPerRun.resources[RESOURCE]).")
@@ -58,7 +58,7 @@ Exit codes: 0 evaluated (any outcome), 1 runtime error (cluster, snapshot file),
               help="Label selector of nodes that may be vacated (scope.nodes.include).")
 @click.option("--exclude-node-selector", metavar="SELECTOR",
               help="Label selector of nodes never vacated (scope.nodes.exclude).")
-@click.option("--name", metavar="NAME", help="metadata.name of the run (default repack-plan-<timestamp>).")
+@click.option("--name", metavar="NAME", type=RUN_NAME, help="metadata.name of the run (default repack-plan-<timestamp>).")
 @click.option("--snapshot", "snapshot_file", metavar="FILE",
               type=click.Path(exists=True, dir_okay=False, allow_dash=True),
               help="Plan offline from this snapshot file ('-' = stdin) instead of the live cluster; "

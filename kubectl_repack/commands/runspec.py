@@ -124,6 +124,8 @@ def apply_flags(run: Optional[dict], flags: QuickFlags, default_name: str) -> di
 
 def build_run(file: Optional[str], flags: QuickFlags, default_name: str) -> dict:
     """Read -f (if any), apply the flags, validate the whole object against the CRD schema."""
+    if file == "":
+        raise ValidationError(["-f/--filename: an empty path; give a RepackRun file, or '-' for stdin"])
     run = read_run_file(file) if file else None
     run = apply_flags(run, flags, default_name)
     return schema.validate_run(run)

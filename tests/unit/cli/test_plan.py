@@ -259,7 +259,9 @@ def test_invalid_run_exits_2_naming_the_field_and_never_connects(tmp_path, spec_
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(obj))
     # No --snapshot: a valid run would read the live cluster, which `no_cluster` forbids.
-    r = run("plan", "-f", path, "--kubeconfig", "/nonexistent/kubeconfig")
+    unusable = tmp_path / "kubeconfig"
+    unusable.write_text("not: a kubeconfig\n")  # any connection attempt would fail on it
+    r = run("plan", "-f", path, "--kubeconfig", unusable)
     assert r.exit_code == 2, r.output
     assert field in r.stderr
     assert r.stderr.startswith("error: ")
