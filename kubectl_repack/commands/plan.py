@@ -103,6 +103,9 @@ def command(file, resource, min_improvement, max_podgroups, max_cards, podgroup_
     else:
         source = cluster.LiveSource(settings().api())
     snapshot = source.snapshot()
+    warning = render.no_provider_warning(snapshot, spec.resource)
+    if warning:
+        click.echo(f"warning: {warning}", err=True)
     result = planner.plan(snapshot, spec)
     run = dict(run, status=result.status(now))
 

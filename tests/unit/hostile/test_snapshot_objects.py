@@ -178,3 +178,19 @@ def test_two_pods_with_one_uid_are_refused(tmp_path, recorder):
     twin["metadata"]["name"] = "p2"
     r = invoke(["plan", "--snapshot", _snapshot(tmp_path, BASE + [twin]), "--resource", R])
     assert_refused(r, recorder, "Pod team-a/p2: metadata.uid: 'u-1' is also the uid of pod team-a/p1")
+
+
+@pytest.mark.parametrize("objects, says", [
+    ([], "the snapshot has no Nodes; nothing can be planned for huawei.com/ascend-1980"),
+    ([BASE[0]], "the snapshot has no Nodes; nothing can be planned for huawei.com/ascend-1980"),
+    ([BASE[1]], "no node advertises huawei.com/ascend1980; extended resources found: huawei.com/ascend-1980 (1 node)"),
+], ids=["empty", "no-nodes", "typo-in-goal"])
+def test_a_goal_no_node_advertises_is_no_fragmentation_with_a_warning(tmp_path, recorder, objects, says):
+    """Not an error (the cluster may simply have none yet), but never silent: exit 0, outcome
+    NoFragmentation, and a warning listing what the nodes do advertise."""
+    resource = "huawei.com/ascend1980" if objects == [BASE[1]] else R
+    r = invoke(["plan", "--snapshot", _snapshot(tmp_path, objects), "--resource", resource])
+    assert r.exit_code == 0, r.output
+    assert r.stderr == f"warning: {says}\n"
+    assert "NoFragmentation" in r.stdout
+    assert recorder.calls == []
