@@ -55,7 +55,10 @@ class RepackGroup(click.Group):
     """The `kubectl repack` group: prog name, and expected errors turned into exit codes."""
 
     def main(self, *args, **kwargs):
+        from kubectl_repack.commands.completion import COMPLETE_VAR
+
         kwargs["prog_name"] = PROG_NAME  # also under CliRunner and `python -m`
+        kwargs.setdefault("complete_var", COMPLETE_VAR)
         return super().main(*args, **kwargs)
 
     def make_context(self, info_name, args, parent=None, **extra):
