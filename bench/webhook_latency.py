@@ -226,6 +226,8 @@ def main(argv=None) -> int:
     p.add_argument("--connections", type=int, default=16, help="client keep-alive connections")
     p.add_argument("--server", choices=("gunicorn", "werkzeug"), default="gunicorn")
     p.add_argument("--threads", type=int, default=8, help="gunicorn worker threads")
+    p.add_argument("--idle", type=int, default=0,
+                   help="hold this many idle TCP connections and as many stalled TLS sessions during the run")
     p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--cert-dir", default="", help=argparse.SUPPRESS)
@@ -235,7 +237,7 @@ def main(argv=None) -> int:
         return 0
     args.seconds = min(args.seconds, 120.0)
 
-    from webhook import certs
+    from kubectl_repack.deploy import certs
 
     with tempfile.TemporaryDirectory() as tmp:
         bundle = certs.generate("repack-webhook", "repack-system", extra_sans=["127.0.0.1"])
@@ -247,7 +249,14 @@ def main(argv=None) -> int:
         try:
             ctx = ssl.create_default_context(cadata=bundle.ca_cert_pem.decode())  # verifies the 127.0.0.1 SAN
             wait_ready(port, ctx, time.time() + 30)
-            result = run_client(port, ctx, args.rate, args.seconds, args.connections)
+            idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(args.idle)]
+            idle += [ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=5),
+                                     server_hostname="127.0.0.1") for _ in range(args.idle)]
+            try:
+                result = run_client(port, ctx, args.rate, args.seconds, args.connections)
+            finally:
+                for s in idle:
+                    s.close()
         finally:
             child.terminate()
             try:
@@ -256,7 +265,8 @@ def main(argv=None) -> int:
                 child.kill()
     lat, svc = result["latencies"], result["service"]
     ms = lambda v: f"{v * 1000:.2f} ms"  # noqa: E731
-    print(f"server: {args.server} over TLS on 127.0.0.1, index: 1 Running Execute run, {RECORDS} open records")
+    print(f"server: {args.server} over TLS on 127.0.0.1, index: 1 Running Execute run, {RECORDS} open records"
+          + (f"; {args.idle} idle TCP + {args.idle} stalled TLS connections held open" if args.idle else ""))
     print(f"requests: {result['sent']} at {args.rate:g}/s for {args.seconds:g} s "
           f"(achieved {len(lat) / max(result['elapsed'], 1e-9):.1f}/s), patched (matched) {result['patched']}")
     print(f"latency from due time: p50 {ms(percentile(lat, 50))}  p90 {ms(percentile(lat, 90))}  "

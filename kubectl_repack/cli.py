@@ -6,8 +6,9 @@ there; shared flags are defined once in kubectl_repack/commands/options.py.
 
 Exit codes (for scripts):
   0  success (any outcome of a DryRun evaluation is a success)
-  1  runtime error: API server unreachable or refusing, object not found, unreadable snapshot
-  2  usage or validation error: bad flags, invalid RepackRun (every violation is printed)
+  1  runtime error: API server unreachable or refusing, object not found, snapshot file missing
+  2  usage or validation error: bad flags, invalid RepackRun (every violation is printed), a
+     snapshot file whose content is not valid (the object and field are named)
   3  with --exit-code: the evaluation succeeded but did not recommend a repack
 """
 from __future__ import annotations
@@ -18,39 +19,64 @@ import click
 
 from kubectl_repack import __version__, commands
 from kubectl_repack.commands.options import cluster_options
-from kubectl_repack.errors import RepackError, SpecError, ValidationError
+from kubectl_repack.errors import InvalidSnapshotFile, RepackError, SpecError, ValidationError
 
 PROG_NAME = "kubectl repack"
 EXIT_RUNTIME, EXIT_USAGE, EXIT_NOT_RECOMMENDED = 1, 2, 3
 
 
 class CommandFailed(click.ClickException):
-    """An expected error, printed kubectl-style as `error: ...` lines (never a traceback)."""
+    """An expected error, printed kubectl-style as `error: ...` lines (never a traceback), then
+    an optional hint line (`See 'kubectl repack plan -h' for help and examples.`)."""
 
-    def __init__(self, lines, exit_code):
+    def __init__(self, lines, exit_code, hint=""):
         self.lines = list(lines) or ["unknown error"]
         self.exit_code = exit_code
+        self.hint = hint
         super().__init__(self.lines[0])
 
     def show(self, file=None):
         file = file or sys.stderr
         for line in self.lines:
             click.echo(f"error: {line}", file=file)
+        if self.hint:
+            click.echo(self.hint, file=file)
+
+
+def usage_failed(exc: click.UsageError) -> CommandFailed:
+    """A click usage error as kubectl prints one: `error: <message>` and where to find help
+    (click's own `Usage: ... Error: ...` block is not what kubectl users parse)."""
+    ctx = exc.ctx
+    path = ctx.command_path if ctx is not None else PROG_NAME
+    return CommandFailed([exc.format_message()], EXIT_USAGE, f"See '{path} -h' for help and examples.")
 
 
 class RepackGroup(click.Group):
     """The `kubectl repack` group: prog name, and expected errors turned into exit codes."""
 
     def main(self, *args, **kwargs):
+        from kubectl_repack.commands.completion import COMPLETE_VAR
+
         kwargs["prog_name"] = PROG_NAME  # also under CliRunner and `python -m`
+        kwargs.setdefault("complete_var", COMPLETE_VAR)
         return super().main(*args, **kwargs)
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as e:  # the group's own flags, or an unknown command
+            raise usage_failed(e) from e
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except CommandFailed:
+            raise
+        except click.UsageError as e:  # a command's flags and arguments
+            raise usage_failed(e) from e
         except ValidationError as e:
             raise CommandFailed(e.errors, EXIT_USAGE) from e
-        except SpecError as e:
+        except (SpecError, InvalidSnapshotFile) as e:
             raise CommandFailed([str(e)], EXIT_USAGE) from e
         except RepackError as e:
             raise CommandFailed([str(e)], EXIT_RUNTIME) from e

@@ -1,5 +1,5 @@
 """Errors of the plugin and webhook, extending the planner's hierarchy (one tree for all)."""
-from planner.errors import RepackError, SnapshotError, SpecError
+from planner.errors import DocumentError, RepackError, SnapshotError, SpecError, UnreadableInput
 
 
 class ValidationError(SpecError):
@@ -8,6 +8,11 @@ class ValidationError(SpecError):
     def __init__(self, errors):
         self.errors = list(errors)
         super().__init__("; ".join(self.errors))
+
+
+class InvalidSnapshotFile(SnapshotError):
+    """A snapshot file (not the live cluster) holds something the planner cannot read: the input
+    is at fault, so it is a usage error (exit 2) like an invalid RepackRun."""
 
 
 class ClusterAPIError(RepackError):
@@ -30,5 +35,6 @@ class TooManyRequests(ClusterAPIError):
     """429 from the API server (for evictions: a PodDisruptionBudget forbids it now)."""
 
 
-__all__ = ["RepackError", "SnapshotError", "SpecError", "ValidationError", "ClusterAPIError",
+__all__ = ["RepackError", "SnapshotError", "SpecError", "ValidationError", "DocumentError",
+           "UnreadableInput", "InvalidSnapshotFile", "ClusterAPIError",
            "NotFound", "Conflict", "TooManyRequests"]

@@ -314,5 +314,23 @@ def run_status(obj: dict) -> str:
     return out
 
 
-__all__ = ["table", "canonical_run", "to_yaml", "to_json", "dump", "card_bar", "card_map", "moves_table",
+__all__ = ["no_provider_warning", "table", "canonical_run", "to_yaml", "to_json", "dump", "card_bar", "card_map", "moves_table",
            "blocked_table", "plan_summary", "run_status"]
+
+
+def no_provider_warning(snapshot, resource: str) -> str:
+    """When no node advertises `resource` (a typo, or the wrong cluster), say so and list the
+    extended resources that nodes do advertise; "" when some node advertises it."""
+    if any(n.allocatable.get(resource) for n in snapshot.nodes):
+        return ""
+    if not snapshot.nodes:
+        return f"the snapshot has no Nodes; nothing can be planned for {resource}"
+    found = {}
+    for n in snapshot.nodes:
+        for name, amount in n.allocatable.items():
+            if "/" in name and amount:
+                found[name] = found.get(name, 0) + 1
+    listed = ", ".join(f"{name} ({count} node{'s' if count != 1 else ''})" for name, count in sorted(found.items()))
+    return (f"no node advertises {resource}; extended resources found: {listed}" if listed else
+            f"no node advertises {resource}, and no node advertises any extended resource")
+

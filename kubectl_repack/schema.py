@@ -28,7 +28,8 @@ import jsonschema
 import yaml
 
 from kubectl_repack.api.run import API_VERSION, GROUP, KIND, PLURAL
-from kubectl_repack.errors import ValidationError
+from kubectl_repack.errors import DocumentError, ValidationError
+from planner import documents
 
 CRD_NAME = f"{PLURAL}.{GROUP}"
 CRD_RESOURCE = "repackruns-crd.yaml"
@@ -37,8 +38,33 @@ ROOT = "(root)"
 UNKNOWN_FIELD = "unknown field"
 REQUIRED = "required field is missing"
 
+_GOAL_BUDGET_RULE = ("!has(self.maxPerRun) || !has(self.maxPerRun.resources) || "
+                     "self.maxPerRun.resources.all(r, has(self.goals) && "
+                     "self.goals.exists(g, g.resource == r))")
+
+
+def _budget_resources_are_goals(spec):
+    """Paths (relative to spec) of maxPerRun.resources keys that no goal names."""
+    if not isinstance(spec, dict) or not isinstance(spec.get("maxPerRun"), dict):
+        return
+    budget = spec["maxPerRun"].get("resources")
+    if not isinstance(budget, dict):
+        return
+    goals = spec.get("goals") if isinstance(spec.get("goals"), list) else []
+    named = {g.get("resource") for g in goals if isinstance(g, dict) and isinstance(g.get("resource"), str)}
+    for resource in budget:
+        if resource not in named:
+            yield ("maxPerRun", "resources", resource)
+
+
+# Cross-field CEL rules have no jsonschema keyword: evaluated by these functions (name -> check,
+# yielding the paths, relative to the node the rule sits on, of what breaks the rule).
+_CHECK = "x-repack-check"
+CHECKS = {"budget-resources-are-goals": _budget_resources_are_goals}
+
 # CEL rules of the CRD that one object decides on its own, with a jsonschema equivalent.
 CEL_EQUIVALENTS = {
+    _GOAL_BUDGET_RULE: {_CHECK: "budget-resources-are-goals"},
     "self.contains('/')": {"pattern": "/"},
     "(has(self.hyperNodeTier) && !has(self.hyperNodeTierName)) || "
     "(!has(self.hyperNodeTier) && has(self.hyperNodeTierName))": {
@@ -57,6 +83,26 @@ _SUBSCHEMA_ONE = ("items", "additionalProperties", "not")
 _DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS1123_SUBDOMAIN = re.compile(rf"^{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*$")
 _DNS1123_SUBDOMAIN_MAX = 253
+
+
+def name_problem(name: str) -> str:
+    """Why `name` is not a valid name of a RepackRun (an RFC 1123 subdomain), or "" if it is."""
+    if len(name) > _DNS1123_SUBDOMAIN_MAX:
+        return f"must be no more than {_DNS1123_SUBDOMAIN_MAX} characters"
+    if not _DNS1123_SUBDOMAIN.match(name):
+        return (f"{name!r} is not a valid name: a lowercase RFC 1123 subdomain consists of lower case "
+                "alphanumeric characters, '-' or '.', and starts and ends with an alphanumeric character")
+    return ""
+
+
+def label_problem(name: str) -> str:
+    """Why `name` is not an RFC 1123 label (e.g. a namespace name), or "" if it is."""
+    if len(name) > 63:
+        return "must be no more than 63 characters"
+    if not re.fullmatch(_DNS1123_LABEL, name):
+        return (f"{name!r} is not a valid name: a lowercase RFC 1123 label consists of lower case "
+                "alphanumeric characters or '-', and starts and ends with an alphanumeric character")
+    return ""
 
 
 class UnsupportedRule(ValueError):
@@ -139,8 +185,13 @@ def spec_schema():
     return copy.deepcopy(_run_schema_cached()["properties"]["spec"])
 
 
+def _run_check(validator, name, instance, schema):
+    for path in CHECKS[name](instance):
+        yield jsonschema.ValidationError(f"failed rule {name}", path=path)
+
+
 # Draft 7 counts 10.0 as an integer, and so does the API server (it stores it as 10).
-_Validator = jsonschema.Draft7Validator
+_Validator = jsonschema.validators.extend(jsonschema.Draft7Validator, {_CHECK: _run_check})
 
 
 @functools.lru_cache(maxsize=1)
@@ -247,6 +298,8 @@ def _messages_for(error):
         yield (), f"{_show(value)} is less than the minimum of {expected}", False
     elif keyword == "maximum":
         yield (), f"{_show(value)} is greater than the maximum of {expected}", False
+    elif keyword == "maxProperties":
+        yield (), f"has {len(value)} entries, more than the maximum of {expected}", False
     elif keyword == "maxItems":
         yield (), f"has {len(value)} items, more than the maximum of {expected}", False
     elif keyword == "minItems":
@@ -297,14 +350,8 @@ def _metadata_errors(obj):
         found.add((("metadata", "name"), REQUIRED, True))
     elif not isinstance(name, str):
         found.add((("metadata", "name"), f"{_show(name)} is not of type 'string'", True))
-    elif len(name) > _DNS1123_SUBDOMAIN_MAX:
-        found.add((("metadata", "name"),
-                   f"must be no more than {_DNS1123_SUBDOMAIN_MAX} characters", True))
-    elif not _DNS1123_SUBDOMAIN.match(name):
-        found.add((("metadata", "name"),
-                   f"{name!r} is not a valid name: a lowercase RFC 1123 subdomain consists of "
-                   "lower case alphanumeric characters, '-' or '.', and starts and ends with an "
-                   "alphanumeric character", True))
+    elif name_problem(name):
+        found.add((("metadata", "name"), name_problem(name), True))
     if metadata.get("namespace"):
         found.add((("metadata", "namespace"),
                    "RepackRun is cluster-scoped: remove metadata.namespace", True))
@@ -386,53 +433,11 @@ def validate_spec(spec):
 
 # ---------- text input ----------
 
-class _StrictLoader(yaml.SafeLoader):
-    """Safe YAML that refuses duplicate keys and keeps timestamps as strings (as kubectl does)."""
-
-
-_StrictLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
-def _construct_mapping(loader, node, deep=False):
-    loader.flatten_mapping(node)
-    seen = {}
-    for key_node, _value_node in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        try:
-            hash(key)
-        except TypeError:
-            continue  # SafeLoader reports unhashable keys itself
-        if key in seen:
-            mark = key_node.start_mark
-            raise yaml.constructor.ConstructorError(
-                "while constructing a mapping", node.start_mark,
-                f"found duplicate key {key!r} (first at line {seen[key] + 1})", mark)
-        seen[key] = key_node.start_mark.line
-    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
 def _parse_documents(text, source_name):
-    if text.lstrip().startswith(("{", "[")):
-        try:
-            return [json.loads(text)]
-        except json.JSONDecodeError as exc:
-            raise ValidationError(
-                [f"{source_name}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}"]) from exc
     try:
-        return [doc for doc in yaml.load_all(text, Loader=_StrictLoader) if doc is not None]
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{source_name}:{mark.line + 1}:{mark.column + 1}" if mark else source_name
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise ValidationError([f"{where}: invalid YAML: {problem}"]) from exc
-    except yaml.YAMLError as exc:
-        raise ValidationError([f"{source_name}: invalid YAML: {exc}"]) from exc
+        return documents.parse(text, source_name, flatten_array=False, fast=False)
+    except DocumentError as exc:
+        raise ValidationError([str(exc)]) from exc
 
 
 def validate_run_text(text, source_name="<stdin>"):

@@ -3,11 +3,11 @@
 No Kubernetes client, Flask or click here: `load_*` turns Kubernetes JSON into a ClusterSnapshot,
 `plan(snapshot, spec)` returns a Plan whose `status()` is the RepackRun status.
 """
-from .errors import RepackError, SnapshotError, SpecError
+from .errors import DocumentError, RepackError, SnapshotError, SpecError, UnreadableInput
 from .load import load_file, load_objects, load_text, parse_text
 from .model import ClusterSnapshot
 from .plan import Plan, RunSpec, plan
 from .quantity import parse_quantity
 
-__all__ = ["RepackError", "SnapshotError", "SpecError", "load_file", "load_objects", "load_text", "parse_text",
+__all__ = ["RepackError", "SnapshotError", "SpecError", "DocumentError", "UnreadableInput", "load_file", "load_objects", "load_text", "parse_text",
            "ClusterSnapshot", "Plan", "RunSpec", "plan", "parse_quantity"]

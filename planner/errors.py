@@ -15,3 +15,11 @@ class SnapshotError(RepackError):
 
 class SpecError(RepackError):
     """A RepackRun spec the planner cannot act on (names the field)."""
+
+
+class DocumentError(RepackError):
+    """Input text that is not a well-formed, bounded YAML or JSON document (names the source)."""
+
+
+class UnreadableInput(RepackError):
+    """An input file that cannot be opened or read at all (missing, no permission)."""

@@ -4,12 +4,10 @@ Accepts a `v1 List` (as `kubectl get -o json` prints), nested Lists, a single ob
 or a YAML stream. Kinds the planner does not read (Events, Services...) are ignored; malformed
 objects raise SnapshotError naming the object and the field.
 """
-import json
 from types import MappingProxyType
 
-import yaml
-
-from .errors import SnapshotError
+from . import documents
+from .errors import DocumentError, SnapshotError
 from .model import (EMPTY, ClusterSnapshot, HostPort, LabelSelector, ModelServing, Namespace, Node,
                     NodeSelectorTerm, PersistentVolume, PersistentVolumeClaim, Pod,
                     PodAffinityTerm, PodDisruptionBudget, PodGroup, Requirement, SpreadConstraint,
@@ -30,11 +28,14 @@ class _Ctx:
     """Names the object being read, so every error says where it is."""
 
     def __init__(self, obj, index):
-        self.kind = obj.get("kind", "?") if isinstance(obj, dict) else "?"
+        kind = obj.get("kind") if isinstance(obj, dict) else None
+        self.kind = kind if isinstance(kind, str) and kind else "?"
         meta = obj.get("metadata") if isinstance(obj, dict) else None
         meta = meta if isinstance(meta, dict) else {}
         ns, name = meta.get("namespace"), meta.get("name")
-        self.label = f"{self.kind} {ns + '/' if ns else ''}{name or f'#{index}'}"
+        ns = ns if isinstance(ns, str) else ""
+        name = name if isinstance(name, str) and name else f"#{index}"
+        self.label = f"{self.kind} {ns + '/' if ns else ''}{name}"
 
     def fail(self, path, msg):
         raise SnapshotError(f"{self.label}: {path}: {msg}")
@@ -44,9 +45,11 @@ def _get(ctx, obj, path, typ, default=None, required=False, at=""):
     """obj[path] checked for type; `at` is where obj sits in the object, so errors give the full path."""
     cur = obj
     full = at + path
+    walked = at.rstrip(".")
     for part in path.split("."):
         if not isinstance(cur, dict):
-            ctx.fail(full, f"expected an object at '{part}'")
+            ctx.fail(walked, f"expected an object, got {type(cur).__name__}")
+        walked = f"{walked}.{part}" if walked else part
         if part not in cur or cur[part] is None:
             if required:
                 ctx.fail(full, "required field is missing")
@@ -57,9 +60,50 @@ def _get(ctx, obj, path, typ, default=None, required=False, at=""):
     return cur
 
 
+_INT32 = (-2 ** 31, 2 ** 31 - 1)
+
+
+def _int(ctx, obj, path, default=None, *, at="", low=_INT32[0], high=_INT32[1]):
+    """An integer field (int32 unless told), refused outside [low, high] as the API server would."""
+    value = _get(ctx, obj, path, int, default, at=at)
+    if value is not None and not low <= value <= high:
+        ctx.fail(at + path, f"{value} is out of range: must be between {low} and {high}")
+    return value
+
+
+def _str(ctx, obj, path, default="", *, at="", choices=None):
+    """A string field; with `choices`, one of them (an empty or missing value gives `default`)."""
+    value = _get(ctx, obj, path, str, default, at=at) or default
+    if choices is not None and value not in choices:
+        ctx.fail(at + path, f"unsupported value {value!r}: supported values: "
+                            + ", ".join(repr(c) for c in choices))
+    return value
+
+
+def _list(ctx, obj, path, at=""):
+    return _get(ctx, obj, path, list, [], at=at)
+
+
+def _strings(ctx, obj, path, at=""):
+    values = _list(ctx, obj, path, at=at)
+    if any(not isinstance(v, str) for v in values):
+        ctx.fail(at + path, "expected a list of strings")
+    return tuple(values)
+
+
+def _objects(ctx, items, path, what="an object"):
+    """(path of item, item) for a list of objects; anything else in the list is refused."""
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            ctx.fail(f"{path}[{i}]", f"expected {what}, got {type(item).__name__}")
+        yield f"{path}[{i}]", item
+
+
 def _strmap(ctx, obj, path):
     m = _get(ctx, obj, path, dict, {})
     for k, v in m.items():
+        if not isinstance(k, str):
+            ctx.fail(f"{path}", f"key {k!r}: expected string, got {type(k).__name__}")
         if not isinstance(v, str):
             ctx.fail(f"{path}.{k}", f"expected string, got {type(v).__name__}")
     return MappingProxyType(dict(m)) if m else EMPTY
@@ -70,10 +114,14 @@ def _resources(ctx, m, path):
     if not isinstance(m, dict):
         ctx.fail(path, "expected an object of quantities")
     for res, q in m.items():
+        if not isinstance(res, str):
+            ctx.fail(path, f"resource name {res!r}: expected string")
         try:
             out[res] = scaled(res, q)
         except ValueError as e:
             ctx.fail(f"{path}.{res}", str(e))
+        if out[res] < 0:
+            ctx.fail(f"{path}.{res}", f"{q!r} is negative: must be greater than or equal to 0")
     return out
 
 
@@ -100,7 +148,7 @@ def _selector(ctx, sel, path):
     if not isinstance(sel, dict):
         ctx.fail(path, "expected a label selector object")
     ml = sel.get("matchLabels") or {}
-    if not isinstance(ml, dict) or any(not isinstance(v, str) for v in ml.values()):
+    if not isinstance(ml, dict) or any(not isinstance(v, str) or not isinstance(k, str) for k, v in ml.items()):
         ctx.fail(f"{path}.matchLabels", "expected a map of strings")
     me = _requirements(ctx, sel.get("matchExpressions") or [], f"{path}.matchExpressions")
     for i, r in enumerate(me):
@@ -135,8 +183,12 @@ def _owner(ctx, meta):
     if not isinstance(refs, list):
         ctx.fail("metadata.ownerReferences", "expected a list")
     for i, r in enumerate(refs):
+        p = f"metadata.ownerReferences[{i}]"
         if not isinstance(r, dict) or not r.get("kind") or not r.get("name"):
-            ctx.fail(f"metadata.ownerReferences[{i}]", "kind and name are required")
+            ctx.fail(p, "kind and name are required")
+        for field_name in ("apiVersion", "kind", "name"):
+            _str(ctx, r, field_name, at=f"{p}.")
+        _get(ctx, r, "controller", bool, False, at=f"{p}.")
     return controller_of(refs)
 
 
@@ -146,10 +198,14 @@ def _exact(ctx, m, path):
     if not isinstance(m, dict):
         ctx.fail(path, "expected an object of quantities")
     for res, q in m.items():
+        if not isinstance(res, str):
+            ctx.fail(path, f"resource name {res!r}: expected string")
         try:
             out[res] = parse_quantity_cached(q)
         except ValueError as e:
             ctx.fail(f"{path}.{res}", str(e))
+        if out[res] < 0:
+            ctx.fail(f"{path}.{res}", f"{q!r} is negative: must be greater than or equal to 0")
     return out
 
 
@@ -163,10 +219,11 @@ def pod_requests(ctx, spec):
     summed exactly, then scaled once."""
     def container_req(c, p):
         if not isinstance(c, dict):
-            ctx.fail(p, "expected a container object")
+            ctx.fail(p, f"expected a container object, got {type(c).__name__}")
         res = c.get("resources") or {}
         if not isinstance(res, dict):
             ctx.fail(f"{p}.resources", "expected an object")
+        _str(ctx, c, "restartPolicy", at=f"{p}.")
         req = _exact(ctx, res.get("requests") or {}, f"{p}.resources.requests")
         # The API server defaults a missing request to its limit; files written by hand may lack it.
         for r, v in _exact(ctx, res.get("limits") or {}, f"{p}.resources.limits").items():
@@ -223,9 +280,13 @@ def _pod_affinity_terms(ctx, terms, path):
         out.append(PodAffinityTerm(
             _selector(ctx, t.get("labelSelector"), f"{p}.labelSelector"),
             _get(ctx, t, "topologyKey", str, required=True, at=f"{p}."),
-            tuple(_get(ctx, t, "namespaces", list, [], at=f"{p}.")),
+            _strings(ctx, t, "namespaces", at=f"{p}."),
             _selector(ctx, t.get("namespaceSelector"), f"{p}.namespaceSelector")))
     return tuple(out)
+
+
+_PROTOCOLS = ("TCP", "UDP", "SCTP")
+_REQ = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
 def _load_pod(ctx, obj):
@@ -234,66 +295,73 @@ def _load_pod(ctx, obj):
     status = _get(ctx, obj, "status", dict, {})
     name = _get(ctx, meta, "name", str, required=True, at="metadata.")
     annotations = _strmap(ctx, obj, "metadata.annotations")
-    aff = spec.get("affinity") or {}
-    node_aff = ((aff.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    aff = _get(ctx, spec, "affinity", dict, {}, at="spec.")
+    node_aff = _get(ctx, aff, "nodeAffinity", dict, {}, at="spec.affinity.")
+    node_req = _get(ctx, node_aff, _REQ, dict, {}, at="spec.affinity.nodeAffinity.")
     terms = None
-    if node_aff:
-        terms = _node_terms(ctx, node_aff.get("nodeSelectorTerms") or [],
-                            "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms")
+    if node_req:
+        terms = _node_terms(ctx, node_req.get("nodeSelectorTerms") or [],
+                            f"spec.affinity.nodeAffinity.{_REQ}.nodeSelectorTerms")
     tols = []
-    for i, t in enumerate(_get(ctx, spec, "tolerations", list, [], at="spec.")):
-        if not isinstance(t, dict):
-            ctx.fail(f"spec.tolerations[{i}]", "expected an object")
-        tols.append(Toleration(t.get("key") or "", t.get("operator") or "Equal", t.get("value") or "",
-                               t.get("effect") or ""))
+    for p, t in _objects(ctx, _list(ctx, spec, "tolerations", at="spec."), "spec.tolerations"):
+        tols.append(Toleration(_str(ctx, t, "key", at=f"{p}."),
+                               _str(ctx, t, "operator", "Equal", at=f"{p}."),
+                               _str(ctx, t, "value", at=f"{p}."), _str(ctx, t, "effect", at=f"{p}.")))
+        _int(ctx, t, "tolerationSeconds", at=f"{p}.", low=-2 ** 63, high=2 ** 63 - 1)
     ports = []
+    init_containers = list(_objects(ctx, _list(ctx, spec, "initContainers", at="spec."), "spec.initContainers",
+                                    "a container object"))
+    containers = list(_objects(ctx, _list(ctx, spec, "containers", at="spec."), "spec.containers",
+                               "a container object"))
     # Host ports held while the pod runs: containers and sidecars (restartable init containers).
-    holders = [("initContainers", ci, c) for ci, c in enumerate(_get(ctx, spec, "initContainers", list, [], at="spec."))
-               if isinstance(c, dict) and c.get("restartPolicy") == "Always"]
-    holders += [("containers", ci, c) for ci, c in enumerate(_get(ctx, spec, "containers", list, [], at="spec."))]
-    for field_name, ci, c in holders:
-        if not isinstance(c, dict):
-            ctx.fail(f"spec.{field_name}[{ci}]", "expected a container object")
-        for pi, port in enumerate(c.get("ports") or []):
-            hp = port.get("hostPort") if isinstance(port, dict) else None
+    holders = [(p, c) for p, c in init_containers if c.get("restartPolicy") == "Always"] + containers
+    for cp, c in holders:
+        for p, port in _objects(ctx, _list(ctx, c, "ports", at=f"{cp}."), f"{cp}.ports"):
+            hp = _int(ctx, port, "hostPort", 0, at=f"{p}.", low=0, high=65535)
+            protocol = _str(ctx, port, "protocol", "TCP", at=f"{p}.", choices=_PROTOCOLS)
+            host_ip = _str(ctx, port, "hostIP", "0.0.0.0", at=f"{p}.")
+            _int(ctx, port, "containerPort", at=f"{p}.", low=0, high=65535)
             if hp:
-                if not isinstance(hp, int) or isinstance(hp, bool):
-                    ctx.fail(f"spec.{field_name}[{ci}].ports[{pi}].hostPort", "expected an integer")
-                ports.append(HostPort(port.get("protocol") or "TCP", port.get("hostIP") or "0.0.0.0", hp))
+                ports.append(HostPort(protocol, host_ip, hp))
     spread = []
-    for i, c in enumerate(_get(ctx, spec, "topologySpreadConstraints", list, [], at="spec.")):
-        p = f"spec.topologySpreadConstraints[{i}]"
-        if not isinstance(c, dict):
-            ctx.fail(p, "expected an object")
-        if (c.get("whenUnsatisfiable") or "DoNotSchedule") != "DoNotSchedule":
-            continue
-        spread.append(SpreadConstraint(
-            _get(ctx, c, "maxSkew", int, required=True, at=f"{p}."), _get(ctx, c, "topologyKey", str, required=True, at=f"{p}."),
-            _selector(ctx, c.get("labelSelector"), f"{p}.labelSelector"),
-            _get(ctx, c, "minDomains", int, 1, at=f"{p}."),
-            _get(ctx, c, "nodeAffinityPolicy", str, "Honor", at=f"{p}.") or "Honor",
-            _get(ctx, c, "nodeTaintsPolicy", str, "Ignore", at=f"{p}.") or "Ignore"))
+    for p, c in _objects(ctx, _list(ctx, spec, "topologySpreadConstraints", at="spec."),
+                         "spec.topologySpreadConstraints"):
+        when = _str(ctx, c, "whenUnsatisfiable", "DoNotSchedule", at=f"{p}.",
+                    choices=("DoNotSchedule", "ScheduleAnyway"))
+        max_skew = _int(ctx, c, "maxSkew", at=f"{p}.", low=1)
+        if max_skew is None:
+            ctx.fail(f"{p}.maxSkew", "required field is missing")
+        topology_key = _get(ctx, c, "topologyKey", str, required=True, at=f"{p}.")
+        selector = _selector(ctx, c.get("labelSelector"), f"{p}.labelSelector")
+        min_domains = _int(ctx, c, "minDomains", 1, at=f"{p}.", low=1)
+        affinity_policy = _str(ctx, c, "nodeAffinityPolicy", "Honor", at=f"{p}.", choices=("Honor", "Ignore"))
+        taints_policy = _str(ctx, c, "nodeTaintsPolicy", "Ignore", at=f"{p}.", choices=("Honor", "Ignore"))
+        if when == "DoNotSchedule":
+            spread.append(SpreadConstraint(max_skew, topology_key, selector, min_domains,
+                                           affinity_policy, taints_policy))
     pvcs = []
-    for v in spec.get("volumes") or []:
-        claim = (v or {}).get("persistentVolumeClaim")
-        if claim and claim.get("claimName"):
-            pvcs.append(claim["claimName"])
-    pa = aff.get("podAffinity") or {}
-    paa = aff.get("podAntiAffinity") or {}
-    req_key = "requiredDuringSchedulingIgnoredDuringExecution"
+    for p, v in _objects(ctx, _list(ctx, spec, "volumes", at="spec."), "spec.volumes"):
+        claim = _get(ctx, v, "persistentVolumeClaim", dict, {}, at=f"{p}.")
+        claim_name = _str(ctx, claim, "claimName", at=f"{p}.persistentVolumeClaim.")
+        if claim_name:
+            pvcs.append(claim_name)
+    pa = _get(ctx, aff, "podAffinity", dict, {}, at="spec.affinity.")
+    paa = _get(ctx, aff, "podAntiAffinity", dict, {}, at="spec.affinity.")
     return Pod(
-        namespace=meta.get("namespace") or "default", name=name, uid=meta.get("uid") or "",
-        node_name=spec.get("nodeName") or "", phase=status.get("phase") or "Pending",
+        namespace=_str(ctx, meta, "namespace", "default", at="metadata."), name=name,
+        uid=_str(ctx, meta, "uid", at="metadata."),
+        node_name=_str(ctx, spec, "nodeName", at="spec."), phase=_str(ctx, status, "phase", "Pending", at="status."),
         labels=_strmap(ctx, obj, "metadata.labels"), annotations=annotations,
-        scheduler_name=spec.get("schedulerName") or "default-scheduler",
+        scheduler_name=_str(ctx, spec, "schedulerName", "default-scheduler", at="spec."),
         requests=MappingProxyType(pod_requests(ctx, spec)), owner=_owner(ctx, meta),
         node_selector=_strmap(ctx, obj, "spec.nodeSelector"), affinity_terms=terms,
         tolerations=tuple(tols), host_ports=tuple(ports),
-        pod_affinity=_pod_affinity_terms(ctx, pa.get(req_key) or [], f"spec.affinity.podAffinity.{req_key}"),
-        pod_anti_affinity=_pod_affinity_terms(ctx, paa.get(req_key) or [],
-                                              f"spec.affinity.podAntiAffinity.{req_key}"),
-        spread=tuple(spread), pvc_names=tuple(pvcs), terminating=bool(meta.get("deletionTimestamp")),
-        mirror="kubernetes.io/config.mirror" in annotations, priority=spec.get("priority") or 0)
+        pod_affinity=_pod_affinity_terms(ctx, pa.get(_REQ) or [], f"spec.affinity.podAffinity.{_REQ}"),
+        pod_anti_affinity=_pod_affinity_terms(ctx, paa.get(_REQ) or [],
+                                              f"spec.affinity.podAntiAffinity.{_REQ}"),
+        spread=tuple(spread), pvc_names=tuple(pvcs),
+        terminating=bool(_str(ctx, meta, "deletionTimestamp", at="metadata.")),
+        mirror="kubernetes.io/config.mirror" in annotations, priority=_int(ctx, spec, "priority", 0, at="spec."))
 
 
 def _load_node(ctx, obj):
@@ -307,10 +375,11 @@ def _load_node(ctx, obj):
     else:
         path = "status.allocatable"
     taints = []
-    for i, t in enumerate(_get(ctx, obj, "spec.taints", list, [])):
-        if not isinstance(t, dict) or not t.get("key") or not t.get("effect"):
-            ctx.fail(f"spec.taints[{i}]", "key and effect are required")
-        taints.append(Taint(t["key"], t.get("value") or "", t["effect"]))
+    for p, t in _objects(ctx, _get(ctx, obj, "spec.taints", list, []), "spec.taints"):
+        if not t.get("key") or not t.get("effect"):
+            ctx.fail(p, "key and effect are required")
+        taints.append(Taint(_str(ctx, t, "key", at=f"{p}."), _str(ctx, t, "value", at=f"{p}."),
+                            _str(ctx, t, "effect", at=f"{p}.")))
     resources = _resources(ctx, alloc, path)
     resources.setdefault("pods", 110)  # kubelet default maxPods; real Node objects always carry it
     return Node(name, _strmap(ctx, obj, "metadata.labels"), MappingProxyType(resources),
@@ -319,10 +388,8 @@ def _load_node(ctx, obj):
 
 def _load_podgroup(ctx, obj):
     meta = _get(ctx, obj, "metadata", dict, required=True)
-    mm = _get(ctx, obj, "spec.minMember", int, 0)
-    if mm < 0:
-        ctx.fail("spec.minMember", "must be >= 0")
-    return PodGroup(meta.get("namespace") or "default", _get(ctx, meta, "name", str, required=True, at="metadata."),
+    mm = _int(ctx, obj, "spec.minMember", 0, low=0)
+    return PodGroup(_str(ctx, meta, "namespace", "default", at="metadata."), _get(ctx, meta, "name", str, required=True, at="metadata."),
                     _strmap(ctx, obj, "metadata.labels"), mm, _owner(ctx, meta))
 
 
@@ -332,21 +399,24 @@ def _load_pv(ctx, obj):
     terms = None
     if req is not None:
         terms = _node_terms(ctx, req.get("nodeSelectorTerms") or [], "spec.nodeAffinity.required.nodeSelectorTerms")
-    local = bool((obj.get("spec") or {}).get("local")) or bool((obj.get("spec") or {}).get("hostPath"))
+    spec = _get(ctx, obj, "spec", dict, {})
+    local = bool(_get(ctx, spec, "local", dict, None, at="spec.")) or bool(_get(ctx, spec, "hostPath", dict, None, at="spec."))
     return PersistentVolume(_get(ctx, meta, "name", str, required=True, at="metadata."), terms, local)
 
 
 def _load_pvc(ctx, obj):
     meta = _get(ctx, obj, "metadata", dict, required=True)
-    return PersistentVolumeClaim(meta.get("namespace") or "default", _get(ctx, meta, "name", str, required=True, at="metadata."),
+    return PersistentVolumeClaim(_str(ctx, meta, "namespace", "default", at="metadata."), _get(ctx, meta, "name", str, required=True, at="metadata."),
                                  _get(ctx, obj, "spec.volumeName", str, ""))
 
 
 def _load_pdb(ctx, obj):
     meta = _get(ctx, obj, "metadata", dict, required=True)
-    return PodDisruptionBudget(meta.get("namespace") or "default", _get(ctx, meta, "name", str, required=True, at="metadata."),
-                               _selector(ctx, (obj.get("spec") or {}).get("selector"), "spec.selector"),
-                               _get(ctx, obj, "status.disruptionsAllowed", int, None))
+    spec = _get(ctx, obj, "spec", dict, {})
+    return PodDisruptionBudget(_str(ctx, meta, "namespace", "default", at="metadata."),
+                               _get(ctx, meta, "name", str, required=True, at="metadata."),
+                               _selector(ctx, spec.get("selector"), "spec.selector"),
+                               _int(ctx, obj, "status.disruptionsAllowed", None))
 
 
 def _evicted_action(ctx, policies, path):
@@ -361,9 +431,10 @@ def _evicted_action(ctx, policies, path):
         single = p.get("event") or ""
         if not isinstance(single, str):
             ctx.fail(f"{path}[{i}].event", "expected a string")
+        action = _str(ctx, p, "action", at=f"{path}[{i}].")
         events = listed + ([single] if single else [])
         if "PodEvicted" in events or "*" in events:
-            return p.get("action") or ""
+            return action
     return ""
 
 
@@ -371,20 +442,19 @@ def _load_vcjob(ctx, obj):
     meta = _get(ctx, obj, "metadata", dict, required=True)
     spec = _get(ctx, obj, "spec", dict, {})
     tasks = {}
-    for i, t in enumerate(_get(ctx, spec, "tasks", list, [], at="spec.")):
-        if not isinstance(t, dict):
-            ctx.fail(f"spec.tasks[{i}]", "expected an object")
-        act = _evicted_action(ctx, t.get("policies") or [], f"spec.tasks[{i}].policies")
+    for p, t in _objects(ctx, _get(ctx, spec, "tasks", list, [], at="spec."), "spec.tasks"):
+        act = _evicted_action(ctx, t.get("policies") or [], f"{p}.policies")
+        task_name = _str(ctx, t, "name", at=f"{p}.")
         if act:
-            tasks[t.get("name") or ""] = act
-    return VCJob(meta.get("namespace") or "default", _get(ctx, meta, "name", str, required=True, at="metadata."),
+            tasks[task_name] = act
+    return VCJob(_str(ctx, meta, "namespace", "default", at="metadata."), _get(ctx, meta, "name", str, required=True, at="metadata."),
                  _strmap(ctx, obj, "metadata.labels"), _evicted_action(ctx, spec.get("policies") or [], "spec.policies"),
                  MappingProxyType(tasks) if tasks else EMPTY)
 
 
 def _load_modelserving(ctx, obj):
     meta = _get(ctx, obj, "metadata", dict, required=True)
-    return ModelServing(meta.get("namespace") or "default", _get(ctx, meta, "name", str, required=True, at="metadata."),
+    return ModelServing(_str(ctx, meta, "namespace", "default", at="metadata."), _get(ctx, meta, "name", str, required=True, at="metadata."),
                         _strmap(ctx, obj, "metadata.labels"), _get(ctx, obj, "spec.recoveryPolicy", str, ""))
 
 
@@ -402,21 +472,34 @@ _LOADERS = {"Node": ("nodes", _load_node), "Pod": ("pods", _load_pod), "PodGroup
             "ModelServing": ("modelservings", _load_modelserving), "Namespace": ("namespaces", _load_namespace)}
 
 
-def _flatten(objs, kind_hint=None):
-    for o in objs:
-        if o is None:
-            continue
-        if isinstance(o, list):
-            yield from _flatten(o)
-        elif isinstance(o, dict) and (o.get("kind", "").endswith("List") and isinstance(o.get("items"), list)):
-            item_kind = o["kind"][:-4] if o["kind"] != "List" else None
-            for it in o["items"]:
-                # `kubectl get pods -o json` items carry kind; the raw API's PodList items do not.
-                if isinstance(it, dict) and "kind" not in it and item_kind:
-                    it = dict(it, kind=item_kind, apiVersion=o.get("apiVersion", "v1"))
-                yield from _flatten([it])
-        else:
+def _flatten(objs):
+    """The objects in order, with Lists, nested Lists and JSON arrays opened (without recursion,
+    so nesting depth costs memory, not the interpreter's stack)."""
+    stack = [iter(objs)]
+    while stack:
+        for o in stack[-1]:
+            if o is None:
+                continue
+            if isinstance(o, list):
+                stack.append(iter(o))
+                break
+            kind = o.get("kind") if isinstance(o, dict) else None
+            if isinstance(kind, str) and kind.endswith("List") and isinstance(o.get("items"), list):
+                stack.append(_list_items(o, kind))
+                break
             yield o
+        else:
+            stack.pop()
+
+
+def _list_items(lst, kind):
+    # `kubectl get pods -o json` items carry kind; the raw API's PodList items do not.
+    item_kind = kind[:-4] if kind != "List" else None
+    api = lst.get("apiVersion") if isinstance(lst.get("apiVersion"), str) else "v1"
+    for it in lst["items"]:
+        if isinstance(it, dict) and "kind" not in it and item_kind:
+            it = dict(it, kind=item_kind, apiVersion=api)
+        yield it
 
 
 def load_objects(objects) -> ClusterSnapshot:
@@ -434,13 +517,17 @@ def load_objects(objects) -> ClusterSnapshot:
 def _load_objects(objects) -> ClusterSnapshot:
     buckets = {k: [] for k, _ in _LOADERS.values()}
     seen = set()
+    pod_uids = {}
     for i, obj in enumerate(_flatten(objects)):
         if not isinstance(obj, dict):
             raise SnapshotError(f"object #{i}: expected a Kubernetes object, got {type(obj).__name__}")
         kind, api = obj.get("kind"), obj.get("apiVersion")
         ctx = _Ctx(obj, i)
-        if not kind or not api:
-            ctx.fail("kind" if not kind else "apiVersion", "required field is missing")
+        for field_name, value in (("kind", kind), ("apiVersion", api)):
+            if value is None or value == "":
+                ctx.fail(field_name, "required field is missing")
+            if not isinstance(value, str):
+                ctx.fail(field_name, f"expected string, got {type(value).__name__}")
         if (api, kind) not in _READ_KINDS:
             continue
         bucket, loader = _LOADERS[kind]
@@ -449,26 +536,23 @@ def _load_objects(objects) -> ClusterSnapshot:
         if ident in seen:
             ctx.fail("metadata.name", "appears twice in the snapshot")
         seen.add(ident)
+        uid = getattr(item, "uid", "")
+        if kind == "Pod" and uid:
+            if uid in pod_uids:
+                ctx.fail("metadata.uid", f"{uid!r} is also the uid of pod {pod_uids[uid]}: "
+                                         "a uid identifies one pod")
+            pod_uids[uid] = f"{item.namespace}/{item.name}"
         buckets[bucket].append(item)
     return ClusterSnapshot.build(**buckets)
 
 
 def parse_text(text: str, source: str = "<input>"):
-    """Parse JSON or a YAML stream into a list of objects (no interpretation)."""
-    stripped = text.lstrip()
-    if stripped.startswith("{") or stripped.startswith("["):
-        try:
-            data = json.loads(text)
-            return data if isinstance(data, list) else [data]
-        except json.JSONDecodeError as e:
-            raise SnapshotError(f"{source}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from e
+    """Parse JSON or a YAML stream into a list of objects (no interpretation), strictly and within
+    bounds (planner.documents)."""
     try:
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        return [d for d in yaml.load_all(text, Loader=loader) if d is not None]
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        raise SnapshotError(f"{source}: invalid YAML{where}: {getattr(e, 'problem', None) or e}") from e
+        return documents.parse(text, source)
+    except DocumentError as e:
+        raise SnapshotError(str(e)) from e
 
 
 def load_text(text: str, source: str = "<input>") -> ClusterSnapshot:
@@ -479,8 +563,7 @@ def load_text(text: str, source: str = "<input>") -> ClusterSnapshot:
 def load_file(path) -> ClusterSnapshot:
     """Snapshot from a file written by `kubectl repack snapshot` or `kubectl get ... -o json`."""
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise SnapshotError(f"{path}: {e.strerror}") from e
+        text = documents.read_file(path)
+    except DocumentError as e:
+        raise SnapshotError(str(e)) from e
     return load_text(text, str(path))

@@ -60,14 +60,30 @@ def build(args: argparse.Namespace, start_watches: bool = True):
     return create_app(store, lease.fresh, Metrics())
 
 
-def make_tls_server(app: Any, host: str, port: int, cert_dir: str) -> Any:
-    """A threaded werkzeug server over TLS (call `serve_forever`; port 0 picks a free one)."""
-    from werkzeug.serving import make_server
+class _HandshakeInThreadContext(ssl.SSLContext):
+    """werkzeug wraps its listening socket, so by default each TLS handshake runs in the accept
+    loop: one silent peer would stop every other connection. Deferred, the handshake runs on the
+    connection's own thread, at its first read."""
 
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    def wrap_socket(self, sock, *args, **kwargs):
+        kwargs["do_handshake_on_connect"] = False
+        return super().wrap_socket(sock, *args, **kwargs)
+
+
+def make_tls_server(app: Any, host: str, port: int, cert_dir: str) -> Any:
+    """A threaded werkzeug server over TLS (call `serve_forever`; port 0 picks a free one).
+    Each connection is served on its own thread with the same per-read bound as production."""
+    from werkzeug.serving import WSGIRequestHandler, make_server
+
+    from webhook.server import IO_SECONDS
+
+    class _Handler(WSGIRequestHandler):
+        timeout = IO_SECONDS  # socketserver applies it to the connection before the first read
+
+    ctx = _HandshakeInThreadContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.load_cert_chain(os.path.join(cert_dir, TLS_CRT), os.path.join(cert_dir, TLS_KEY))
-    return make_server(host, port, app, threaded=True, ssl_context=ctx)
+    return make_server(host, port, app, threaded=True, ssl_context=ctx, request_handler=_Handler)
 
 
 def serve_werkzeug(app: Any, host: str, port: int, cert_dir: str) -> None:
@@ -84,11 +100,13 @@ def serve_gunicorn(args: argparse.Namespace, app_factory: Optional[Callable[[], 
     """
     from gunicorn.app.base import BaseApplication
 
+    from webhook.server import WORKER_CLASS
+
     class _App(BaseApplication):
         def load_config(self) -> None:
             self.cfg.set("bind", f"{args.host}:{args.port}")
             self.cfg.set("workers", 1)
-            self.cfg.set("worker_class", "gthread")
+            self.cfg.set("worker_class", WORKER_CLASS)  # gthread, bounded against idle and slow peers
             self.cfg.set("threads", args.threads)
             self.cfg.set("certfile", os.path.join(args.cert_dir, TLS_CRT))
             self.cfg.set("keyfile", os.path.join(args.cert_dir, TLS_KEY))

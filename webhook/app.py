@@ -72,6 +72,8 @@ def create_app(index_provider: IndexProvider, lease_provider: Callable[[datetime
                 body = json.loads(request.get_data(cache=False) or b"")
             except (ValueError, UnicodeDecodeError) as exc:
                 return bad_request(f"body is not valid JSON: {exc}")
+            except RecursionError:
+                return bad_request("body is not valid JSON: nested too deeply")
             now = clock()
             gate_allowed = bool(lease_provider(now))
             try:

@@ -54,7 +54,8 @@ def parse_duration(text: Any) -> dt.timedelta:
     if _WHOLE_SECONDS.fullmatch(text):
         return dt.timedelta(seconds=int(text))
     try:
-        if not text or any(c.isspace() for c in text):   # Go refuses "1m 30s"; durationpy would not
+        # Go refuses "1m 30s" and a sign after the start ("1h-5m"); durationpy takes both.
+        if not text or any(c.isspace() for c in text) or any(c in "+-" for c in text[1:]):
             raise durationpy.DurationError(text)
         value = durationpy.from_str(text)
     except durationpy.DurationError as e:

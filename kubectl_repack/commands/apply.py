@@ -17,7 +17,7 @@ from kubectl_repack.api.run import (MODE_EXECUTE, NOT_RECOMMENDED, PHASE_FAILED,
 from kubectl_repack.api.times import parse_duration, rfc3339, utcnow
 from kubectl_repack.errors import ValidationError
 
-from .options import OUTPUT_JSON, OUTPUT_YAML, cluster_options, output_option, settings, stamp
+from .options import OUTPUT_JSON, OUTPUT_YAML, RUN_NAME, cluster_options, output_option, settings, stamp
 from .runspec import QuickFlags, build_run
 
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, EXIT_NOT_RECOMMENDED, EXIT_WAITING, EXIT_RUN_FAILED = 0, 1, 2, 3, 4, 5
@@ -52,8 +52,9 @@ def _duration(ctx, param, value):
         return None
     try:
         return parse_duration(value)
-    except ValueError as e:
-        raise click.BadParameter(str(e), ctx=ctx, param=param) from e
+    except (ValueError, OverflowError) as e:  # OverflowError: more days than a timedelta holds
+        raise click.BadParameter(str(e) if isinstance(e, ValueError) else f"{value!r} is too long a duration",
+                                 ctx=ctx, param=param) from e
 
 
 class _Reporter:
@@ -130,10 +131,11 @@ def _emit(run: dict, output, note: str = "") -> None:
 @click.command("apply", epilog=EPILOG)
 @click.option("-f", "--filename", "file", metavar="RUN.yaml",
               help="The Execute RepackRun (YAML or JSON; '-' reads stdin).")
-@click.option("--resume", metavar="NAME", help="Continue the existing Execute RepackRun NAME from its records.")
+@click.option("--resume", metavar="NAME", type=RUN_NAME,
+              help="Continue the existing Execute RepackRun NAME from its records.")
 @click.option("--mode", type=click.Choice([MODE_EXECUTE]),
               help="Set spec.mode (lets a reviewed DryRun file be executed; use with --name).")
-@click.option("--name", metavar="NAME", help="metadata.name of the run (overrides the file's).")
+@click.option("--name", metavar="NAME", type=RUN_NAME, help="metadata.name of the run (overrides the file's).")
 @click.option("--wait/--no-wait", default=True, show_default=True,
               help="While another Execute holds the Lease or the cooldown runs: wait and retry, or exit 4.")
 @click.option("--timeout", callback=_duration, default="10m", show_default=True, metavar="DURATION",

@@ -26,7 +26,7 @@ import click
 from kubectl_repack import render
 from kubectl_repack.errors import ClusterAPIError
 
-from .options import OUTPUT_JSON, OUTPUT_YAML, cluster_options, output_option, settings
+from .options import IMAGE_REF, NAMESPACE, OUTPUT_JSON, OUTPUT_YAML, cluster_options, output_option, settings
 
 FIELD_MANAGER = "kubectl-repack"
 
@@ -154,9 +154,9 @@ def _check_url(ctx, param, value):
 
 
 @click.command("install")
-@click.option("-n", "--namespace", default="repack-system", show_default=True,
+@click.option("-n", "--namespace", default="repack-system", show_default=True, type=NAMESPACE,
               help="Namespace of the webhook, the coordinator and their Lease.")
-@click.option("--image", default=None, help="Container image of the webhook and coordinator.")
+@click.option("--image", default=None, type=IMAGE_REF, help="Container image of the webhook and coordinator.")
 @click.option("--webhook-url", default=None, callback=_check_url, metavar="URL",
               help="Call the webhook at this https URL instead of the in-cluster Service (no Deployment).")
 @click.option("--cert-dir", default=None, type=click.Path(file_okay=False),
@@ -206,7 +206,7 @@ def command(namespace, image, webhook_url, cert_dir, dry_run, output):
 
 
 @click.command("uninstall")
-@click.option("-n", "--namespace", default="repack-system", show_default=True,
+@click.option("-n", "--namespace", default="repack-system", show_default=True, type=NAMESPACE,
               help="Namespace the webhook was installed into.")
 @click.option("--include-crd", is_flag=True,
               help="Also delete the RepackRun CRD, and with it every RepackRun.")

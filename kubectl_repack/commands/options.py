@@ -39,6 +39,60 @@ def settings(ctx: Optional[click.Context] = None) -> Settings:
     return ctx.ensure_object(Settings)
 
 
+class _Checked(click.ParamType):
+    """A string flag checked by a function returning what is wrong with a value ("" if nothing)."""
+
+    def __init__(self, name: str, problem):
+        self.name = name
+        self.problem = problem
+
+    def convert(self, value, param, ctx):
+        why = self.problem(value)
+        if why:
+            self.fail(why, param, ctx)
+        return value
+
+
+def _name_problem(value):
+    from kubectl_repack import schema
+    return schema.name_problem(value)
+
+
+def _label_problem(value):
+    from kubectl_repack import schema
+    return schema.label_problem(value)
+
+
+# An image reference as the container runtime parses it: [host[:port]/]path[:tag][@sha256:digest];
+# the first component is a registry host only if it has a dot or a port, or is localhost.
+_IMAGE_REF = re.compile(
+    r"^(?:(?:[a-zA-Z0-9-]+(?:\.[a-zA-Z0-9-]+)+(?::[0-9]+)?|[a-zA-Z0-9-]+:[0-9]+|localhost)/)?"  # registry
+    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"  # path
+    r"(?::[\w][\w.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$")
+
+
+def _image_problem(value):
+    if not _IMAGE_REF.match(value):
+        return (f"{value!r} is not an image reference such as registry.example/repack-webhook:0.1.0 "
+                "or name@sha256:<64 hex digits>")
+    return ""
+
+
+class IntRange(click.IntRange):
+    """click.IntRange over ASCII digits only: Python's int() also reads '９' (fullwidth) as 9,
+    which no shell user means and kubectl refuses."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not re.fullmatch(r"[+-]?[0-9]+", value.strip()):
+            self.fail(f"{value!r} is not a valid integer.", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+RUN_NAME = _Checked("NAME", _name_problem)
+NAMESPACE = _Checked("NAMESPACE", _label_problem)
+IMAGE_REF = _Checked("IMAGE", _image_problem)
+
+
 def _remember(ctx, param, value):
     if value is not None:
         setattr(settings(ctx), param.name, value)
@@ -63,7 +117,9 @@ def output_option(*choices, help_text: str):
 def _check_now(ctx, param, value):
     if value is None:
         return None
-    if not _RFC3339.match(value):
+    from kubectl_repack.api.times import parse_time
+
+    if not _RFC3339.match(value) or parse_time(value) is None:  # the pattern, and a real date
         raise click.BadParameter(f"{value!r} is not an RFC 3339 time such as 2026-07-30T08:00:00Z",
                                  ctx=ctx, param=param)
     return value
@@ -90,5 +146,5 @@ def stamp(now: str) -> str:
     return f"{digits[:8]}-{digits[8:14]}"
 
 
-__all__ = ["Settings", "settings", "cluster_options", "output_option", "now_option", "now_or_current",
+__all__ = ["IntRange", "RUN_NAME", "NAMESPACE", "IMAGE_REF", "Settings", "settings", "cluster_options", "output_option", "now_option", "now_or_current",
            "stamp", "OUTPUT_YAML", "OUTPUT_JSON", "OUTPUT_WIDE", "NOW_ENV"]

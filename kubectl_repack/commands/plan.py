@@ -14,9 +14,9 @@ from kubectl_repack.api.run import MODE_DRY_RUN, Reason
 from kubectl_repack.kube import objects, runs
 from kubectl_repack.errors import ValidationError
 
-from .options import (OUTPUT_JSON, OUTPUT_WIDE, OUTPUT_YAML, cluster_options, now_option, now_or_current,
-                      output_option, settings, stamp)
-from .runspec import QuickFlags, build_run
+from .options import (OUTPUT_JSON, OUTPUT_WIDE, OUTPUT_YAML, RUN_NAME, IntRange, cluster_options, now_option,
+                      now_or_current, output_option, settings, stamp)
+from .runspec import QuickFlags, build_run, read_stdin
 
 EPILOG = """\b
 Examples:
@@ -45,9 +45,9 @@ Exit codes: 0 evaluated (any outcome), 1 runtime error (cluster, snapshot file),
               help="The RepackRun to evaluate (YAML or JSON; '-' reads stdin). Flags given as well "
                    "override the file's fields.")
 @click.option("--resource", metavar="NAME", help="Target resource, e.g. huawei.com/ascend-1980 (goals[0].resource).")
-@click.option("--min-improvement", type=click.IntRange(0, 100), metavar="POINTS",
+@click.option("--min-improvement", type=IntRange(0, 100), metavar="POINTS",
               help="Required drop of fragmentation in percentage points (goals[0].minFragImprovementPercent).")
-@click.option("--max-podgroups", type=click.IntRange(0), metavar="N",
+@click.option("--max-podgroups", type=IntRange(0), metavar="N",
               help="Most PodGroups one run may affect (maxPerRun.podGroups).")
 @click.option("--max-cards", metavar="N", help="Most units of the resource one run may move "
                                                "(maxPerRun.resources[RESOURCE]).")
@@ -60,7 +60,7 @@ Exit codes: 0 evaluated (any outcome), 1 runtime error (cluster, snapshot file),
               help="Label selector of nodes that may be vacated (scope.nodes.include).")
 @click.option("--exclude-node-selector", metavar="SELECTOR",
               help="Label selector of nodes never vacated (scope.nodes.exclude).")
-@click.option("--name", metavar="NAME", help="metadata.name of the run (default repack-plan-<timestamp>).")
+@click.option("--name", metavar="NAME", type=RUN_NAME, help="metadata.name of the run (default repack-plan-<timestamp>).")
 @click.option("--snapshot", "snapshot_file", metavar="FILE",
               type=click.Path(exists=True, dir_okay=False, allow_dash=True),
               help="Plan offline from this snapshot file ('-' = stdin) instead of the live cluster; "
@@ -99,12 +99,15 @@ def command(file, resource, min_improvement, max_podgroups, max_cards, podgroup_
 
     if snapshot_file:
         if snapshot_file == "-":
-            source = objects.FileSource("-", click.get_text_stream("stdin").read())
+            source = objects.FileSource("-", read_stdin())
         else:
             source = objects.FileSource(snapshot_file)
     else:
         source = objects.LiveSource(settings().api())
-    snapshot = planner.load_objects(source.objects())
+    snapshot = source.snapshot()
+    warning = render.no_provider_warning(snapshot, spec.resource)
+    if warning:
+        click.echo(f"warning: {warning}", err=True)
     result = planner.plan(snapshot, spec)
     run = dict(run, status=result.status(now))
 

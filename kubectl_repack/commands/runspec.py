@@ -14,7 +14,8 @@ from typing import Optional
 
 from kubectl_repack import schema
 from kubectl_repack.api.run import MODE_DRY_RUN
-from kubectl_repack.errors import ValidationError
+from kubectl_repack.errors import DocumentError, UnreadableInput, ValidationError
+from planner import documents
 
 from .selectors import SelectorSyntaxError, parse_selector
 
@@ -53,16 +54,19 @@ class QuickFlags:
 
 def read_run_file(path: str) -> dict:
     """Parse and validate the RepackRun in `path` ('-' = stdin); ValidationError names the problem."""
-    if path == "-":
-        text, source = sys.stdin.read(), "<stdin>"
-    else:
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            raise ValidationError([f"{path}: {e.strerror}"]) from e
-        source = path
+    try:
+        if path == "-":
+            text, source = read_stdin(), "<stdin>"
+        else:
+            text, source = documents.read_file(path), path
+    except (DocumentError, UnreadableInput) as e:
+        raise ValidationError([str(e)]) from e
     return schema.validate_run_text(text, source)
+
+
+def read_stdin() -> str:
+    """Standard input as UTF-8 text (bytes that are not UTF-8 are an error naming the offset)."""
+    return documents.decode(sys.stdin.buffer.read(), "<stdin>")
 
 
 def _flag(name: str) -> str:
@@ -121,6 +125,8 @@ def apply_flags(run: Optional[dict], flags: QuickFlags, default_name: str) -> di
 
 def build_run(file: Optional[str], flags: QuickFlags, default_name: str) -> dict:
     """Read -f (if any), apply the flags, validate the whole object against the CRD schema."""
+    if file == "":
+        raise ValidationError(["-f/--filename: an empty path; give a RepackRun file, or '-' for stdin"])
     run = read_run_file(file) if file else None
     run = apply_flags(run, flags, default_name)
     return schema.validate_run(run)

@@ -42,6 +42,9 @@ def command(out, fmt):
       kubectl repack snapshot -o cluster.json
       kubectl repack plan --snapshot cluster.json --resource huawei.com/ascend-1980
     """
+    if out != "-" and not os.path.isdir(os.path.dirname(os.path.abspath(out))):
+        raise click.BadParameter(f"cannot write {out}: directory {os.path.dirname(os.path.abspath(out))} "
+                                 "does not exist", param_hint="'-o' / '--output'")
     objects = kube_objects.read_snapshot(settings().api())
     planner.load_objects(objects)  # fail here, not at planning time, if something is unreadable
     text = render.dump(snapshot_list(objects), fmt)

@@ -6,11 +6,11 @@ import click
 from kubectl_repack import render
 from kubectl_repack.kube import runs
 
-from .options import OUTPUT_JSON, OUTPUT_YAML, cluster_options, output_option, settings
+from .options import OUTPUT_JSON, OUTPUT_YAML, RUN_NAME, cluster_options, output_option, settings
 
 
 @click.command("status")
-@click.argument("name")
+@click.argument("name", type=RUN_NAME)
 @output_option(OUTPUT_YAML, OUTPUT_JSON, help_text="yaml|json: the RepackRun object as stored.")
 @cluster_options
 def command(name, output):

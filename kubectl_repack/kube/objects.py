@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Optional
 
-from kubectl_repack.errors import ClusterAPIError, NotFound
+from kubectl_repack.errors import ClusterAPIError, InvalidSnapshotFile, NotFound
 
 from .client import REQUEST_TIMEOUT, api_error, call, call_json
 
@@ -140,6 +140,12 @@ class LiveSource:
         """Every object the planner reads, listed now."""
         return read_snapshot(self.api)
 
+    def snapshot(self):
+        """The cluster as the planner's snapshot."""
+        import planner
+
+        return planner.load_objects(self.objects())
+
 
 class FileSource:
     """Snapshot source: a file (v1 List, JSON array or YAML stream), or '-' for stdin text."""
@@ -153,14 +159,31 @@ class FileSource:
         """The objects of the file, parsed but not interpreted (planner.load does that)."""
         import planner
 
+        from planner import documents
+
         text = self.text
         if text is None:
             try:
-                with open(self.path, encoding="utf-8") as f:
-                    text = f.read()
-            except OSError as e:
-                raise planner.SnapshotError(f"snapshot {self.path}: {e.strerror}") from e
-        return planner.parse_text(text, self.description)
+                text = documents.read_file(self.path)
+            except planner.UnreadableInput as e:
+                raise planner.UnreadableInput(f"snapshot {e}") from e
+            except planner.DocumentError as e:
+                raise InvalidSnapshotFile(str(e)) from e
+        try:
+            return planner.parse_text(text, self.description)
+        except planner.SnapshotError as e:
+            raise InvalidSnapshotFile(str(e)) from e
+
+    def snapshot(self):
+        """The file's objects as the planner's snapshot; anything wrong in them is the input's
+        fault (InvalidSnapshotFile, a usage error), not the cluster's."""
+        import planner
+
+        objects = self.objects()
+        try:
+            return planner.load_objects(objects)
+        except planner.SnapshotError as e:
+            raise InvalidSnapshotFile(str(e)) from e
 
 
 # ---------- pods and PDBs ----------

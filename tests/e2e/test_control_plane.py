@@ -205,6 +205,25 @@ def test_invalid_repackrun_is_rejected_with_the_field_named(repackruns):
     assert created["spec"]["mode"] == "DryRun"
 
 
+def test_budget_on_another_resource_or_negative_is_rejected_by_the_api_server(repackruns):
+    """The CEL rule and the pattern in the CRD, enforced by the real API server (a RepackRun made
+    with `kubectl apply` never reaches a planner that would silently ignore the budget)."""
+    err = repackruns.rejected(repackrun(
+        "typo", maxPerRun={"resources": {"huawei.com/ascend1980": 0}}))
+    assert "spec.maxPerRun.resources" in err.body, err.body
+    assert "may only limit the goal's resource" in err.body, err.body
+
+    err = repackruns.rejected(repackrun("negative", maxPerRun={"resources": {NPU_RESOURCE: "-1"}}))
+    assert "spec.maxPerRun.resources" in err.body, err.body
+
+    err = repackruns.rejected(repackrun(
+        "two", maxPerRun={"resources": {NPU_RESOURCE: 8, "nvidia.com/gpu": 8}}))
+    assert "spec.maxPerRun.resources" in err.body, err.body
+
+    created = repackruns.create(repackrun("goal-budget", maxPerRun={"resources": {NPU_RESOURCE: "8"}}))
+    assert created["spec"]["maxPerRun"]["resources"] == {NPU_RESOURCE: "8"}
+
+
 def test_repackrun_spec_is_immutable(repackruns):
     name = repackruns.create(repackrun("fixed"))["metadata"]["name"]
     with pytest.raises(ApiException) as exc:

@@ -259,7 +259,9 @@ def test_invalid_run_exits_2_naming_the_field_and_never_connects(tmp_path, spec_
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(obj))
     # No --snapshot: a valid run would read the live cluster, which `no_cluster` forbids.
-    r = run("plan", "-f", path, "--kubeconfig", "/nonexistent/kubeconfig")
+    unusable = tmp_path / "kubeconfig"
+    unusable.write_text("not: a kubeconfig\n")  # any connection attempt would fail on it
+    r = run("plan", "-f", path, "--kubeconfig", unusable)
     assert r.exit_code == 2, r.output
     assert field in r.stderr
     assert r.stderr.startswith("error: ")
@@ -315,7 +317,7 @@ def test_missing_snapshot_file_exits_2_naming_it():
     assert "'/nonexistent/cluster.json' does not exist" in r.stderr
 
 
-def test_malformed_snapshot_object_exits_1_naming_object_and_field(tmp_path):
+def test_malformed_snapshot_object_exits_2_naming_object_and_field(tmp_path):
     snap = tmp_path / "bad.json"
     snap.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
@@ -323,17 +325,17 @@ def test_malformed_snapshot_object_exits_1_naming_object_and_field(tmp_path):
         {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p1", "namespace": "team-a"},
          "spec": {"nodeName": "n1", "containers": [{"name": "c", "resources": {"requests": {R: "lots"}}}]}}]}))
     r = run("plan", "--snapshot", snap, "--resource", R)
-    assert r.exit_code == 1
+    assert r.exit_code == 2
     assert r.stderr.startswith("error: Pod team-a/p1: spec.containers[0].resources.requests.huawei.com/ascend-1980")
     assert "lots" in r.stderr and "Traceback" not in r.output
 
 
-def test_unparseable_snapshot_exits_1_with_position(tmp_path):
+def test_unparseable_snapshot_exits_2_with_position(tmp_path):
     snap = tmp_path / "bad.json"
     snap.write_text('{"apiVersion": "v1", "kind": "List", "items": [}')
     r = run("plan", "--snapshot", snap, "--resource", R)
-    assert r.exit_code == 1
-    assert r.stderr.startswith(f"error: {snap}: invalid JSON at line 1 column")
+    assert r.exit_code == 2
+    assert r.stderr == f"error: {snap}:1:48: invalid JSON: Expecting value\n"
 
 
 @pytest.mark.parametrize("args, message", [

@@ -77,7 +77,8 @@ def test_real_process_exit_codes_and_messages(tmp_path):
     assert "Traceback" not in down.stderr
 
     usage = cli("plan", "--output", "xml")
-    assert usage.returncode == 2 and "Usage: kubectl repack plan" in usage.stderr
+    assert usage.returncode == 2 and usage.stderr.startswith("error: Invalid value for '-o' / '--output'")
+    assert "See 'kubectl repack plan -h' for help and examples." in usage.stderr
 
 
 def test_summary_flags_an_unproven_minimum_and_long_freed_lists():

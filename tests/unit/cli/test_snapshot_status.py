@@ -48,11 +48,12 @@ def test_snapshot_refuses_objects_the_planner_cannot_read(fake_cluster, tmp_path
     assert not out.exists()
 
 
-def test_snapshot_to_an_unwritable_place_exits_1(fake_cluster, tmp_path):
+def test_snapshot_into_a_missing_directory_exits_2_before_reading_the_cluster(fake_cluster, tmp_path):
     r = run("snapshot", "-o", tmp_path / "missing-dir" / "cluster.json")
-    assert r.exit_code == 1
-    assert r.stderr.startswith("error: cannot write snapshot ")
-    assert "No such file or directory" in r.stderr
+    assert r.exit_code == 2
+    assert r.stderr.startswith("error: Invalid value for '-o' / '--output': cannot write ")
+    assert "missing-dir does not exist" in r.stderr
+    assert fake_cluster["connected"] == []
 
 
 def _saved(fake_cluster):

@@ -84,8 +84,8 @@ def test_same_name_in_two_namespaces_is_not_a_duplicate():
 
 
 @pytest.mark.parametrize("text,message", [
-    ("{\"kind\": ", "<input>: invalid JSON at line 1 column 10"),
-    ("a: [1\nb: 2\n", "<input>: invalid YAML at line"),
+    ("{\"kind\": ", "<input>:1:10: invalid JSON: Expecting value"),
+    ("a: [1\nb: 2\n", "<input>:2:2: invalid YAML: "),
 ], ids=["json", "yaml"])
 def test_unparsable_text(text, message):
     with pytest.raises(SnapshotError, match="^" + message.replace("[", r"\[")):
@@ -115,7 +115,7 @@ MALFORMED = [
     ("requests-not-map", _with(pod("p1"), "spec.containers.0.resources.requests", ["1"]),
      "Pod default/p1: spec.containers[0].resources.requests: expected an object of quantities"),
     ("container-not-object", _with(pod("p1"), "spec.containers", ["main"]),
-     "Pod default/p1: spec.containers[0]: expected a container object"),
+     "Pod default/p1: spec.containers[0]: expected a container object, got str"),
     ("containers-not-list", _with(pod("p1"), "spec.containers", {"name": "x"}),
      "Pod default/p1: spec.containers: expected list, got dict"),
     ("pod-without-name", {"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": "x"}, "spec": {}},
@@ -132,9 +132,9 @@ MALFORMED = [
         "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone"}]}]}}}),
      "Pod default/p1: spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]."
      "matchExpressions[0].operator: required field is missing"),
-    ("toleration-not-object", pod("p1", tolerations=["gpu"]), "Pod default/p1: spec.tolerations[0]: expected an object"),
+    ("toleration-not-object", pod("p1", tolerations=["gpu"]), "Pod default/p1: spec.tolerations[0]: expected an object, got str"),
     ("host-port-not-int", _with(pod("p1"), "spec.containers.0.ports", [{"containerPort": 80, "hostPort": "80"}]),
-     "Pod default/p1: spec.containers[0].ports[0].hostPort: expected an integer"),
+     "Pod default/p1: spec.containers[0].ports[0].hostPort: expected int, got str"),
     ("spread-max-skew-missing", pod("p1", spread=[{"topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]),
      "Pod default/p1: spec.topologySpreadConstraints[0].maxSkew: required field is missing"),
     ("spread-min-domains-not-int", pod("p1", spread=[{"maxSkew": 1, "topologyKey": "zone", "minDomains": "3"}]),
@@ -153,7 +153,7 @@ MALFORMED = [
     ("node-taint-without-effect", node("n1", taints=[{"key": "gpu"}]), "Node n1: spec.taints[0]: key and effect are required"),
     ("node-unschedulable-not-bool", _with(node("n1"), "spec.unschedulable", "yes"),
      "Node n1: spec.unschedulable: expected bool, got str"),
-    ("podgroup-min-member-negative", _with(podgroup("g"), "spec.minMember", -1), "PodGroup default/g: spec.minMember: must be >= 0"),
+    ("podgroup-min-member-negative", _with(podgroup("g"), "spec.minMember", -1), "PodGroup default/g: spec.minMember: -1 is out of range: must be between 0 and 2147483647"),
     ("podgroup-min-member-string", _with(podgroup("g"), "spec.minMember", "2"),
      "PodGroup default/g: spec.minMember: expected int, got str"),
     ("vcjob-policies-not-list", vcjob("j", policies={"event": "PodEvicted"}), "Job default/j: spec.policies: expected a list"),

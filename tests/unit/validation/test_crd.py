@@ -279,8 +279,15 @@ def test_resource_rule_is_both_cel_and_pattern(root):
 
 def test_spec_is_immutable_by_a_transition_rule(root):
     rules = node_at(root, "spec")["x-kubernetes-validations"]
-    assert [r["rule"] for r in rules] == ["self == oldSelf"]
+    assert rules[0]["rule"] == "self == oldSelf"
     assert "immutable" in rules[0]["message"]
+
+
+def test_budget_may_only_name_the_goal_resource(root):
+    rules = node_at(root, "spec")["x-kubernetes-validations"]
+    budget = [r for r in rules if r.get("fieldPath") == ".maxPerRun.resources"]
+    assert len(budget) == 1 and "goals.exists(g, g.resource == r)" in budget[0]["rule"]
+    assert node_at(root, "spec.maxPerRun.resources")["maxProperties"] == 1
 
 
 def test_every_cel_rule_is_evaluated_locally_or_needs_the_server(root):

@@ -35,8 +35,8 @@ def test_null_fields_are_dropped_like_the_api_server_prunes_them():
     assert obj["spec"]["scope"] is None  # the caller's object is not modified
     assert errors_of(run(mode=None)) == ["spec.mode: required field is missing"]
     # Map values and list items are data, not fields: null there stays an error.
-    assert errors_of(run(maxPerRun={"resources": {"nvidia.com/gpu": None}})) == [
-        "spec.maxPerRun.resources[nvidia.com/gpu]: null is not a valid quantity: expected an "
+    assert errors_of(run(maxPerRun={"resources": {"huawei.com/ascend-1980": None}})) == [
+        "spec.maxPerRun.resources[huawei.com/ascend-1980]: null is not a valid quantity: expected an "
         "integer or a string such as '8', '500m' or '2Gi'"]
     assert errors_of(run(scope={"nodes": {"include": {"names": [None]}}})) == [
         "spec.scope.nodes.include.names[0]: null is not of type 'string'"]

@@ -1,0 +1,30 @@
+"""Run the production webhook server (gunicorn, webhook.server's worker) on a synthetic index, in
+a child process: `python -m tests.unit.webhook.serve_fixture PORT CERT_DIR`. No cluster needed."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def app():
+    from tests.unit.webhook.test_app import RUN
+    from webhook.app import create_app
+    from webhook.metrics import Metrics
+    from webhook.relocations import RelocationStore
+
+    store = RelocationStore()
+    store.replace_all([RUN])
+    return create_app(store, lambda now: True, Metrics())
+
+
+def main(argv=None) -> int:
+    port, cert_dir = (argv or sys.argv[1:])[:2]
+    from webhook.__main__ import serve_gunicorn
+
+    serve_gunicorn(argparse.Namespace(host="127.0.0.1", port=int(port), cert_dir=cert_dir, threads=8,
+                                      log_level="warning"), app_factory=app)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
