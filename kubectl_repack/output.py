@@ -36,7 +36,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-__all__ = ["JSONPathError", "jsonpath", "custom_columns", "name", "names", "go_json", "go_sprint"]
+__all__ = ["JSONPathError", "jsonpath", "custom_columns", "tabwrite", "name", "names", "go_json", "go_sprint"]
 
 
 class JSONPathError(ValueError):
