@@ -713,7 +713,8 @@ class _Engine:
                 self.root_start = i + 1
                 if results:
                     for value in results:
-                        full.extend(self.find_results(value, i + 1))
+                        # Go passes value.Interface(): a JSON null becomes the zero reflect.Value
+                        full.extend(self.find_results(_INVALID if value is None else value, i + 1))
                 else:
                     self.find_results(_INVALID, i + 1)
                 self.in_range -= 1

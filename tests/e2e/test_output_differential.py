@@ -269,10 +269,12 @@ def _same(kubectl_out: str, mine: str, flags) -> bool:
     return kubectl_out == mine
 
 
-def _compare(control_plane, args: list[str], render, flags=(), expect_failure=None):
+def _compare(control_plane, args: list[str], render, flags=(), expect_failure=None, exit_codes=None):
     """kubectl with args vs render(); returns a failure description or None. expect_failure:
     whether kubectl itself must fail (so a template meant to fail cannot pass by printing)."""
     p = control_plane.kubectl(*args, check=False)
+    if exit_codes is not None:
+        exit_codes.append(p.returncode)
     if expect_failure is not None and (p.returncode != 0) != expect_failure:
         return f"kubectl {args} exited {p.returncode}, expected {'failure' if expect_failure else 'success'}: " \
                f"{(p.stdout + p.stderr)[:300]!r}"
@@ -387,3 +389,71 @@ def test_the_corpus_is_not_vacuous(control_plane, runs):
     w = max(len(n) for n in runs["names"]) + 3
     assert table == "".join(f"{a.ljust(w)}{b}\n" for a, b in
                             [("NAME", "PLANNED"), (bare, "<none>"), (dry, "False"), (execute, "True")])
+
+
+def _random_templates(seed: int, count: int) -> list[str]:
+    """Templates from a small grammar of the dialect (fields of a RepackRun, indexes, slices,
+    unions, filters, ranges with and without {end}, literals). `.*` and `..` are left out: over
+    maps their order in kubectl is random."""
+    import random
+
+    rnd = random.Random(seed)
+    fields = ["status", "conditions", "type", "reason", "status", "plan", "summary", "moves", "pods", "name",
+              "fromNode", "toNode", "cards", "relocations", "victimPodName", "placement", "phase", "eviction",
+              "metadata", "spec", "goals", "resource", "nope", "freedNodes", "fragBeforePercent", "message",
+              "observedGeneration", "owner", "kind", "labels", "repack-e2e-output", "result", "metricsVerified"]
+
+    def index():
+        c = rnd.random()
+        if c < .25:
+            return f"[{rnd.randint(-4, 4)}]"
+        if c < .4:
+            return "[*]"
+        if c < .55:
+            a, b = rnd.choice(["", str(rnd.randint(-3, 3))]), rnd.choice(["", str(rnd.randint(-3, 4))])
+            return f"[{a}:{b}{rnd.choice(['', ':', ':2', ':0'])}]"
+        if c < .65:
+            return f"[{rnd.randint(0, 2)},{rnd.randint(-2, 2)}]"
+        if c < .72:
+            return f"['{rnd.choice(fields)}']"
+        left = "@" + "".join("." + rnd.choice(fields) for _ in range(rnd.randint(0, 2)))
+        if rnd.random() < .3:
+            return f"[?({left})]"
+        right = rnd.choice(['"Planned"', "'True'", "'n3'", str(rnd.randint(-1, 3)), "1.5", "true", "@.cards",
+                            '"Placed"', '"train-a"'])
+        return f"[?({left}{rnd.choice(['', ' '])}{rnd.choice(['==', '!=', '<', '>', '<=', '>='])} {right})]"
+
+    def path():
+        p = rnd.choice(["", "$", "@"])
+        for _ in range(rnd.randint(1, 5)):
+            p += "." + rnd.choice(fields) if rnd.random() < .6 else index()
+        return p
+
+    def action():
+        c = rnd.random()
+        if c < .7:
+            return "{" + path() + "}"
+        if c < .8:
+            return rnd.choice(['{"\\t"}', "{'|'}", '{"\\n"}', "{' '}"])
+        body = "".join(action() for _ in range(rnd.randint(1, 3)))
+        return "{range " + path() + "}" + body + rnd.choice(["{end}", "{end}", "{end}", ""])
+
+    return ["".join(rnd.choice(["", "-", " x "]) + action() for _ in range(rnd.randint(1, 3)))
+            for _ in range(count)]
+
+
+def test_random_templates_match_kubectl(control_plane, runs, tmp_path):
+    """200 templates from a grammar, on the Execute run, through `kubectl label --local -o
+    jsonpath=` (the same printer as get, without a round trip to the API server)."""
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(runs["objs"][runs["names"][0]]))
+    base = ["label", "--local", "-f", str(path), "zz-"]
+    obj = json.loads(control_plane.kubectl(*base, "-o", "json", "--show-managed-fields").stdout)
+    failures, codes = [], []
+    for template in _random_templates(seed=14, count=200):
+        failure = _compare(control_plane, [*base, "-o", f"jsonpath={template}"], lambda: jsonpath(template, obj),
+                           exit_codes=codes)
+        if failure:
+            failures.append(failure)
+    assert not failures, f"{len(failures)} of 200 differ:\n" + "\n".join(failures[:10])
+    assert 20 < sum(c != 0 for c in codes) < 180       # the grammar exercises both outcomes

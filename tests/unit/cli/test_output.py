@@ -866,3 +866,17 @@ def test_runs_in_the_zipapp_interpreter_without_site_packages():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('yaml', 'click', 'kubernetes')))")
     p = subprocess.run([sys.executable, "-I", "-S", "-c", code, REPO], capture_output=True, text=True, check=True)
     assert p.stdout == "1\n2.5\n[]\n"
+
+
+@pytest.mark.parametrize("template,expected", [
+    # inside a range, a JSON null item is Go's zero reflect.Value: printed "<no value>", and an
+    # index into it makes kubectl panic (an error here)
+    ('{range .mixed[*]}{@},{end}', 'true,one,1,1.1,<no value>,{"x":[]},[],'),
+    ('{range .nul}{@}{end}', '<no value>'),
+    ('{range .mixed[*]}{.x}{end}', '[]'),
+    ('{range .points[*]}{range .x}[{@}]{end}{end}', '[4][-2][8][0][<no value>][1.5]'),
+    ('{range .nul}{[0]}{end}', ERROR),
+    ('{range .mixed[4]}{[?(@.a)]}{end}', ERROR),
+])
+def test_null_inside_a_range_is_no_value(template, expected):
+    assert render(template, DATA) == expected
