@@ -28,8 +28,18 @@ kubectl behaviours that this module reproduces on purpose (they surprise people)
     number, is an error ("incompatible types for comparison"), not false.
   * Go visits map entries in random order for `.*` and `..`; this module uses sorted key order,
     so those two constructs over maps with several keys can differ from kubectl in order only.
+  * A JSON null prints `null`, but a null that a `{range}` iterates over is Go's zero value:
+    `{range .a[*]}{@}{end}` prints `<no value>` for it.
+  * `{range}` without `{end}` runs the rest of the template per item and then once more on the
+    object; an empty slice (`[2:2]`, or `[*]` of an empty list) among several inputs ends the
+    selection early (client-go returns at once).
+  * kubectl's jsonpath sees metadata.managedFields (only `-o json|yaml` hide them), so give this
+    module the object as the API server returned it.
   * custom-columns headers are printed as given (not upper-cased); values are Go's fmt.Sprint
     (`map[k:v]`, `[a b]`), several values are joined by commas, no value is `<none>`.
+
+Errors are JSONPathError (a ValueError) whose str() is what kubectl prints after "error: " (for
+execution errors without kubectl's dump of the object); `.reason` is client-go's own message.
 """
 from __future__ import annotations
 
@@ -73,6 +83,7 @@ class _Invalid:
 
 _INVALID = _Invalid()
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_INF = float("inf")
 
 
 # ---------------------------------------------------------------- Go value formatting
@@ -110,6 +121,10 @@ def _fmt_f(digits: str, dp: int) -> str:
 def _go_float_v(f: float) -> str:
     """fmt's %v of a float64: strconv's 'g' with the shortest digits, which switches to %e when
     the decimal exponent is < -4 or >= 6 (1e+06, 1.5e-05, 123456.5)."""
+    if f != f:
+        return "NaN"
+    if f in (_INF, -_INF):
+        return "+Inf" if f > 0 else "-Inf"
     neg = f < 0 or (f == 0 and str(f).startswith("-"))
     if f == 0:
         return "-0" if neg else "0"
@@ -121,6 +136,8 @@ def _go_float_v(f: float) -> str:
 
 def _go_float_json(f: float) -> str:
     """encoding/json's float64: 'f' unless |f| < 1e-6 or >= 1e21, then 'e' with e-7 not e-07."""
+    if f != f or f in (_INF, -_INF):
+        raise JSONPathError(f"json: unsupported value: {_go_float_v(f)}")
     neg = f < 0 or (f == 0 and str(f).startswith("-"))
     if f == 0:
         return "-0" if neg else "0"

@@ -880,3 +880,11 @@ def test_runs_in_the_zipapp_interpreter_without_site_packages():
 ])
 def test_null_inside_a_range_is_no_value(template, expected):
     assert render(template, DATA) == expected
+
+
+def test_infinities_print_like_go_and_cannot_be_json():
+    assert go_sprint(float("inf")) == "+Inf" and go_sprint(float("-inf")) == "-Inf"
+    assert go_sprint(float("nan")) == "NaN"
+    assert jsonpath("{.a}", {"a": float("-inf")}) == "-Inf"
+    with pytest.raises(JSONPathError, match=r"json: unsupported value: \+Inf"):
+        jsonpath("{.a}", {"a": [float("inf")]})
