@@ -888,3 +888,13 @@ def test_infinities_print_like_go_and_cannot_be_json():
     assert jsonpath("{.a}", {"a": float("-inf")}) == "-Inf"
     with pytest.raises(JSONPathError, match=r"json: unsupported value: \+Inf"):
         jsonpath("{.a}", {"a": [float("inf")]})
+
+
+def test_an_empty_selection_among_several_lists_ends_the_selection():
+    # what kubectl v1.34.1 prints: client-go returns as soon as one input selects nothing
+    data = {"ll": [[1, 2], [], [3]], "lm": [[1, 2], [3, 4, 5]]}
+    assert jsonpath("{.ll[*][*]}", data) == "1 2"
+    assert jsonpath("{.lm[*][1:1]}|{.lm[*][-1]}", data) == "|2 5"
+    with pytest.raises(JSONPathError) as exc:
+        jsonpath("{.ll[*][0:1]}", data)
+    assert exc.value.reason == "array index out of bounds: index 0, length 0"
