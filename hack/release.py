@@ -9,8 +9,10 @@ pyrsistent, charset-normalizer), and the build fails if anything compiled is lef
 the set pure: jsonschema < 4.18 (later versions need the compiled rpds-py) and kubernetes < 36
 (36 pulls aiohttp, 37 pydantic-core). The webhook is not part of the plugin.
 
-The build is reproducible for a given vendored set: files are sorted and carry fixed timestamps,
-so the same inputs give the same sha256. Vendored packages are cached under
+The vendored set is the one in constraints.txt, the same pins the pip install and the tests use,
+so the zipapp runs exactly the library versions CI tested. The build is reproducible: files are
+sorted and carry fixed timestamps, so the same sources and pins give the same sha256, and the
+committed krew-manifest.yaml must carry that sha256 (a test builds and compares). Vendored packages are cached under
 ~/.cache/kubectl-repack/release (never in the repository), keyed by requirements and Python.
 
     python3 hack/release.py                      # dist/kubectl-repack-v0.1.0.tar.gz + manifest
@@ -46,6 +48,7 @@ REQUIREMENTS = (
     "kubernetes>=29.0.0,<36",
     "durationpy>=0.7",
 )
+CONSTRAINTS = REPO / "constraints.txt"
 COMPILED_SUFFIXES = (".so", ".pyd", ".dylib", ".dll")
 FIXED_DATE = (1980, 1, 1, 0, 0, 0)  # earliest a zip entry can carry
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kubectl-repack" / "release"
@@ -73,7 +76,8 @@ def _ignore_junk(_directory, names):
 
 def vendor(cache):
     """Pure-Python dependencies in a cached directory; built once per requirement set."""
-    key = hashlib.sha256("\n".join(REQUIREMENTS + (f"py{MIN_PYTHON}",)).encode()).hexdigest()[:16]
+    pins = CONSTRAINTS.read_text()
+    key = hashlib.sha256("\n".join(REQUIREMENTS + (f"py{MIN_PYTHON}", pins)).encode()).hexdigest()[:16]
     target = cache / f"vendor-{key}"
     if (target / ".complete").exists():
         return target
@@ -85,7 +89,7 @@ def vendor(cache):
          "--root-user-action=ignore",
          "--no-compile", "--target", str(staging), "--cache-dir", str(cache / "pip"),
          "--python-version", ".".join(map(str, MIN_PYTHON)), "--only-binary=:all:",
-         *REQUIREMENTS],
+         "--constraint", str(CONSTRAINTS), *REQUIREMENTS],
         check=True)
     shutil.rmtree(staging / "bin", ignore_errors=True)
     for path in sorted(staging.rglob("*")):

@@ -3,7 +3,8 @@
 # reuses from the cache) the real control plane the e2e tests run against, then runs pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install --quiet --disable-pip-version-check -e '.[test]'
+# The pinned set of constraints.txt: the one the krew zipapp vendors and the image installs.
+python3 -m pip install --quiet --disable-pip-version-check -e '.[test,webhook]' -c constraints.txt
 # A failed build stops here, with the build script's message, instead of failing every e2e test.
 env_lines="$(bash hack/build-control-plane.sh --print-env)"
 eval "$env_lines"

@@ -127,9 +127,26 @@ def serve_gunicorn(args: argparse.Namespace, app_factory: Optional[Callable[[], 
     _App().run()
 
 
+def missing_extra(server: str) -> str:
+    """What to install when the webhook extra is missing ("" when it is there): pip installs the
+    plugin without a web server unless asked."""
+    import importlib.util
+
+    needed = ["flask"] + (["gunicorn"] if server == "gunicorn" else [])
+    missing = [name for name in needed if importlib.util.find_spec(name) is None]
+    if not missing:
+        return ""
+    return (f"repack-webhook needs {' and '.join(missing)}, which come with the webhook extra: "
+            "pip install 'kubectl-repack[webhook]' (the container image has them)")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of `repack-webhook`."""
     args = parse_args(argv)
+    problem = missing_extra(args.server)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
     for name in (TLS_CRT, TLS_KEY):
         if not os.path.exists(os.path.join(args.cert_dir, name)):

@@ -352,3 +352,33 @@ def test_zipapp_cluster_commands_fail_cleanly_without_a_cluster(release_build, t
         done = run_zipapp(_zipapp(release_build), *args, "--kubeconfig", str(tmp_path / "missing"))
         assert done.returncode == 1, (args, done.stderr)
         assert done.stderr == f"error: kubeconfig {tmp_path / 'missing'}: no such file\n", args
+
+
+def test_committed_manifest_is_the_one_the_release_build_writes(release_build):
+    """krew-manifest.yaml carries the sha256 and file list of the archive that hack/release.py
+    builds from this tree and constraints.txt (reproducible), so a stale manifest fails here.
+    Fix: `python3 hack/release.py` (it rewrites krew-manifest.yaml), then commit it."""
+    _, built, _ = release_build
+    committed = yaml.safe_load(MANIFEST.read_text())
+    assert committed == built, "krew-manifest.yaml is stale: run `python3 hack/release.py` and commit it"
+    assert all([f["from"] for f in p["files"]] == ["kubectl-repack", "LICENSE"] for p in committed["spec"]["platforms"])
+
+
+def test_the_zipapp_vendors_exactly_the_pinned_set(release_build):
+    """One constraints file for the pip install, the tests and the zipapp: every vendored
+    distribution is at the version constraints.txt pins."""
+    import re as _re
+
+    _, _, unpacked = release_build
+    pins = {}
+    for line in (REPO / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, version = line.split("==")
+            pins[_re.sub(r"[-_.]+", "-", name).lower()] = version
+    import zipfile
+    with zipfile.ZipFile(unpacked / "kubectl-repack") as z:
+        vendored = {_re.sub(r"[-_.]+", "-", n.split("/")[0][:-len(".dist-info")].rsplit("-", 1)[0]).lower():
+                    n.split("/")[0][:-len(".dist-info")].rsplit("-", 1)[1]
+                    for n in z.namelist() if n.split("/")[0].endswith(".dist-info")}
+    assert vendored and {n: v for n, v in vendored.items()} == {n: pins[n] for n in vendored}
+    assert vendored["jsonschema"] == "4.17.3" and vendored["kubernetes"] == "35.0.0"

@@ -185,3 +185,21 @@ def test_serves_admission_over_tls_verified_by_the_generated_ca(tmp_path):
     finally:
         server.shutdown()
         thread.join(5)
+
+
+def test_repack_webhook_without_its_extra_says_which_extra_to_install(tmp_path):
+    """A plain `pip install kubectl-repack` has no Flask or gunicorn: repack-webhook says what to
+    install instead of a traceback. The child process sees flask and gunicorn as not installed."""
+    import subprocess
+    import sys
+
+    code = ("import importlib.util, sys\n"
+            "real = importlib.util.find_spec\n"
+            "importlib.util.find_spec = lambda n, *a: None if n in ('flask', 'gunicorn') else real(n, *a)\n"
+            "from webhook.__main__ import main\n"
+            "sys.exit(main(['--cert-dir', sys.argv[1]]))\n")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr == ("error: repack-webhook needs flask and gunicorn, which come with the webhook extra: "
+                        "pip install 'kubectl-repack[webhook]' (the container image has them)\n")
+    assert "Traceback" not in r.stderr
