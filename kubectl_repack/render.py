@@ -9,8 +9,7 @@ from __future__ import annotations
 import json
 from fractions import Fraction
 
-import yaml
-
+from planner import documents
 from planner.frag import percent_int
 
 from kubectl_repack.api.run import MODE_DRY_RUN, relocations
@@ -81,22 +80,9 @@ def canonical_run(obj: dict) -> dict:
     return out
 
 
-class _Dumper(yaml.SafeDumper):
-    """Block-style YAML like kubectl's (list items level with their key)."""
-
-
-def _str_presenter(dumper, data):
-    style = "|" if "\n" in data else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
-
-
-_Dumper.add_representer(str, _str_presenter)
-
-
 def to_yaml(obj) -> str:
-    """YAML as kubectl prints it (keys in the given order, block style)."""
-    return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True,
-                     width=100000)
+    """YAML as kubectl prints it (keys in the given order, block style, no anchors)."""
+    return documents.dump_yaml(obj)
 
 
 def to_json(obj) -> str:

@@ -161,6 +161,28 @@ def _yaml(text: str, source: str, fast: bool) -> list:
         raise DocumentError(f"{source}: invalid YAML: {exc}") from exc
 
 
+class _Dumper(yaml.SafeDumper):
+    """Block-style YAML as kubectl prints it: list items level with their key, multi-line strings
+    as literal blocks, and never an anchor (`&id001`) and alias for a sub-object that happens to be
+    shared in memory: readers of manifests and plans expect each value written out."""
+
+    def ignore_aliases(self, data):
+        return True
+
+
+def _str_presenter(dumper, data):
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|" if "\n" in data else None)
+
+
+_Dumper.add_representer(str, _str_presenter)
+
+
+def dump_yaml(*documents) -> str:
+    """One YAML document, or a `---` stream of several, keys in the order given."""
+    return yaml.dump_all(documents, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
+                         allow_unicode=True, width=100000)
+
+
 def parse(text: str, source: str = "<input>", *, flatten_array: bool = True, fast: bool = True) -> list:
     """JSON (an object or an array) or a YAML stream -> the list of its documents, uninterpreted.
 
@@ -180,4 +202,4 @@ def parse(text: str, source: str = "<input>", *, flatten_array: bool = True, fas
     return documents
 
 
-__all__ = ["MAX_DEPTH", "decode", "read_file", "parse"]
+__all__ = ["MAX_DEPTH", "decode", "read_file", "parse", "dump_yaml"]

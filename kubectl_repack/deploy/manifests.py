@@ -204,10 +204,10 @@ def render(namespace: str = NAMESPACE, image: str = DEFAULT_IMAGE, ca_bundle_pem
 
 
 def to_yaml(manifests: list[Manifest]) -> str:
-    """A multi-document YAML stream."""
-    import yaml
+    """A multi-document YAML stream (no anchors: the rendered files are read by people)."""
+    from planner import documents
 
-    return yaml.safe_dump_all(manifests, sort_keys=False, default_flow_style=False)
+    return documents.dump_yaml(*manifests)
 
 
 FILES = {

@@ -94,3 +94,16 @@ def test_summary_flags_an_unproven_minimum_and_long_freed_lists():
     out = render.plan_summary(spec, p, "test")
     assert "theoretical minimum 2 (lower bound, not proven)" in out
     assert "Freed nodes:    12 (n00, n01, n02, n03, n04, n05, n06, n07, n08, n09, and 2 more)" in out
+
+
+def test_yaml_output_never_writes_anchors_for_shared_sub_objects():
+    """A value shared in memory (the same env list in two containers, the same verbs in two rules)
+    is written out in full each time, as kubectl prints objects: no `&id001` / `*id001`."""
+    from kubectl_repack.deploy import manifests
+    from kubectl_repack.render import to_yaml
+
+    shared = ["get", "list", "watch"]
+    text = to_yaml({"rules": [{"verbs": shared}, {"verbs": shared}]})
+    assert "&id" not in text and "*id" not in text and text.count("- watch") == 2
+    rendered = manifests.to_yaml(manifests.render(namespace="repack-system", image="x:1", certs=None, url=None))
+    assert "&id" not in rendered and "*id" not in rendered
