@@ -20,6 +20,7 @@ import click
 from kubectl_repack import __version__, commands
 from kubectl_repack.commands.options import cluster_options
 from kubectl_repack.errors import InvalidSnapshotFile, RepackError, SpecError, ValidationError
+from kubectl_repack.output import JSONPathError
 
 PROG_NAME = "kubectl repack"
 EXIT_RUNTIME, EXIT_USAGE, EXIT_NOT_RECOMMENDED = 1, 2, 3
@@ -76,6 +77,8 @@ class RepackGroup(click.Group):
             raise usage_failed(e) from e
         except ValidationError as e:
             raise CommandFailed(e.errors, EXIT_USAGE) from e
+        except JSONPathError as e:  # a template that fails on this object, as kubectl: exit 1
+            raise CommandFailed([str(e)], EXIT_RUNTIME) from e
         except (SpecError, InvalidSnapshotFile) as e:
             raise CommandFailed([str(e)], EXIT_USAGE) from e
         except RepackError as e:

@@ -991,6 +991,17 @@ def custom_columns(spec: str, objects, no_headers: bool = False) -> str:
     return tabwrite("".join(text))
 
 
+def check_template(kind: str, template: str) -> None:
+    """Refuse (JSONPathError) a jsonpath or custom-columns template kubectl could not parse, before
+    any object is at hand: a command validates -o before it reads or changes anything."""
+    if kind == "custom-columns":
+        custom_columns(template, [])
+    elif not template:
+        raise JSONPathError("template format specified but no template given", template=template)
+    else:
+        _parse(template)
+
+
 def tabwrite(text: str, minwidth: int = 6, tabwidth: int = 4, padding: int = 3) -> str:
     """What kubectl's tabwriter (github.com/liggitt/tabwriter with printers.GetNewTabWriter's
     settings: minwidth 6, padding 3, space padding, RememberWidths) prints for text whose cells

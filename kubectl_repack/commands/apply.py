@@ -17,7 +17,8 @@ from kubectl_repack.api.run import (MODE_EXECUTE, NOT_RECOMMENDED, PHASE_FAILED,
 from kubectl_repack.api.times import parse_duration, rfc3339, utcnow
 from kubectl_repack.errors import ValidationError
 
-from .options import OUTPUT_JSON, OUTPUT_YAML, RUN_NAME, cluster_options, output_option, settings, stamp
+from .options import (OUTPUT_JSON, OUTPUT_YAML, RUN_NAME, cluster_options, output_option, settings, stamp,
+                      template_options)
 from .runspec import QuickFlags, build_run
 
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, EXIT_NOT_RECOMMENDED, EXIT_WAITING, EXIT_RUN_FAILED = 0, 1, 2, 3, 4, 5
@@ -119,9 +120,9 @@ def _exit_code(run: dict) -> int:
     return EXIT_WAITING
 
 
-def _emit(run: dict, output, note: str = "") -> None:
-    if output in (OUTPUT_YAML, OUTPUT_JSON):
-        click.echo(render.dump(render.canonical_run(run), output), nl=False)
+def _emit(run: dict, output, note: str = "", allow_missing: bool = True) -> None:
+    if render.prints_object(output):
+        click.echo(render.object_output(run, output, allow_missing), nl=False)
     else:
         if note:
             click.echo(note, err=True)
@@ -146,10 +147,12 @@ def _emit(run: dict, output, note: str = "") -> None:
                    "setting, else 10m). Given, it is stored as the new setting.")
 @click.option("--eviction-retry-timeout", callback=_duration, default="60s", show_default=True,
               metavar="DURATION", help="How long an eviction refused by a PodDisruptionBudget (429) is retried.")
-@output_option(OUTPUT_YAML, OUTPUT_JSON,
-               help_text="yaml|json: the final RepackRun object, no progress display. Default: a summary.")
+@output_option(OUTPUT_YAML, OUTPUT_JSON, templates=True,
+               help_text="yaml|json|name|jsonpath=...|jsonpath-as-json=...|custom-columns=...: the final "
+                         "RepackRun object, no progress display. Default: a summary.")
+@template_options
 @cluster_options
-def command(file, resume, mode, name, wait, timeout, cooldown, eviction_retry_timeout, output):
+def command(file, resume, mode, name, wait, timeout, cooldown, eviction_retry_timeout, output, allow_missing):
     """Execute a repack: re-plan on live state and move pods through the Eviction API.
 
     One Execute runs at a time per cluster (a Lease in repack-system), with a cooldown after each.
@@ -164,7 +167,7 @@ def command(file, resume, mode, name, wait, timeout, cooldown, eviction_retry_ti
 
     if bool(file) == bool(resume):
         raise click.UsageError("give either -f RUN.yaml or --resume NAME")
-    quiet = output in (OUTPUT_YAML, OUTPUT_JSON)
+    quiet = render.prints_object(output)
     spec_run = None
     if file:
         run = build_run(file, QuickFlags(name=name), default_name=f"repack-execute-{stamp(rfc3339(utcnow()))}")
@@ -189,5 +192,5 @@ def command(file, resume, mode, name, wait, timeout, cooldown, eviction_retry_ti
         result = apply_run(request, RunStore(api), ExecuteLease(api), cluster, cluster, reporter)
     finally:
         reporter.done()
-    _emit(result.run, output, result.note)
+    _emit(result.run, output, result.note, allow_missing)
     raise click.exceptions.Exit(EXIT_WAITING if result.pending else _exit_code(result.run))

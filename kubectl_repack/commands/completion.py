@@ -20,7 +20,7 @@ PROGRAM = "kubectl-repack"
 COMPLETE_VAR = "_KUBECTL_REPACK_COMPLETE"
 SHELLS = ("bash", "zsh", "fish")
 # cobra's ShellCompDirective values kubectl understands.
-DIRECTIVE_DEFAULT, DIRECTIVE_NO_FILE, DIRECTIVE_DIRS = 0, 4, 16
+DIRECTIVE_DEFAULT, DIRECTIVE_NO_SPACE, DIRECTIVE_NO_FILE, DIRECTIVE_DIRS = 0, 2, 4, 16
 
 
 def _root():
@@ -42,7 +42,10 @@ def cobra_complete(words: list[str]) -> str:
     if "dir" in kinds:
         return f":{DIRECTIVE_DIRS}\n"
     lines = [f"{item.value}\t{item.help}" if item.help else str(item.value) for item in items]
-    return "".join(line.replace("\n", " ") + "\n" for line in lines) + f":{DIRECTIVE_NO_FILE}\n"
+    directive = DIRECTIVE_NO_FILE
+    if any(str(item.value).endswith("=") for item in items):  # `-o jsonpath=`: the template follows
+        directive |= DIRECTIVE_NO_SPACE
+    return "".join(line.replace("\n", " ") + "\n" for line in lines) + f":{directive}\n"
 
 
 def complete_main() -> None:

@@ -109,9 +109,62 @@ def cluster_options(f):
     return f
 
 
-def output_option(*choices, help_text: str):
-    """-o/--output with the given formats; absent means the human summary."""
-    return click.option("-o", "--output", type=click.Choice(choices), default=None, help=help_text)
+@dataclass(frozen=True)
+class Template:
+    """-o jsonpath=..., jsonpath-as-json=... or custom-columns=...: kubectl's templated printers."""
+    kind: str
+    template: str
+
+
+TEMPLATE_KINDS = ("jsonpath", "jsonpath-as-json", "custom-columns")
+OUTPUT_NAME = "name"
+
+
+class _Output(click.ParamType):
+    """-o as kubectl takes it: one of the command's formats, or KIND=TEMPLATE (kubectl also takes
+    `-o jsonpath TEMPLATE`-less forms only with '='; a missing template is refused)."""
+    name = "FORMAT"
+
+    def __init__(self, choices, templates: bool):
+        self.choices = tuple(choices)
+        self.templates = templates
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, Template) or value in self.choices:
+            return value
+        kind, sep, template = str(value).partition("=")
+        if self.templates and kind in TEMPLATE_KINDS:
+            from kubectl_repack import output
+
+            if not sep or not template:
+                self.fail(f"{kind} needs a template: -o {kind}=TEMPLATE", param, ctx)
+            try:
+                output.check_template(kind, template)
+            except output.JSONPathError as e:
+                self.fail(str(e), param, ctx)
+            return Template(kind, template)
+        allowed = list(self.choices) + ([f"{k}=..." for k in TEMPLATE_KINDS] if self.templates else [])
+        self.fail(f"{value!r} is not one of {', '.join(repr(a) for a in allowed)}", param, ctx)
+
+    def shell_complete(self, ctx, param, incomplete):
+        from click.shell_completion import CompletionItem
+
+        options = list(self.choices) + ([f"{k}=" for k in TEMPLATE_KINDS] if self.templates else [])
+        return [CompletionItem(o) for o in options if o.startswith(incomplete)]
+
+
+def output_option(*choices, help_text: str, templates: bool = False):
+    """-o/--output with the given formats (and with `templates`, -o name, jsonpath=,
+    jsonpath-as-json= and custom-columns= as kubectl prints them); absent means the summary."""
+    if templates:
+        choices = choices + (OUTPUT_NAME,)
+    return click.option("-o", "--output", type=_Output(choices, templates), default=None, help=help_text)
+
+
+def template_options(f):
+    """--allow-missing-template-keys, as kubectl's (default true) for -o jsonpath=."""
+    return click.option("--allow-missing-template-keys", "allow_missing", default=True, show_default=True,
+                        type=bool, help="With -o jsonpath=: print nothing for a missing key instead of failing.")(f)
 
 
 def _check_now(ctx, param, value):
@@ -146,5 +199,5 @@ def stamp(now: str) -> str:
     return f"{digits[:8]}-{digits[8:14]}"
 
 
-__all__ = ["IntRange", "RUN_NAME", "NAMESPACE", "IMAGE_REF", "Settings", "settings", "cluster_options", "output_option", "now_option", "now_or_current",
+__all__ = ["Template", "TEMPLATE_KINDS", "OUTPUT_NAME", "template_options", "IntRange", "RUN_NAME", "NAMESPACE", "IMAGE_REF", "Settings", "settings", "cluster_options", "output_option", "now_option", "now_or_current",
            "stamp", "OUTPUT_YAML", "OUTPUT_JSON", "OUTPUT_WIDE", "NOW_ENV"]

@@ -15,7 +15,7 @@ from kubectl_repack.kube import objects, runs
 from kubectl_repack.errors import ValidationError
 
 from .options import (OUTPUT_JSON, OUTPUT_WIDE, OUTPUT_YAML, RUN_NAME, IntRange, cluster_options, now_option,
-                      now_or_current, output_option, settings, stamp)
+                      now_or_current, output_option, settings, stamp, template_options)
 from .runspec import QuickFlags, build_run, read_stdin
 
 EPILOG = """\b
@@ -69,14 +69,16 @@ Exit codes: 0 evaluated (any outcome), 1 runtime error (cluster, snapshot file),
               help="Create the DryRun RepackRun on the cluster and write the plan to its status.")
 @click.option("--exit-code", is_flag=True,
               help="Exit 3 when the outcome is not RepackRecommended (NoFragmentation, InsufficientImprovement).")
-@output_option(OUTPUT_YAML, OUTPUT_JSON, OUTPUT_WIDE,
+@output_option(OUTPUT_YAML, OUTPUT_JSON, OUTPUT_WIDE, templates=True,
                help_text="yaml|json: the complete RepackRun object; wide: the summary plus blocked "
-                         "candidates and rounds. Default: a readable summary.")
+                         "candidates and rounds; name|jsonpath=...|jsonpath-as-json=...|custom-columns=...: "
+                         "the RepackRun as kubectl prints these. Default: a readable summary.")
+@template_options
 @cluster_options
 @now_option
 def command(file, resource, min_improvement, max_podgroups, max_cards, podgroup_selector,
             exclude_podgroup_selector, node_selector, exclude_node_selector, name, snapshot_file, save,
-            exit_code, output, now):
+            exit_code, output, allow_missing, now):
     """Plan a repack (DryRun): fragmentation before/after, moves, freed nodes.
 
     The RepackRun comes from -f, or from the quick flags (--resource is then required); flags
@@ -117,11 +119,11 @@ def command(file, resource, min_improvement, max_podgroups, max_cards, podgroup_
         store.create(run)
         run = store.write_status(run["metadata"]["name"], run["status"])
         saved = f"repackrun.repack.volcano.sh/{run['metadata']['name']}"
-        if output in (OUTPUT_YAML, OUTPUT_JSON):
+        if render.prints_object(output):
             click.echo(f"{saved} created", err=True)
 
-    if output in (OUTPUT_YAML, OUTPUT_JSON):
-        click.echo(render.dump(render.canonical_run(run), output), nl=False)
+    if render.prints_object(output):
+        click.echo(render.object_output(run, output, allow_missing), nl=False)
     else:
         click.echo(render.plan_summary(run, result, source.description, wide=output == OUTPUT_WIDE,
                                        saved=saved), nl=False)

@@ -37,4 +37,4 @@ def test_kubectl_completes_the_plugins_commands(kubectl):
 
 def test_kubectl_completes_flag_values(kubectl):
     out, _ = _complete(kubectl, "plan", "-o", "")
-    assert out == ["yaml", "json", "wide", ":4"]
+    assert out == ["yaml", "json", "wide", "name", "jsonpath=", "jsonpath-as-json=", "custom-columns=", ":6"]

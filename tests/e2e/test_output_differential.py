@@ -14,6 +14,7 @@ several keys are compared as multisets of space-separated words (marked UNORDERE
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
 
 import pytest
@@ -457,3 +458,43 @@ def test_random_templates_match_kubectl(control_plane, runs, tmp_path):
             failures.append(failure)
     assert not failures, f"{len(failures)} of 200 differ:\n" + "\n".join(failures[:10])
     assert 20 < sum(c != 0 for c in codes) < 180       # the grammar exercises both outcomes
+
+
+CLI_FORMATS = [
+    "jsonpath={.status.plan.summary.fragBeforePercent}",
+    'jsonpath={range .status.relocations[*]}{.victimPodName}{"\\t"}{.placement.phase}{"\\n"}{end}',
+    'jsonpath={.status.conditions[?(@.type=="Planned")].status}',
+    "jsonpath={.metadata.managedFields[0].manager}",
+    "jsonpath-as-json={.status.plan.freedNodes}",
+    "custom-columns=NAME:.metadata.name,PHASE:.status.phase,FREED:.status.plan.freedNodes",
+    "name",
+]
+
+
+@pytest.mark.parametrize("fmt", CLI_FORMATS)
+def test_status_prints_what_kubectl_get_prints(control_plane, runs, fmt):
+    """The plugin's real entry point, through kubectl's plugin discovery: `kubectl repack status
+    NAME -o FORMAT` prints byte for byte what `kubectl get repackrun NAME -o FORMAT` prints."""
+    import os
+    import sys
+
+    bin_dir = os.path.dirname(sys.executable)
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    for n in runs["names"]:
+        want = control_plane.kubectl("get", "repackrun", n, "-o", fmt)
+        got = subprocess.run([control_plane.cp.binaries["kubectl"], "repack", "status", n, "-o", fmt,
+                              "--kubeconfig", control_plane.kubeconfig],
+                             capture_output=True, text=True, env=env, timeout=120)
+        assert got.returncode == 0, got.stderr
+        assert got.stdout == want.stdout, (fmt, n)
+
+
+def test_a_bad_template_is_refused_before_anything_is_read(control_plane, runs):
+    import os
+    import sys
+
+    exe = os.path.join(os.path.dirname(sys.executable), "kubectl-repack")
+    r = subprocess.run([exe, "status", runs["names"][0], "-o", "jsonpath={.a[}", "--kubeconfig", "/nonexistent"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.startswith("error: Invalid value for '-o' / '--output': error parsing jsonpath {.a[}, ")

@@ -22,8 +22,9 @@ def _lines(text):
 
 @pytest.mark.parametrize("words, expected, directive", [
     (["pl"], ["plan\tPlan a repack (DryRun): fragmentation..."], ":4"),
-    (["plan", "-o", ""], ["yaml", "json", "wide"], ":4"),
-    (["status", "-o", ""], ["yaml", "json"], ":4"),
+    (["plan", "-o", ""], ["yaml", "json", "wide", "name", "jsonpath=", "jsonpath-as-json=", "custom-columns="], ":6"),
+    (["status", "-o", "y"], ["yaml"], ":4"),
+    (["status", "-o", "j"], ["json", "jsonpath=", "jsonpath-as-json="], ":6"),
     (["snapshot", "--format", "y"], ["yaml"], ":4"),
     (["completion", ""], ["bash", "zsh", "fish"], ":4"),
     (["plan", "--snapshot", ""], [], ":0"),        # a file: the shell completes file names
@@ -55,15 +56,15 @@ def _run(program, *args, env=None):
 
 
 def test_kubectl_complete_repack_executable_speaks_kubectls_protocol():
-    r = _run("kubectl_complete-repack", "plan", "-o", "")
+    r = _run("kubectl_complete-repack", "plan", "-o", "w")
     assert r.returncode == 0, r.stderr
-    assert r.stdout == "yaml\njson\nwide\n:4\n"
+    assert r.stdout == "wide\n:4\n"
 
 
 def test_the_plugin_binary_speaks_it_too_for_krew():
-    r = _run("kubectl-repack", "__complete", "plan", "-o", "")
+    r = _run("kubectl-repack", "__complete", "plan", "-o", "w")
     assert r.returncode == 0, r.stderr
-    assert r.stdout == "yaml\njson\nwide\n:4\n"
+    assert r.stdout == "wide\n:4\n"
 
 
 def test_click_bash_protocol_uses_a_variable_a_shell_can_set():

@@ -466,3 +466,30 @@ def test_every_seed_run_on_the_three_node_example(run_file, pgs):
     assert st["plan"]["summary"] == {"fragBeforePercent": 33, "fragAfterPercent": 0, "freedNodeCount": 1,
                                      "movedCardCount": 2, "resolvedScope": {"podGroupCount": pgs, "nodeCount": 3}}
     assert st["plan"]["freedNodes"] == ["ascend-node-01"]
+
+
+@pytest.mark.parametrize("fmt, expected", [
+    ("name", "repackrun.repack.volcano.sh/ascend-guarded-dryrun\n"),
+    ('jsonpath={.status.plan.summary.fragBeforePercent}{"->"}{.status.plan.summary.fragAfterPercent}', "33->0"),
+    ("jsonpath-as-json={.status.plan.freedNodes}", '[\n    [\n        "ascend-node-01"\n    ]\n]\n'),
+    ("custom-columns=NAME:.metadata.name,FREED:.status.plan.freedNodes",
+     "NAME                    FREED\nascend-guarded-dryrun   [ascend-node-01]\n"),
+], ids=["name", "jsonpath", "jsonpath-as-json", "custom-columns"])
+def test_kubectl_output_formats_of_the_planned_run(fmt, expected):
+    r = run("plan", "--snapshot", SEED3, "-f", GUARDED, "-o", fmt)
+    assert r.exit_code == 0, r.output
+    assert r.stdout == expected
+
+
+def test_a_template_failing_on_the_run_exits_1_like_kubectl():
+    r = run("plan", "--snapshot", SEED3, "-f", GUARDED, "-o", "jsonpath={.status.plan.moves[9]}")
+    assert r.exit_code == 1
+    assert r.stderr == ('error: error executing jsonpath "{.status.plan.moves[9]}": Error executing template: '
+                        "array index out of bounds: index 9, length 1.\n")
+
+
+def test_missing_keys_fail_only_when_asked():
+    fmt = "jsonpath={.status.nothing}"
+    assert run("plan", "--snapshot", SEED3, "-f", GUARDED, "-o", fmt).stdout == ""
+    r = run("plan", "--snapshot", SEED3, "-f", GUARDED, "-o", fmt, "--allow-missing-template-keys=false")
+    assert r.exit_code == 1 and "nothing is not found" in r.stderr

@@ -52,7 +52,8 @@ BY_NAME = {
     "--webhook-url": ["http://insecure.example:8443/mutate", "not a url", "https://", ""],
     "--snapshot": ["/nonexistent/snapshot.json"],
     "--cert-dir": ["/etc/hostname"],  # a file, not a directory
-    "--output": ["/nonexistent-dir/snapshot.json"],  # snapshot -o is a file, the others a Choice
+    "--output": ["/nonexistent-dir/snapshot.json"],
+    "--allow-missing-template-keys": ["maybe", "2", "yesno"],  # snapshot -o is a file, the others a Choice
 }
 # Options whose every string is acceptable syntax; what they name is only known when the cluster is
 # reached (like kubectl, a missing --kubeconfig is an error of the connection, exit 1, and offline
@@ -67,6 +68,9 @@ def _long(option):
 
 def _bad_values(option):
     kind = option.type
+    if getattr(kind, "templates", False):  # -o with kubectl's templated printers
+        return ["bogus", "", "YAMLx", "jsonpath", "jsonpath=", "jsonpath={.a[}", "jsonpath={.a",
+                "custom-columns=", "custom-columns=NAME", "custom-columns=A:{.a[}", "go-template={{.x}}"]
     if isinstance(kind, click.Choice):
         return ["bogus", "", kind.choices[0].upper() + "x", f"{kind.choices[0]},{kind.choices[-1]}"]
     if isinstance(kind, click.IntRange):
