@@ -22,6 +22,11 @@ class Settings:
     """What the shared flags decided; one per invocation, in click's ctx.obj."""
     kubeconfig: Optional[str] = None
     context: Optional[str] = None
+    server: Optional[str] = None
+    token: Optional[str] = None
+    insecure_skip_tls_verify: bool = False
+    as_user: Optional[str] = None
+    as_group: Optional[str] = None
     _api: object = None
 
     def api(self):
@@ -29,7 +34,9 @@ class Settings:
         if self._api is None:
             from kubectl_repack.kube import client
 
-            self._api = client.connect(self.kubeconfig, self.context)
+            self._api = client.connect(self.kubeconfig, self.context, client.Overrides(
+                server=self.server, token=self.token, insecure=self.insecure_skip_tls_verify,
+                as_user=self.as_user, as_group=self.as_group))
         return self._api
 
 
@@ -99,8 +106,44 @@ def _remember(ctx, param, value):
     return value
 
 
+def _server_url(ctx, param, value):
+    if value is not None:
+        from urllib.parse import urlparse
+
+        url = urlparse(value if "://" in value else f"https://{value}")
+        try:
+            url.port  # noqa: B018 - raises ValueError on a port that is not a number
+        except ValueError:
+            url = url._replace(netloc="")
+        if url.scheme not in ("https", "http") or not url.hostname:
+            raise click.BadParameter(f"{value!r} is not an API server address such as https://10.0.0.1:6443",
+                                     ctx=ctx, param=param)
+        value = url.geturl()
+    return _remember(ctx, param, value)
+
+
+def _one_group(ctx, param, value):
+    if len(value) > 1:
+        raise click.BadParameter("one group at most (the Kubernetes Python client sends one "
+                                 "Impersonate-Group header)", ctx=ctx, param=param)
+    return _remember(ctx, param, value[0] if value else None)
+
+
 def cluster_options(f):
-    """--kubeconfig and --context (stored in Settings; not passed to the command function)."""
+    """kubectl's connection flags: --kubeconfig, --context, --server, --token,
+    --insecure-skip-tls-verify, --as, --as-group (stored in Settings, not passed to the command)."""
+    f = click.option("--as-group", "as_group", metavar="GROUP", multiple=True, callback=_one_group,
+                     expose_value=False, is_eager=True,
+                     help="Group to impersonate for the operation (with --as).")(f)
+    f = click.option("--as", "as_user", metavar="USER", callback=_remember, expose_value=False, is_eager=True,
+                     help="Username to impersonate for the operation (a user or a service account).")(f)
+    f = click.option("--insecure-skip-tls-verify", "insecure_skip_tls_verify", is_flag=True, default=None,
+                     callback=_remember, expose_value=False, is_eager=True,
+                     help="Do not check the API server's certificate (insecure).")(f)
+    f = click.option("--token", metavar="TOKEN", callback=_remember, expose_value=False, is_eager=True,
+                     help="Bearer token for authentication to the API server.")(f)
+    f = click.option("--server", "-s", "server", metavar="URL", callback=_server_url, expose_value=False,
+                     is_eager=True, help="The address and port of the Kubernetes API server.")(f)
     f = click.option("--context", metavar="NAME", callback=_remember, expose_value=False, is_eager=True,
                      help="The kubeconfig context to use.")(f)
     f = click.option("--kubeconfig", metavar="FILE", callback=_remember, expose_value=False, is_eager=True,

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import dataclass
 from typing import Callable, Optional, TypeVar
 
 from kubectl_repack.errors import ClusterAPIError, Conflict, NotFound, RepackError, TooManyRequests
@@ -19,25 +20,57 @@ _ERRORS_BY_STATUS = {404: NotFound, 409: Conflict, 429: TooManyRequests}
 T = TypeVar("T")
 
 
-def connect(kubeconfig: Optional[str] = None, context: Optional[str] = None):
-    """An ApiClient for --kubeconfig/--context, $KUBECONFIG, ~/.kube/config, or in-cluster config."""
+@dataclass(frozen=True)
+class Overrides:
+    """kubectl's connection flags that change what the kubeconfig says: --server, --token,
+    --insecure-skip-tls-verify, and impersonation (--as, --as-group)."""
+    server: Optional[str] = None
+    token: Optional[str] = None
+    insecure: bool = False
+    as_user: Optional[str] = None
+    as_group: Optional[str] = None
+
+
+def connect(kubeconfig: Optional[str] = None, context: Optional[str] = None,
+            overrides: Overrides = Overrides()):
+    """An ApiClient for --kubeconfig/--context, $KUBECONFIG, ~/.kube/config, or in-cluster config,
+    with kubectl's overriding flags applied."""
     from kubernetes import client, config
     from kubernetes.config.config_exception import ConfigException
 
+    cfg = client.Configuration()
     try:
         if kubeconfig:
             if not os.path.exists(kubeconfig):
                 raise RepackError(f"kubeconfig {kubeconfig}: no such file")
-            return config.new_client_from_config(config_file=kubeconfig, context=context)
-        default = os.path.expanduser(os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0])
-        if not os.path.exists(default) and os.environ.get("KUBERNETES_SERVICE_HOST") and not context:
-            config.load_incluster_config()
-            return client.ApiClient()
-        return config.new_client_from_config(context=context)
+            config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
+        else:
+            default = os.path.expanduser(os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0])
+            if not os.path.exists(default) and os.environ.get("KUBERNETES_SERVICE_HOST") and not context:
+                config.load_incluster_config(client_configuration=cfg)
+            elif not os.path.exists(default) and overrides.server:
+                pass  # --server (with --token) needs no kubeconfig, as with kubectl
+            else:
+                config.load_kube_config(context=context, client_configuration=cfg)
     except ConfigException as e:
         where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
         raise RepackError(f"cannot load kubeconfig {where}"
                           f"{' context ' + repr(context) if context else ''}: {e}") from e
+    if overrides.server:
+        cfg.host = overrides.server.rstrip("/")
+    if overrides.token:
+        cfg.api_key = {"authorization": f"Bearer {overrides.token}"}
+        cfg.api_key_prefix = {}
+        cfg.cert_file = cfg.key_file = None  # kubectl: a bearer token replaces client certificates
+    if overrides.insecure:
+        cfg.verify_ssl = False
+        cfg.ssl_ca_cert = None
+    api = client.ApiClient(cfg)
+    if overrides.as_user:
+        api.set_default_header("Impersonate-User", overrides.as_user)
+    if overrides.as_group:
+        api.set_default_header("Impersonate-Group", overrides.as_group)
+    return api
 
 
 def api_error(exc: Exception, doing: str) -> ClusterAPIError:

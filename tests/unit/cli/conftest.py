@@ -101,7 +101,7 @@ def fake_cluster(monkeypatch):
     """A cluster holding the seed's 3-node objects and an empty RepackRun store."""
     state = {"objects": flatten(seed3_objects()), "connected": [], "store": FakeStore()}
 
-    def connect(kubeconfig=None, context=None):
+    def connect(kubeconfig=None, context=None, overrides=None):
         state["connected"].append((kubeconfig, context))
         return "api"
 

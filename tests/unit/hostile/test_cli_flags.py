@@ -53,12 +53,14 @@ BY_NAME = {
     "--snapshot": ["/nonexistent/snapshot.json"],
     "--cert-dir": ["/etc/hostname"],  # a file, not a directory
     "--output": ["/nonexistent-dir/snapshot.json"],
-    "--allow-missing-template-keys": ["maybe", "2", "yesno"],  # snapshot -o is a file, the others a Choice
+    "--allow-missing-template-keys": ["maybe", "2", "yesno"],
+    "--server": ["ftp://10.0.0.1", "https://", "http://:6443", "https://host:port"],  # snapshot -o is a file, the others a Choice
 }
 # Options whose every string is acceptable syntax; what they name is only known when the cluster is
 # reached (like kubectl, a missing --kubeconfig is an error of the connection, exit 1, and offline
 # commands never read it).
-FREE = {"--context", "--kubeconfig"}
+# The same for credentials and identities (--token, --as, --as-group).
+FREE = {"--context", "--kubeconfig", "--token", "--as", "--as-group"}
 STATUS_NAMES = DNS_NAMES
 
 
