@@ -436,3 +436,13 @@ def test_pods_are_listed_per_active_namespace_with_a_periodic_cluster_wide_sweep
     fake.calls.clear()
     c.tick()
     assert fake.calls == []  # nothing active, sweep not due
+
+
+def test_the_webhook_deployment_never_runs_two_pods_at_once():
+    """Record claims live in the webhook process's memory: a second replica, or the old and the new
+    pod of a rolling update side by side, would hand the same record to two replacements."""
+    from kubectl_repack.deploy.manifests import deployment
+
+    spec = deployment("repack-system", "img:1")["spec"]
+    assert spec["replicas"] == 1
+    assert spec["strategy"] == {"type": "Recreate"}
