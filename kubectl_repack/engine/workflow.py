@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Protocol
 
 from kubectl_repack.api.run import MODE_EXECUTE, is_finished, ttl_expired
-from kubectl_repack.errors import ClusterAPIError, NotFound, ValidationError
+from kubectl_repack.errors import ClusterAPIError, NotFound, RepackError, ValidationError
 
 from .executor import Executor, Options, Progress, evicted_any
 from .mutex import LeaseDecision, holder_identity
@@ -140,7 +140,7 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
             current = engine.execute(name)
         if evicted_any(current):
             completed = clock.now()
-    except ClusterAPIError:
+    except RepackError:   # the API failed, the Lease was lost, the records changed: stopped mid-run
         try:
             evicted = evicted_any(runs.get(name))
         except ClusterAPIError:
