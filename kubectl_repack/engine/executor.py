@@ -16,8 +16,8 @@ import planner
 from kubectl_repack.api.run import (COND_COMPLETE, COND_FAILED, COND_PROGRESSING, EVICTION_ACCEPTED,
                                     EVICTION_INDIRECTLY_REMOVED, EVICTION_IN_PROGRESS, EVICTION_PENDING,
                                     EVICTION_REJECTED, PHASE_FAILED, PHASE_SUCCEEDED, PLACEMENT_PLACED,
-                                    PLACEMENT_TIMED_OUT, Eviction, Reason, Relocation, derive_phase, goal_resource, is_finished, relocations,
-                                    set_condition)
+                                    PLACEMENT_TIMED_OUT, Eviction, Reason, Relocation, derive_phase, goal_resource,
+                                    is_finished, relocations, set_condition)
 from kubectl_repack.api.times import parse_time, rfc3339
 from kubectl_repack.errors import RepackError
 

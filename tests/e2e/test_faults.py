@@ -36,7 +36,7 @@ from kubectl_repack.kube.client import connect
 from kubectl_repack.kube.objects import LiveCluster
 from kubectl_repack.kube.runs import RunStore
 from tests.e2e.execute_helpers import (GROUP, PLURAL, VERSION, build_seed_layout, cli, delete_runs, execute_run,
-                                       get_run, reason_of, unique, wait_for)
+                                       get_run, unique, wait_for)
 from tests.harness.controlplane import REPO_ROOT
 
 pytestmark = pytest.mark.e2e
