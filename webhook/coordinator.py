@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import secrets
 import signal
 import socket
 import threading
@@ -63,7 +64,7 @@ class Cluster(Protocol):
 class Runs(Protocol):
     """RepackRuns (kubectl_repack.kube.runs.RunStore)."""
     def list(self) -> list: ...
-    def delete(self, name: str, uid: Optional[str] = None) -> bool: ...
+    def delete(self, name: str, uid: Optional[str] = None, resource_version: Optional[str] = None) -> bool: ...
     def update_status(self, name: str, mutate: Callable[[dict], None], uid: Optional[str] = None) -> dict: ...
 
 
@@ -197,7 +198,7 @@ class Coordinator:
                 continue
             meta = run.get("metadata") or {}
             try:
-                if self.runs.delete(meta.get("name"), meta.get("uid")):
+                if self.runs.delete(meta.get("name"), meta.get("uid"), meta.get("resourceVersion")):
                     deleted.append(meta.get("name"))
                     log.info("deleted repackrun %s: finished and past ttlSecondsAfterFinished", meta.get("name"))
             except ClusterAPIError as e:
@@ -263,7 +264,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     metrics = Metrics()
     if args.metrics_port:
         _serve_metrics(metrics, args.metrics_port)
-    identity = args.identity or f"{os.environ.get('POD_NAME') or socket.gethostname()}_{os.getpid()}"
+    # unique per process instance: hostname and PID repeat across pods and host-network containers
+    identity = args.identity or (f"{os.environ.get('POD_NAME') or socket.gethostname()}_{os.getpid()}_"
+                                 f"{secrets.token_hex(4)}")
     elector = LeaderElector(LeaseClient(api, args.namespace, args.lease_name), identity, lease_duration)
     coordinator = Coordinator(LiveCluster(api), RunStore(api), elector, placement_lease, interval, metrics=metrics)
 

@@ -11,7 +11,7 @@ from typing import Callable, Optional
 
 from kubectl_repack.api.times import utcnow
 from kubectl_repack.errors import ClusterAPIError
-from kubectl_repack.api.lease import LeaseRecord
+from kubectl_repack.api.lease import LeaseObserver, LeaseRecord
 from kubectl_repack.kube.lease import LeaseClient
 
 log = logging.getLogger("webhook.election")
@@ -28,6 +28,7 @@ class LeaderElector:
         self.duration = int(duration_seconds)
         self.clock = clock
         self._renewed_at: Optional[datetime] = None  # local time of our last successful write
+        self.observer = LeaseObserver()  # another holder's expiry: by when WE saw its record, not its renewTime
 
     @property
     def is_leader(self) -> bool:
@@ -35,7 +36,7 @@ class LeaderElector:
         return self._renewed_at is not None and self.clock() < self._renewed_at + timedelta(seconds=self.duration)
 
     def _may_take(self, record: Optional[LeaseRecord], now: datetime) -> bool:
-        return record is None or record.holder == self.identity or not record.is_fresh(now)
+        return record is None or record.holder == self.identity or not self.observer.is_fresh(record, now)
 
     def ensure(self) -> bool:
         """Acquire or renew when due (after a third of the duration); returns whether we lead now."""
@@ -45,7 +46,7 @@ class LeaderElector:
         was_leader = self.is_leader
         try:
             _, taken = self.leases.acquire(self.identity, self.duration, now,
-                                           lambda record: self._may_take(record, now))
+                                           lambda record: self._may_take(record, self.clock()))
         except ClusterAPIError as e:
             log.warning("%s: %s", self.leases.ref, e)
             return self.is_leader

@@ -61,6 +61,11 @@ class Reason:
     EVICTION_REJECTED = "EvictionRejected"
     TIMED_OUT = "ReplacementTimedOut"
     NOT_FREED = "NodesNotFreed"
+    # status.executionDeadline passed before every planned eviction had started: none started after it
+    DEADLINE_EXCEEDED = "ExecutionDeadlineExceeded"
+    # status.relocations do not match status.plan.moves (edited through repackruns/status): nothing
+    # is evicted on their word
+    INVALID_RECORDS = "RelocationRecordsInvalid"
 
 
 ALL_REASONS = frozenset(v for k, v in vars(Reason).items() if k.isupper())

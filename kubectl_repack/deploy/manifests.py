@@ -109,7 +109,9 @@ def _security_context() -> dict:
 
 
 def deployment(namespace: str, image: str) -> Manifest:
-    """One replica: relocation claims live in the webhook process's memory, so replicas would double-claim."""
+    """One replica: relocation claims live in the webhook process's memory, so replicas would double-claim.
+    Strategy Recreate for the same reason: a rolling update would run the old and the new pod side by
+    side, each handing out the same open record to a different replacement (#13)."""
     env = [{"name": "REPACK_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
     probe = {"scheme": "HTTPS", "port": CONTAINER_PORT}
@@ -133,6 +135,7 @@ def deployment(namespace: str, image: str) -> Manifest:
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(NAME, namespace),
         "spec": {
             "replicas": 1,
+            "strategy": {"type": "Recreate"},
             "selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
             "template": {
                 "metadata": {"labels": dict(LABELS)},

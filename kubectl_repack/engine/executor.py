@@ -15,15 +15,15 @@ import planner
 
 from kubectl_repack.api.run import (COND_COMPLETE, COND_FAILED, COND_PROGRESSING, EVICTION_ACCEPTED,
                                     EVICTION_INDIRECTLY_REMOVED, EVICTION_IN_PROGRESS, EVICTION_PENDING,
-                                    EVICTION_REJECTED, PHASE_SUCCEEDED, PLACEMENT_PLACED, PLACEMENT_TIMED_OUT,
-                                    Eviction, Reason, derive_phase, goal_resource, is_finished, relocations,
-                                    set_condition)
+                                    EVICTION_REJECTED, PHASE_FAILED, PHASE_SUCCEEDED, PLACEMENT_PLACED,
+                                    PLACEMENT_TIMED_OUT, Eviction, Reason, Relocation, derive_phase, goal_resource,
+                                    is_finished, relocations, set_condition)
 from kubectl_repack.api.times import parse_time, rfc3339
 from kubectl_repack.errors import RepackError
 
 from .evictions import (ACCEPTED, GONE, REJECTED, RESUME_DONE_ACCEPTED, RESUME_DONE_GONE, RESUME_EVICT, RETRY,
                         Backoff, classify_eviction, pdb_blocks, resume_action)
-from .outcome import Outcome, decide_outcome, initial_relocations, verify
+from .outcome import Outcome, decide_outcome, initial_relocations, validate_records, verify
 from .ports import Clock, ClusterReader, EvictionResponse, Evictor, RunWriter
 from .tracking import find_replacements
 
@@ -45,6 +45,10 @@ class Progress:
 
 class LeaseLost(RepackError):
     """The execute Lease was lost while running: no further eviction may be issued."""
+
+
+class RecordsChanged(RepackError):
+    """A relocation record was replaced or removed under the executor during the run."""
 
 
 def evicted_any(run: dict) -> bool:
@@ -82,9 +86,20 @@ class Executor:
             st["message"] = message
         return self._update(name, mutate)
 
-    def _set_eviction(self, name: str, index: int, phase: str, message: str = "") -> dict:
+    def _set_eviction(self, name: str, index: int, phase: str, message: str = "",
+                      victim: Optional[tuple] = None) -> dict:
+        """Set record `index`'s eviction; with `victim` (namespace, pod, uid), refuse (RepackError
+        naming the record) when the stored record at that index is no longer that victim."""
         def mutate(st):
-            st["relocations"][index]["eviction"] = Eviction(phase, message).to_dict()
+            records = st.get("relocations") or []
+            if victim is not None:
+                got = Relocation.from_dict(records[index]) if index < len(records) else None
+                if got is None or (got.namespace, got.victim_pod_name, got.victim_pod_uid) != victim:
+                    raise RecordsChanged(
+                        f"repackrun {name}: status.relocations[{index}] is no longer {victim[0]}/{victim[1]} "
+                        f"(uid {victim[2]}) but {got.victim + ' uid ' + got.victim_pod_uid if got else 'missing'}: "
+                        "the records were edited during the run; stopping before any further eviction")
+            records[index]["eviction"] = Eviction(phase, message).to_dict()
         return self._update(name, mutate)
 
     def _finish(self, name: str, outcome: Outcome) -> dict:
@@ -135,20 +150,31 @@ class Executor:
 
     # -- the main loop --
     def execute(self, name: str) -> dict:
-        """Evict PodGroup by PodGroup, wait for the replacements, verify, finish. Returns the run."""
+        """Evict PodGroup by PodGroup, wait for the replacements, verify, finish. Returns the run.
+
+        The records are checked against status.plan.moves first (anyone who may write
+        repackruns/status could have edited them): inconsistent records end the run Failed
+        (RelocationRecordsInvalid, naming the record) before any eviction. Past
+        status.executionDeadline no eviction starts: the run ends ExecutionDeadlineExceeded."""
         run = self.runs.get(name)
         if is_finished(run):
             return run
         st = run.get("status") or {}
+        problems = validate_records(st)
+        if problems:
+            msg = (f"status.relocations of repackrun {name} do not match status.plan.moves, so nothing is evicted "
+                   f"on their word: {'; '.join(problems[:5])}"
+                   + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""))
+            return self._finish(name, Outcome(PHASE_FAILED, Reason.INVALID_RECORDS, msg))
         deadline = parse_time(st.get("executionDeadline")) or (self.clock.now() + self.options.execution_timeout)
-        run = self._evict_all(name, run, deadline)
+        run, skipped = self._evict_all(name, run, deadline)
         run, timed_out = self._track_placements(name, run, deadline)
         st = run.get("status") or {}
         ver = None
         if any(r.eviction.evicted for r in relocations(st)):
             ver = verify(self.reader.snapshot_objects(), goal_resource(run),
                          (st.get("plan") or {}).get("freedNodes") or [])
-        return self._finish(name, decide_outcome(st, ver, timed_out))
+        return self._finish(name, decide_outcome(st, ver, timed_out, not_started=skipped))
 
     def _progress(self, run: dict) -> None:
         relocs = relocations(run)
@@ -164,9 +190,13 @@ class Executor:
             groups.setdefault((r.namespace, r.pod_group_name), []).append(i)
         return list(groups.items())
 
-    def _evict_all(self, name: str, run: dict, deadline: dt.datetime) -> dict:
+    def _evict_all(self, name: str, run: dict, deadline: dt.datetime) -> tuple:
+        """Evict what is still to be evicted. Returns (run, indices of records whose eviction did
+        not start because status.executionDeadline had passed)."""
         grace = ((run.get("spec") or {}).get("eviction") or {}).get("gracePeriodSeconds")
-        for (ns, group), indices in self._groups(relocations(run)):
+        not_started = []
+        checked = relocations(run)   # as validated against the plan: whom we may evict
+        for (ns, group), indices in self._groups(checked):
             # 1. resolve InProgress records left by a crash; collect what still needs evicting
             todo = []
             for i in indices:
@@ -187,6 +217,10 @@ class Executor:
             self._progress(run)
             if not todo:
                 continue
+            if self.clock.now() >= deadline:
+                run = self._not_started(name, run, [i for i, _ in todo], deadline)
+                not_started += [i for i, _ in todo]
+                continue
             # 2. PDB pre-check for the whole PodGroup, so a gang is not left half-moved
             pending = [live for i, live in todo if relocations(run)[i].eviction.phase == EVICTION_PENDING]
             if pending:
@@ -197,19 +231,24 @@ class Executor:
                         run = self._set_eviction(name, i, EVICTION_REJECTED, msg)
                     self._progress(run)
                     continue
-            # 3. evict one by one; a rejection stops this PodGroup
+            # 3. evict one by one; a rejection stops this PodGroup, and so does the deadline
             stop_msg = ""
-            for i, _live in todo:
-                rec = relocations(run)[i]
+            for pos, (i, _live) in enumerate(todo):
+                rec = checked[i]
                 if stop_msg:
                     run = self._set_eviction(name, i, EVICTION_REJECTED, stop_msg)
                     continue
-                halt = self.guard()
-                if halt:
-                    raise LeaseLost(f"repackrun {name}: {halt}; continue with `kubectl repack apply --resume {name}`")
-                if rec.eviction.phase != EVICTION_IN_PROGRESS:
-                    run = self._set_eviction(name, i, EVICTION_IN_PROGRESS)
-                verdict, msg = self._evict_with_retry(ns, rec.victim_pod_name, rec.victim_pod_uid, grace, deadline)
+                if self.clock.now() >= deadline:
+                    rest = [j for j, _ in todo[pos:]]
+                    run = self._not_started(name, run, rest, deadline)
+                    not_started += rest
+                    break
+                self._check_guard(name)
+                victim = (rec.namespace, rec.victim_pod_name, rec.victim_pod_uid)
+                # write-ahead, and the last look at the record: still the victim we are about to evict
+                run = self._set_eviction(name, i, EVICTION_IN_PROGRESS, victim=victim)
+                verdict, msg = self._evict_with_retry(name, ns, rec.victim_pod_name, rec.victim_pod_uid, grace,
+                                                      deadline)
                 if verdict == ACCEPTED:
                     run = self._set_eviction(name, i, EVICTION_ACCEPTED, msg)
                 elif verdict == GONE:
@@ -219,9 +258,26 @@ class Executor:
                     stop_msg = (f"not evicted: the PodGroup {ns}/{group} stopped moving after "
                                 f"{rec.victim} was rejected ({msg})")
                 self._progress(run)
+        return run, not_started
+
+    def _not_started(self, name: str, run: dict, indices: list, deadline: dt.datetime) -> dict:
+        """Records whose eviction may no longer start: Pending, saying why (an InProgress record
+        here has a running victim: its earlier call did not go through)."""
+        msg = f"not evicted: status.executionDeadline {rfc3339(deadline)} passed before its eviction started"
+        for i in indices:
+            run = self._set_eviction(name, i, EVICTION_PENDING, msg)
+        self._progress(run)
         return run
 
-    def _evict_with_retry(self, ns: str, pod: str, uid: str, grace, deadline: dt.datetime) -> tuple:
+    def _check_guard(self, name: str) -> None:
+        halt = self.guard()
+        if halt:
+            raise LeaseLost(f"repackrun {name}: {halt}; no further eviction was issued; "
+                            f"continue with `kubectl repack apply --resume {name}`")
+
+    def _evict_with_retry(self, name: str, ns: str, pod: str, uid: str, grace, deadline: dt.datetime) -> tuple:
+        """One eviction, retried with backoff while a PDB answers 429, until the retry timeout
+        or the run's deadline; the Lease guard is asked again before every retry."""
         retry_deadline = min(deadline, self.clock.now() + self.options.eviction_retry_timeout)
         backoff = Backoff()
         while True:
@@ -232,6 +288,7 @@ class Executor:
             if delay is None:
                 return REJECTED, f"{msg} (still blocked after retrying until {rfc3339(retry_deadline)})"
             self.clock.sleep(delay)
+            self._check_guard(name)
 
     def _track_placements(self, name: str, run: dict, deadline: dt.datetime) -> tuple:
         """Wait until every evicted victim's replacement is bound; record what we see where the

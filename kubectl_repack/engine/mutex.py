@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import secrets
 import socket
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Optional
 
 from kubectl_repack.api.lease import LeaseRecord
 from kubectl_repack.api.run import Reason
@@ -21,6 +22,12 @@ DEFAULT_LEASE_NAMESPACE = "repack-system"
 LEASE_NAME = "repack-execute"
 LEASE_DURATION_SECONDS = 30
 RENEW_SECONDS = 10
+RENEW_RETRY_SECONDS = 2     # after a failed renewal
+# The holder stops issuing evictions once it could not confirm the Lease for this long: a candidate
+# may take over LEASE_DURATION_SECONDS after it observed our last renewal (never before we sent it),
+# which leaves LEASE_DURATION_SECONDS - CONFIRMED_SECONDS for an eviction call already in flight.
+CONFIRMED_SECONDS = 20
+LEASE_REQUEST_TIMEOUT = 5   # seconds per Lease call: a hanging renewal must not outlast the Lease
 COOLDOWN_ANNOTATION = "repack.volcano.sh/execute-cooldown"
 LAST_COMPLETION_ANNOTATION = "repack.volcano.sh/last-execute-completion"
 LAST_RUN_ANNOTATION = "repack.volcano.sh/last-execute-run"
@@ -38,57 +45,47 @@ class LeaseDecision:
         return self.acquire
 
 
-def holder_identity(run_name: str, host: Optional[str] = None, pid: Optional[int] = None) -> str:
-    """`<run>@<host>/<pid>`: names the run and the process that holds the Lease."""
-    return f"{run_name}@{host or socket.gethostname()}/{pid or os.getpid()}"
+def holder_identity(run_name: str, host: Optional[str] = None, pid: Optional[int] = None,
+                    instance: Optional[str] = None) -> str:
+    """`<run>@<host>/<pid>/<instance>`: names the run and the process that holds the Lease; the
+    random instance id makes it unique even where hostname and PID repeat (two hosts with one
+    name, host-network containers, PID namespaces), so no process ever mistakes another's Lease for
+    its own."""
+    return f"{run_name}@{host or socket.gethostname()}/{pid or os.getpid()}/{instance or secrets.token_hex(6)}"
 
 
 def parse_identity(identity: str) -> tuple:
     """(run, host, pid) from holder_identity's format; pid -1 when unreadable."""
-    run, _, rest = (identity or "").rpartition("@")
-    host, _, pid = rest.rpartition("/")
+    run, at, rest = (identity or "").rpartition("@")
+    host, _, pid = rest.partition("/") if at else ("", "", "")
     try:
-        return run, host, int(pid)
+        return run, host, int(pid.partition("/")[0])
     except ValueError:
         return run, host, -1
 
 
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def holder_is_dead(holder: str, me: str, pid_alive: Callable[[int], bool] = _pid_alive) -> bool:
-    """A holder for the same run on this very host whose process is gone (apply was killed):
-    `apply --resume` may take over at once instead of waiting for the Lease to expire."""
-    h_run, h_host, h_pid = parse_identity(holder)
-    m_run, m_host, _ = parse_identity(me)
-    return h_run == m_run and h_host == m_host and not pid_alive(h_pid)
-
-
 def lease_decision(lease: Optional[LeaseRecord], me: str, now: dt.datetime, cooldown: dt.timedelta,
-                   pid_alive: Callable[[int], bool] = _pid_alive) -> LeaseDecision:
+                   observed_at: Optional[dt.datetime] = None) -> LeaseDecision:
     """May `me` take the cluster-wide execute Lease now?
 
-    Held by someone else and not expired -> AnotherRunActive (unless it is our own run's dead
-    process on this host); free but within the cooldown after the last Execute -> cooldown.
+    Held by someone else and not expired -> AnotherRunActive; free but within the cooldown after
+    the last Execute -> cooldown. Expiry is judged as client-go's leader election does: by the
+    local time `observed_at` at which this process first saw the record as it is (LeaseObserver),
+    never by the holder's renewTime, which is on the holder's clock. A record seen for the first
+    time (`observed_at` None) counts as renewed now. Nothing else (hostname, PID) lets a fresh
+    Lease be taken over: a killed apply's Lease expires like any other, and `--resume` waits.
     """
     if lease is None:
         return LeaseDecision(True)
     if lease.holder and lease.holder != me:
-        if lease.is_fresh(now) and not holder_is_dead(lease.holder, me, pid_alive):
+        seen = observed_at or now
+        until = seen + dt.timedelta(seconds=max(lease.duration_seconds, 0))
+        if now < until:
             run = parse_identity(lease.holder)[0] or lease.holder
             return LeaseDecision(False, Reason.ANOTHER_RUN_ACTIVE,
                                  f"RepackRun {run} holds the execute Lease ({lease.holder}); "
                                  "one Execute runs at a time per cluster",
-                                 max((lease.expires() - now).total_seconds(), 1.0))
+                                 max((until - now).total_seconds(), 1.0))
     my_run = parse_identity(me)[0]
     last_completion = parse_time(lease.annotations.get(LAST_COMPLETION_ANNOTATION))
     last_run = lease.annotations.get(LAST_RUN_ANNOTATION) or ""

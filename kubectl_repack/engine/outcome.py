@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Sequence
 
 import planner
 from planner import frag as fragmod
@@ -47,6 +47,69 @@ def initial_relocations(plan: "planner.Plan") -> list:
             for (ns, group), moves in groups.items() for m in moves]
 
 
+def validate_records(status: dict) -> list:
+    """Problems of status.relocations against status.plan.moves, one message per record (empty when
+    they agree). Each record must be a move of the plan (namespace, PodGroup, pod, planned node),
+    once, with a victim UID (the eviction's precondition); and the plan's moves must all have a
+    record. `kubectl repack apply --resume` evicts nothing on records that fail this."""
+    problems = []
+    records = status.get("relocations")
+    if records is None:
+        return problems
+    if not isinstance(records, list):
+        return [f"status.relocations is a {type(records).__name__}, not a list"]
+    planned = {}
+    moves = (status.get("plan") or {}).get("moves")
+    for move in moves if isinstance(moves, list) else ():
+        move = move if isinstance(move, dict) else {}
+        for p in move.get("pods") or ():
+            if isinstance(p, dict):
+                planned[(move.get("namespace"), p.get("name"))] = (move.get("podGroupName"), p.get("toNode"))
+    seen = set()
+    for i, raw in enumerate(records):
+        where = f"status.relocations[{i}]"
+        if not isinstance(raw, dict):
+            problems.append(f"{where} is not an object")
+            continue
+        r = Relocation.from_dict(raw)
+        key = (r.namespace, r.victim_pod_name)
+        who = f"{where} ({r.victim})"
+        if not r.namespace or not r.victim_pod_name:
+            problems.append(f"{where}: namespace and victimPodName are required")
+        elif key not in planned:
+            problems.append(f"{who}: the pod is not in status.plan.moves")
+        elif key in seen:
+            problems.append(f"{who}: a second record for the same pod")
+        else:
+            group, node = planned[key]
+            if r.planned_node_name != node:
+                problems.append(f"{who}: plannedNodeName {r.planned_node_name or None} is not the plan's "
+                                f"toNode {node}")
+            if r.pod_group_name != group:
+                problems.append(f"{who}: podGroupName {r.pod_group_name or None} is not the plan's {group}")
+        if not r.victim_pod_uid:
+            problems.append(f"{who}: victimPodUID is empty (the eviction would have no UID precondition)")
+        seen.add(key)
+    missing = sorted(f"{ns}/{pod}" for ns, pod in set(planned) - seen)
+    if missing:
+        problems.append(f"status.relocations has {len(records)} record(s) for the {len(planned)} pod(s) of "
+                        f"status.plan.moves; no record for {', '.join(missing[:5])}")
+    return problems
+
+
+def partial_groups(relocs: list) -> list:
+    """'ns/group: k of n pod(s) evicted' for every PodGroup left partly evicted."""
+    groups: dict = {}
+    for r in relocs:
+        groups.setdefault((r.namespace, r.pod_group_name), []).append(r)
+    out = []
+    for (ns, group), rs in groups.items():
+        gone = sum(1 for r in rs if r.eviction.evicted)
+        if 0 < gone < len(rs):
+            out.append(f"{ns}/{group}: {gone} of {len(rs)} pod(s) evicted")
+    return out
+
+
 def cards_by_pod(status: dict) -> dict:
     """(namespace, pod name) -> cards, from status.plan.moves."""
     out = {}
@@ -65,8 +128,23 @@ class Outcome:
     result: Optional[dict] = None
 
 
-def decide_outcome(status: dict, ver: Optional[Verification], timed_out: bool) -> Outcome:
-    """The terminal condition from the records and the live verification."""
+def decide_outcome(status: dict, ver: Optional[Verification], timed_out: bool,
+                   not_started: Sequence[int] = ()) -> Outcome:
+    """The terminal condition from the records and the live verification.
+
+    `not_started`: indices of records whose eviction did not start because status.executionDeadline
+    had passed (ExecutionDeadlineExceeded). A Failed run names every PodGroup it left partly
+    evicted."""
+    outcome = _decide(status, ver, timed_out, not_started)
+    partial = partial_groups(relocations(status))
+    if outcome.phase == PHASE_FAILED and partial:
+        outcome = Outcome(outcome.phase, outcome.reason,
+                          f"{outcome.message}; PodGroup(s) left partly evicted: {'; '.join(partial)}",
+                          outcome.result)
+    return outcome
+
+
+def _decide(status: dict, ver: Optional[Verification], timed_out: bool, not_started: Sequence[int]) -> Outcome:
     relocs = relocations(status)
     planned_freed = (status.get("plan") or {}).get("freedNodes") or []
     cards = cards_by_pod(status)
@@ -83,6 +161,16 @@ def decide_outcome(status: dict, ver: Optional[Verification], timed_out: bool) -
                   "movedCardCount": moved, "metricsVerified": bool(verified)}
         if ver and ver.freed_nodes:
             result["freedNodes"] = list(ver.freed_nodes)
+    if not_started:
+        names = [relocs[i].victim for i in not_started if i < len(relocs)]
+        deadline = status.get("executionDeadline") or "?"
+        extra = ""
+        if rejected:
+            extra = f"; {len(rejected)} eviction(s) rejected ({rejected[0].victim}: {rejected[0].eviction.message})"
+        return Outcome(PHASE_FAILED, Reason.DEADLINE_EXCEEDED,
+                       f"status.executionDeadline {deadline} passed: {len(names)} of {len(relocs)} planned "
+                       f"eviction(s) were not started ({', '.join(names[:5])}); {len(evicted)} evicted before "
+                       f"it{extra}", result)
     if rejected:
         pdb = [r for r in rejected if "PodDisruptionBudget" in r.eviction.message]
         first = (pdb or rejected)[0]

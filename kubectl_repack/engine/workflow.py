@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Protocol
 
 from kubectl_repack.api.run import MODE_EXECUTE, is_finished, ttl_expired
-from kubectl_repack.errors import ClusterAPIError, NotFound, ValidationError
+from kubectl_repack.errors import ClusterAPIError, NotFound, RepackError, ValidationError
 
 from .executor import Executor, Options, Progress, evicted_any
 from .mutex import LeaseDecision, holder_identity
@@ -24,12 +24,12 @@ class RunStore(Protocol):
     def get(self, name: str) -> dict: ...
     def list(self) -> list: ...
     def create(self, obj: dict) -> dict: ...
-    def delete(self, name: str, uid: Optional[str] = None) -> bool: ...
+    def delete(self, name: str, uid: Optional[str] = None, resource_version: Optional[str] = None) -> bool: ...
     def update_status(self, name: str, mutate: Callable[[dict], None]) -> dict: ...
 
 
 class Mutex(Protocol):
-    lost: object   # threading.Event-like: is_set()
+    def check(self) -> Optional[str]: ...    # None while the Lease is ours and confirmed; else why not
     def stored_cooldown(self) -> dt.timedelta: ...
     def try_acquire(self, me: str, now: dt.datetime, cooldown: dt.timedelta,
                     store_cooldown: Optional[dt.timedelta] = None) -> LeaseDecision: ...
@@ -62,10 +62,12 @@ class Reporter(Protocol):
 
 
 def sweep_expired(runs: RunStore, now: dt.datetime, keep: str, reporter: Reporter) -> None:
-    """Delete finished runs past ttlSecondsAfterFinished (EXEC-7), except the one being applied."""
+    """Delete finished runs past ttlSecondsAfterFinished (EXEC-7), except the one being applied;
+    each delete has the uid and resourceVersion that were judged expired as preconditions."""
     for old in runs.list():
         meta = old.get("metadata") or {}
-        if meta.get("name") != keep and ttl_expired(old, now) and runs.delete(meta["name"], meta.get("uid")):
+        if meta.get("name") != keep and ttl_expired(old, now) and runs.delete(meta["name"], meta.get("uid"),
+                                                                                meta.get("resourceVersion")):
             reporter.note(f"repackrun.repack.volcano.sh/{meta['name']} deleted (ttlSecondsAfterFinished passed)")
 
 
@@ -110,7 +112,7 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
                       options=Options(execution_timeout=request.timeout,
                                       eviction_retry_timeout=request.eviction_retry_timeout),
                       on_progress=reporter.progress,
-                      guard=lambda: "the execute Lease was lost (not renewed in time)" if lease.lost.is_set() else None)
+                      guard=lease.check)
 
     give_up = clock.now() + request.timeout
     last_reason = None
@@ -138,7 +140,7 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
             current = engine.execute(name)
         if evicted_any(current):
             completed = clock.now()
-    except ClusterAPIError:
+    except RepackError:   # the API failed, the Lease was lost, the records changed: stopped mid-run
         try:
             evicted = evicted_any(runs.get(name))
         except ClusterAPIError:
@@ -146,5 +148,8 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
         completed = clock.now() if evicted else None
         raise
     finally:
-        lease.release(me, name, completed)
+        try:
+            lease.release(me, name, completed)
+        except ClusterAPIError as e:   # never hides what ended the run; the Lease then expires
+            reporter.note(f"warning: releasing the execute Lease: {e}; it expires by itself")
     return ApplyResult(current)

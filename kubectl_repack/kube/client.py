@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass
-from typing import Callable, Optional, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional, TypeVar
 
 from kubectl_repack.errors import ClusterAPIError, Conflict, NotFound, RepackError, TooManyRequests
 
@@ -73,6 +73,44 @@ def connect(kubeconfig: Optional[str] = None, context: Optional[str] = None,
     return api
 
 
+# ---------- the transport seam ----------
+
+@dataclass(frozen=True)
+class HTTPResponse:
+    """One HTTP answer as a transport returns it."""
+    status: int
+    data: bytes = b""
+    reason: str = ""
+    headers: Mapping[str, str] = field(default_factory=lambda: {"content-type": "application/json"})
+
+
+Transport = Callable[[str, str, dict, Any, Any], HTTPResponse]
+"""send(method, url, headers, body, timeout) -> HTTPResponse: one HTTP call to the API server.
+It raises urllib3's errors (timeouts, refused connections) as the real one does."""
+
+
+class _TransportREST:
+    """The ApiClient's `rest_client` interface over a Transport."""
+
+    def __init__(self, send: Transport):
+        self.send = send
+
+    def request(self, method, url, headers=None, body=None, post_params=None, _request_timeout=None):
+        from kubernetes.client.rest import RESTResponse
+
+        return RESTResponse(self.send(method, url, dict(headers or {}), body, _request_timeout))
+
+    def close(self) -> None:
+        pass
+
+
+def use_transport(api, send: Transport):
+    """Route every HTTP call of `api` (an ApiClient) through `send`: the one seam under the whole I/O
+    layer, so tests inject 409/429/500 answers and timeouts without touching any other code."""
+    api.rest_client = _TransportREST(send)
+    return api
+
+
 def api_error(exc: Exception, doing: str) -> ClusterAPIError:
     """The errors-tree exception for a failed API call; the caller raises it `from exc`."""
     status = getattr(exc, "status", None)
@@ -83,7 +121,13 @@ def api_error(exc: Exception, doing: str) -> ClusterAPIError:
     body = getattr(exc, "body", None)
     if body:
         try:
-            message = json.loads(body).get("message") or message
+            parsed = json.loads(body)
+            message = parsed.get("message") or message
+            # e.g. a 429 from the Eviction API: the cause names the PodDisruptionBudget
+            causes = [c.get("message") for c in (parsed.get("details") or {}).get("causes") or ()
+                      if isinstance(c, dict) and c.get("message")]
+            if causes:
+                message = f"{message} ({'; '.join(causes)})"
         except (ValueError, AttributeError, TypeError):
             message = str(body)[:500]
     cls = _ERRORS_BY_STATUS.get(status, ClusterAPIError)
@@ -104,9 +148,9 @@ def call(doing: str, fn: Callable[..., T], *args, **kwargs) -> T:
         raise ClusterAPIError(f"{doing}: cannot reach the API server: {reason}") from e
 
 
-def call_json(doing: str, fn: Callable, *args, **kwargs):
+def call_json(doing: str, fn: Callable, *args, timeout: float = REQUEST_TIMEOUT, **kwargs):
     """call() of a client method with `_preload_content=False`: the raw JSON body, not typed models."""
-    resp = call(doing, fn, *args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kwargs)
+    resp = call(doing, fn, *args, _preload_content=False, _request_timeout=timeout, **kwargs)
     return json.loads(resp.data) if resp.data else {}
 
 

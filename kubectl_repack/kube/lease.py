@@ -14,16 +14,17 @@ from kubectl_repack.api.lease import LeaseRecord
 from kubectl_repack.api.times import micro_time
 from kubectl_repack.errors import Conflict, NotFound
 
-from .client import CONFLICT_RETRIES, call_json
+from .client import CONFLICT_RETRIES, REQUEST_TIMEOUT, call_json
 
 
 class LeaseClient:
     """One named Lease: read, acquire/renew on resourceVersion, release."""
 
-    def __init__(self, api, namespace: str, name: str):
+    def __init__(self, api, namespace: str, name: str, timeout: float = REQUEST_TIMEOUT):
         from kubernetes import client
 
         self.namespace, self.name = namespace, name
+        self.timeout = timeout   # per request: a holder's renewal must fail well within its Lease
         self.coord = client.CoordinationV1Api(api)
         self.core = client.CoreV1Api(api)
 
@@ -34,16 +35,19 @@ class LeaseClient:
     def read(self) -> Optional[dict]:
         """The Lease as raw JSON, or None when it does not exist."""
         try:
-            return call_json(f"reading {self.ref}", self.coord.read_namespaced_lease, self.name, self.namespace)
+            return call_json(f"reading {self.ref}", self.coord.read_namespaced_lease, self.name, self.namespace,
+                             timeout=self.timeout)
         except NotFound:
             return None
 
     def _replace(self, body: dict) -> dict:
-        return call_json(f"updating {self.ref}", self.coord.replace_namespaced_lease, self.name, self.namespace, body)
+        return call_json(f"updating {self.ref}", self.coord.replace_namespaced_lease, self.name, self.namespace, body,
+                         timeout=self.timeout)
 
     def _create(self, body: dict) -> dict:
         try:
-            return call_json(f"creating {self.ref}", self.coord.create_namespaced_lease, self.namespace, body)
+            return call_json(f"creating {self.ref}", self.coord.create_namespaced_lease, self.namespace, body,
+                             timeout=self.timeout)
         except NotFound:  # the namespace does not exist yet
             try:
                 call_json(f"creating namespace {self.namespace}", self.core.create_namespace,

@@ -47,9 +47,11 @@ class RunStore:
             raise Conflict(f"repackrun {name} already exists; choose another name (--name) or delete it "
                            f"with `kubectl delete repackrun {name}`", e.status) from e
 
-    def delete(self, name: str, uid: Optional[str] = None) -> bool:
-        """Delete the run (only that incarnation when `uid` is given); False when already gone."""
-        body = {"preconditions": {"uid": uid}} if uid else None
+    def delete(self, name: str, uid: Optional[str] = None, resource_version: Optional[str] = None) -> bool:
+        """Delete the run: only that incarnation (`uid`) and, with `resource_version`, only as it was
+        read (the TTL decision was made on that version). False when already gone or changed (409)."""
+        preconditions = {k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v}
+        body = {"preconditions": preconditions} if preconditions else None
         try:
             call(f"deleting repackrun {name}", self.custom.delete_cluster_custom_object,
                  GROUP, VERSION, PLURAL, name, body=body, _request_timeout=REQUEST_TIMEOUT)

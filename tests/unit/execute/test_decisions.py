@@ -118,7 +118,7 @@ def test_backoff_doubles_up_to_the_cap_and_stops_at_the_deadline():
     assert now == deadline
 
 
-ME = "run-b@host-1/200"
+ME = "run-b@host-1/200/aaaa"
 
 
 def lease(holder="", renewed=T0, duration=30, done=None, last=""):
@@ -130,28 +130,33 @@ def lease(holder="", renewed=T0, duration=30, done=None, last=""):
     return LeaseRecord(holder=holder, renew_time=renewed, duration_seconds=duration, annotations=ann)
 
 
-@pytest.mark.parametrize("view, cooldown_s, alive, acquire, reason", [
-    pytest.param(None, 600, True, True, "", id="no-lease-yet"),
-    pytest.param(lease(), 600, True, True, "", id="released-no-history"),
-    pytest.param(lease("run-a@host-1/100"), 600, True, False, Reason.ANOTHER_RUN_ACTIVE, id="held-by-another"),
-    pytest.param(lease("run-a@host-1/100", renewed=T0 - dt.timedelta(seconds=31)), 0, True, True, "",
-                 id="held-but-expired"),
-    pytest.param(lease(ME), 600, True, True, "", id="held-by-me"),
-    pytest.param(lease("run-b@host-1/199"), 600, False, True, "", id="my-run-dead-process-same-host"),
-    pytest.param(lease("run-b@host-1/199"), 600, True, False, Reason.ANOTHER_RUN_ACTIVE,
-                 id="my-run-live-process-same-host"),
-    pytest.param(lease("run-b@host-2/199"), 600, False, False, Reason.ANOTHER_RUN_ACTIVE,
-                 id="my-run-other-host-cannot-be-checked"),
-    pytest.param(lease(done=T0 - dt.timedelta(seconds=60), last="run-a"), 600, True, False, Reason.COOLDOWN,
+@pytest.mark.parametrize("view, cooldown_s, seen_s, acquire, reason", [
+    pytest.param(None, 600, 0, True, "", id="no-lease-yet"),
+    pytest.param(lease(), 600, 0, True, "", id="released-no-history"),
+    pytest.param(lease("run-a@host-1/100/bbbb"), 600, 0, False, Reason.ANOTHER_RUN_ACTIVE, id="held-by-another"),
+    pytest.param(lease("run-a@host-1/100/bbbb"), 0, 31, True, "", id="held-but-unchanged-for-its-duration"),
+    pytest.param(lease("run-a@host-1/100/bbbb", renewed=T0 - dt.timedelta(seconds=31)), 0, 0, False,
+                 Reason.ANOTHER_RUN_ACTIVE, id="renewTime-old-on-our-clock-but-just-observed"),
+    pytest.param(lease(ME), 600, 0, True, "", id="held-by-me"),
+    # The same run, host and PID (a PID namespace, host-network containers) but another instance:
+    # a live holder whose Lease is fresh; before #13 a dead-looking PID let it be taken over.
+    pytest.param(lease("run-b@host-1/200/cccc"), 600, 0, False, Reason.ANOTHER_RUN_ACTIVE,
+                 id="same-run-host-pid-other-instance"),
+    pytest.param(lease("run-b@host-1/199/cccc"), 600, 0, False, Reason.ANOTHER_RUN_ACTIVE,
+                 id="my-run-other-pid-same-host-fresh"),
+    pytest.param(lease("run-b@host-1/199/cccc"), 0, 30, True, "", id="my-run-other-pid-expired"),
+    pytest.param(lease(done=T0 - dt.timedelta(seconds=60), last="run-a"), 600, 0, False, Reason.COOLDOWN,
                  id="cooldown-running"),
-    pytest.param(lease(done=T0 - dt.timedelta(seconds=601), last="run-a"), 600, True, True, "",
+    pytest.param(lease(done=T0 - dt.timedelta(seconds=601), last="run-a"), 600, 0, True, "",
                  id="cooldown-over"),
-    pytest.param(lease(done=T0 - dt.timedelta(seconds=1), last="run-a"), 0, True, True, "", id="cooldown-0s"),
-    pytest.param(lease(done=T0 - dt.timedelta(seconds=1), last="run-b"), 600, True, True, "",
+    pytest.param(lease(done=T0 - dt.timedelta(seconds=1), last="run-a"), 0, 0, True, "", id="cooldown-0s"),
+    pytest.param(lease(done=T0 - dt.timedelta(seconds=1), last="run-b"), 600, 0, True, "",
                  id="own-completion-does-not-block-itself"),
 ])
-def test_lease_decision_table(view, cooldown_s, alive, acquire, reason):
-    got = mutex.lease_decision(view, ME, T0, dt.timedelta(seconds=cooldown_s), pid_alive=lambda pid: alive)
+def test_lease_decision_table(view, cooldown_s, seen_s, acquire, reason):
+    """`seen_s`: how long ago (our clock) this process first observed the record as it is."""
+    got = mutex.lease_decision(view, ME, T0, dt.timedelta(seconds=cooldown_s),
+                               observed_at=T0 - dt.timedelta(seconds=seen_s))
     assert (got.acquire, got.reason) == (acquire, reason)
     if reason == Reason.ANOTHER_RUN_ACTIVE:
         assert "holds the execute Lease" in got.message and got.retry_after > 0
@@ -160,11 +165,14 @@ def test_lease_decision_table(view, cooldown_s, alive, acquire, reason):
         assert got.retry_after == pytest.approx(540)
 
 
-def test_holder_identity_round_trip():
-    ident = mutex.holder_identity("ascend-execute-001", host="h", pid=42)
-    assert ident == "ascend-execute-001@h/42"
+def test_holder_identity_is_unique_per_process_instance():
+    ident = mutex.holder_identity("ascend-execute-001", host="h", pid=42, instance="i1")
+    assert ident == "ascend-execute-001@h/42/i1"
     assert mutex.parse_identity(ident) == ("ascend-execute-001", "h", 42)
     assert mutex.parse_identity("garbage") == ("", "", -1)
+    # the same run, host and PID twice (host-network containers, PID 1 in two pods): two identities
+    assert mutex.holder_identity("r", host="h", pid=1) != mutex.holder_identity("r", host="h", pid=1)
+    assert not hasattr(mutex, "holder_is_dead") and not hasattr(mutex, "_pid_alive")
 
 
 @pytest.mark.parametrize("text, seconds", [("0s", 0), ("90s", 90), ("10m", 600), ("1h30m", 5400), ("45", 45),

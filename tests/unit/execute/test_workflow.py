@@ -31,7 +31,7 @@ class Store(FakeRuns):
         self.runs[obj["metadata"]["name"]] = copy.deepcopy(obj)
         return copy.deepcopy(obj)
 
-    def delete(self, name, uid=None):
+    def delete(self, name, uid=None, resource_version=None):
         return self.runs.pop(name, None) is not None
 
 
@@ -42,11 +42,8 @@ class Mutex:
         self.decisions = list(decisions)
         self.calls = []
 
-        class _Lost:
-            @staticmethod
-            def is_set():
-                return False
-        self.lost = _Lost()
+    def check(self):
+        return None
 
     def stored_cooldown(self):
         return dt.timedelta(minutes=10)

@@ -234,7 +234,7 @@ class FakeCluster:
         self.calls.append(("status", name, copy.deepcopy(status["relocations"][0]["placement"])))
         return copy.deepcopy(self.runs[name])
 
-    def delete(self, name, uid=None):
+    def delete(self, name, uid=None, resource_version=None):
         del self.runs[name]
         self.calls.append(("delete", name))
         return True
@@ -360,6 +360,7 @@ def test_leader_election_acquire_exclude_takeover_release():
     clock["now"] += timedelta(seconds=10)
     assert a.ensure()  # renewed (due after a third of the duration)
     assert leases.lease["spec"]["renewTime"].startswith("2026-07-30T10:00:40")
+    assert not b.ensure()  # b observes the renewal now (+10 s): its expiry counts from here
     clock["now"] += timedelta(seconds=14)
     assert not b.ensure()  # still fresh: renewed 14 s ago
     clock["now"] += timedelta(seconds=2)
@@ -370,6 +371,24 @@ def test_leader_election_acquire_exclude_takeover_release():
     b.release()
     assert not leases.lease["spec"].get("holderIdentity")
     assert a.ensure()  # released: taken at once
+
+
+def test_a_candidate_with_a_skewed_clock_judges_expiry_by_when_it_observed_the_record():
+    """b's clock runs 20 s ahead of a's: a's renewTime looks 20 s old to b the moment it is written.
+    Before #13 b took a fresh 15 s Lease over at once; client-go's rule (observedTime) keeps it out
+    until b has seen the same record for 15 s of its own clock."""
+    now = {"a": NOW, "b": NOW + timedelta(seconds=20)}
+    leases = FakeCoordinationApi()
+    a = LeaderElector(lease_client(leases), "a", 15, clock=lambda: now["a"])
+    b = LeaderElector(lease_client(leases), "b", 15, clock=lambda: now["b"])
+    assert a.ensure()
+    assert not b.ensure() and leases.lease["spec"]["holderIdentity"] == "a"
+    for step in range(3):            # a keeps renewing every 5 s: b never gets in
+        now["a"] += timedelta(seconds=5)
+        now["b"] += timedelta(seconds=5)
+        assert a.ensure() and not b.ensure(), step
+    now["b"] += timedelta(seconds=16)   # a stopped (dead): b takes over 15 s after it last saw a change
+    assert b.ensure() and leases.lease["spec"]["holderIdentity"] == "b"
 
 
 def test_a_lost_race_for_the_lease_is_decided_again_on_what_the_winner_wrote():
@@ -417,3 +436,13 @@ def test_pods_are_listed_per_active_namespace_with_a_periodic_cluster_wide_sweep
     fake.calls.clear()
     c.tick()
     assert fake.calls == []  # nothing active, sweep not due
+
+
+def test_the_webhook_deployment_never_runs_two_pods_at_once():
+    """Record claims live in the webhook process's memory: a second replica, or the old and the new
+    pod of a rolling update side by side, would hand the same record to two replacements."""
+    from kubectl_repack.deploy.manifests import deployment
+
+    spec = deployment("repack-system", "img:1")["spec"]
+    assert spec["replicas"] == 1
+    assert spec["strategy"] == {"type": "Recreate"}
