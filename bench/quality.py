@@ -21,6 +21,7 @@ Not a test: it prints figures. Needs the `bench` extra (highspy).
 import argparse
 import json
 import os
+import random
 import sys
 import time
 from pathlib import Path
@@ -37,7 +38,7 @@ from planner.plan import RunSpec  # noqa: E402
 from planner.rules import check_movable  # noqa: E402
 from planner.state import SimulatedState  # noqa: E402
 
-from bench.generate import R, generate  # noqa: E402
+from bench.generate import PROFILES, R, generate  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
 PROTECTED = {"repack.volcano.sh/protected": "true"}
@@ -54,13 +55,52 @@ SEED0 = 7000
 DESCHEDULER_THRESHOLD = 0.5   # HighNodeUtilization: nodes under 50 % of R are underutilised
 
 
-def instances(n=40):
-    """(id, nodes, seed, variant): every variant meets every size; seeds fixed."""
+def _budget(podgroups=None, cards=None):
+    out = {}
+    if podgroups is not None:
+        out["podGroups"] = podgroups
+    if cards is not None:
+        out["resources"] = {R: str(cards)}
+    return out
+
+
+# The wider set (issue 15): budgets of 1-5 PodGroups and of cards, and scopes on PodGroups and nodes.
+WIDE_VARIANTS = {
+    "none": VARIANTS["none"],
+    **{f"pg{k}": {"goals": [{"resource": R}], "maxPerRun": _budget(podgroups=k)} for k in range(1, 6)},
+    **{f"cards{c}": {"goals": [{"resource": R}], "maxPerRun": _budget(cards=c)} for c in (8, 16, 32)},
+    "pg2+cards16": {"goals": [{"resource": R}], "maxPerRun": _budget(2, 16)},
+    "pg4+cards24": {"goals": [{"resource": R}], "maxPerRun": _budget(4, 24)},
+    "scoped": VARIANTS["scoped"],
+    "scoped-nodes": {"goals": [{"resource": R}], "scope": {"nodes": {"include": {"selector": {"matchExpressions": [
+        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-0", "zone-1", "zone-2"]}]}}}}},
+    "scoped+pg3": {"goals": [{"resource": R}], "scope": SCOPE, "maxPerRun": _budget(podgroups=3)},
+    "scoped+cards16": {"goals": [{"resource": R}], "scope": SCOPE, "maxPerRun": _budget(cards=16)},
+}
+ALL_VARIANTS = {**VARIANTS, **WIDE_VARIANTS}
+WIDE_SIZES = (16, 24, 32, 40, 48, 56, 64, 72, 80)
+WIDE_SEED0 = 8000
+WIDE_COUNT = 200
+
+
+def instances(n=None):
+    """(id, nodes, seed, profile, variant) of every instance, seeds fixed.
+
+    q00-q39: the original 40 (the generator's base profile; every variant of VARIANTS meets every
+    size of SIZES ten times). w000-w199: the wider set, 16-80 nodes; variants cycle through
+    WIDE_VARIANTS, size and profile (base, gangs, split) are drawn from the instance's own seed.
+    `n` keeps only the first n.
+    """
     names = list(VARIANTS)
     out = []
-    for i in range(n):
-        out.append((f"q{i:02d}", SIZES[(i // len(names)) % len(SIZES)], SEED0 + i, names[i % len(names)]))
-    return out
+    for i in range(40):
+        out.append((f"q{i:02d}", SIZES[(i // len(names)) % len(SIZES)], SEED0 + i, "base", names[i % len(names)]))
+    wide = list(WIDE_VARIANTS)
+    for i in range(WIDE_COUNT):
+        seed = WIDE_SEED0 + i
+        rng = random.Random(seed)
+        out.append((f"w{i:03d}", rng.choice(WIDE_SIZES), seed, rng.choice(PROFILES), wide[i % len(wide)]))
+    return out if n is None else out[:n]
 
 
 # -- the setting shared by every strategy ---------------------------------------------------------
@@ -349,16 +389,16 @@ def _verify(setting, freed, moves, pods):
 
 # -- driver ---------------------------------------------------------------------------------------
 def evaluate(inst, time_limit):
-    iid, nodes, seed, variant = inst
-    snap = planner.load_objects(generate(nodes, seed))
-    run = RunSpec.from_spec(VARIANTS[variant])
+    iid, nodes, seed, profile, variant = inst
+    snap = planner.load_objects(generate(nodes, seed, profile=profile))
+    run = RunSpec.from_spec(ALL_VARIANTS[variant])
     s = Setting(snap, run)
     t0 = time.perf_counter()
     pl = run_planner(s)
     pl["seconds"] = round(time.perf_counter() - t0, 3)
     opt = optimum(s, True, time_limit)
     occ = optimum(s, False, time_limit)
-    return {"id": iid, "nodes": nodes, "seed": seed, "variant": variant, "providers": len(s.providers),
+    return {"id": iid, "nodes": nodes, "seed": seed, "profile": profile, "variant": variant, "providers": len(s.providers),
             "occupied": len(s.occupied), "idle": len(s.idle), "candidates": len(s.candidates),
             "r_pods": sum(len(s.r_pods[n]) for n in s.providers),
             "planner": pl, "optimum": opt, "optimum_occupied": occ,
@@ -462,7 +502,7 @@ def markdown(result):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--instances", type=int, default=40)
+    ap.add_argument("--instances", type=int, default=None, help="only the first N instances")
     ap.add_argument("--time-limit", type=float, default=120.0, help="seconds per MILP solve")
     ap.add_argument("-o", "--output", default=str(OUT / "quality.json"))
     ap.add_argument("--markdown", default=str(OUT / "quality.md"))
