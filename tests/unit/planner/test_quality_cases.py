@@ -8,8 +8,6 @@ plan's nodes freed and PodGroups disrupted.
 3. A PodGroup budget (BUDGET-1) spent on the cheapest node first leaves nothing for the nodes
    that share their PodGroups.
 """
-import pytest
-
 from planner import load_objects, plan
 from tests.builders import gang, node, spec
 
@@ -21,7 +19,6 @@ def disrupted(p):
     return {f"{m.pod.namespace}/{m.pod.group_name}" for m in p.moves}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: not fixed yet")
 def test_receiver_avoids_node_of_a_podgroup_the_plan_disrupts():
     objs = [node(f"node-{i}") for i in (1, 2, 3, 4)]
     objs += gang("job-a", workers=["node-1", "node-2"], cards=4, min_member=2)
@@ -31,7 +28,6 @@ def test_receiver_avoids_node_of_a_podgroup_the_plan_disrupts():
     assert disrupted(p) == {"default/job-a-pg"}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: not fixed yet")
 def test_two_donors_consolidated_onto_one_idle_node():
     def team(t):
         return {"taints": [{"key": "team", "value": t, "effect": "NoSchedule"}],
@@ -58,7 +54,6 @@ def test_idle_node_not_reoccupied_for_a_single_donor():
     assert not p.freed_nodes and not p.moves
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: not fixed yet")
 def test_podgroup_budget_spent_where_it_frees_most_nodes():
     objs = [node("cheap"), node("m1"), node("m2"), node("m3"), node("r1", cards=16), node("r2", cards=16)]
     objs += gang("solo", workers=["cheap"], cards=1, min_member=0)
