@@ -27,17 +27,18 @@ class Evaluation:
 class CandidateEvaluator:
     """The receiver side of planning and the placement of one candidate's pods."""
 
-    def __init__(self, prep, state, optimized):
+    def __init__(self, prep, state, optimized, closed=frozenset()):
         self.prep = prep
         self.snap = prep.snapshot
         self.R = prep.resource
         self.state = state
         self.optimized = optimized
-        self.brute = not optimized          # walk a freshly sorted receiver list (also used by consolidation)
-        self.receivers = set(prep.occupied)
+        self.brute = not optimized          # walk a freshly sorted receiver list instead of the index
+        self.receivers = set(prep.occupied) - set(closed)
         self.receiving = set()
         self.idle = set(prep.idle)          # receivers only while a consolidation tries them
         self.plan_groups = set()            # PodGroups the committed plan disrupts
+        self.overlay = set()                # receivers whose index key is stale (see _ordered)
         # Future vacate cost of a MAYBE node: its R held by PodGroups the plan does not disrupt yet.
         self.cost_now = {n: sum(rs.values()) for n, rs in prep.group_r.items()}
         if optimized:
@@ -60,6 +61,13 @@ class CandidateEvaluator:
             if rs:
                 cost -= sum(r for g, r in rs.items() if g in extra and g not in self.plan_groups)
         return receiver_key(node, free, MAYBE, cost)
+
+    def repriced_keys(self, extra, vacating=None):
+        """{node: key} of the MAYBE receivers a candidate with PodGroups `extra` sees at a key of
+        its own; constant during one trace except for nodes the trace itself touches."""
+        if not extra or self.brute:
+            return {}
+        return {n: self.key(n, extra) for n in self.repriced_by(extra, vacating)}
 
     def repriced_by(self, extra, vacating=None):
         """MAYBE receivers whose key for a candidate with PodGroups `extra` differs from the index key."""
@@ -92,9 +100,13 @@ class CandidateEvaluator:
         return (tuple(sorted(pod.node_selector.items())), pod.affinity_terms, pod.tolerations,
                 pod.namespace if pod.pvc_names else "", pod.pvc_names)
 
-    def _ordered(self, pod, vacating, fork_nodes, start=None, extra=()):
+    def _ordered(self, pod, vacating, fork_nodes, start=None, extra=(), repriced=None):
         """Receiver keys for `pod` in PLAN-2 order (nodes touched in the fork carry fork keys), from
-        `start` on when given; yields (key, static filters already checked)."""
+        `start` on when given; yields (key, static filters already checked). `repriced`: the
+        candidate's own keys of re-priced nodes (`repriced_keys`), computed when None.
+
+        Nodes whose index key is stale (`overlay`: touched by an enclosing fork, or receivers not
+        in the index such as an idle node being tried) are merged in at their current keys."""
         need = pod.requests[self.R]
         if self.brute:
             keys = sorted(self.key(n, extra) for n in self.receivers if n != vacating)
@@ -112,21 +124,25 @@ class CandidateEvaluator:
                 ok = self.static_ok[ck] = run_filters(pod, node, self.state, {}, STATIC_FILTERS) is None
             return ok
 
-        repriced = self.repriced_by(extra, vacating) - fork_nodes if extra else set()
-        own = sorted(k for k in (self.key(n, extra) for n in fork_nodes | repriced)
-                     if (start is None or k >= start) and k[2] >= need)
+        if repriced is None:
+            repriced = self.repriced_keys(extra, vacating)
+        stale = fork_nodes | self.overlay
+        own = [k for n, k in repriced.items() if n not in stale]
+        own += [self.key(n, extra) for n in stale if n in self.receivers and n != vacating]
+        own = sorted(k for k in own if (start is None or k >= start) and k[2] >= need)
         fi = 0
         for k in self.index.walk(need, class_ok, start):
             while fi < len(own) and own[fi] < k:
                 yield own[fi], False
                 fi += 1
-            if k[3] in fork_nodes or k[3] == vacating or k[3] in repriced:
+            n = k[3]
+            if n in stale or n == vacating or n in repriced:
                 continue
             yield k, True
         for k in own[fi:]:
             yield k, False
 
-    def place(self, pod, vacating, fork_nodes, start=None, dirty=(), extra=()):
+    def place(self, pod, vacating, fork_nodes, start=None, dirty=(), extra=(), repriced=None):
         """First receiver in order that accepts `pod`. With `start`, nodes before it are known to
         reject the pod unless they are in `dirty` (their state changed since that was known)."""
         cache = {}
@@ -139,11 +155,11 @@ class CandidateEvaluator:
                     return key[3], key
             if start == END:
                 return None, None
-        for key, static_checked in self._ordered(pod, vacating, fork_nodes, start, extra):
+        for key, static_checked in self._ordered(pod, vacating, fork_nodes, start, extra, repriced):
             node = key[3]
             if node == vacating or node not in self.receivers:
                 continue
-            filters = DYNAMIC_FILTERS if static_checked and node not in fork_nodes else FILTERS
+            filters = DYNAMIC_FILTERS if static_checked else FILTERS
             if run_filters(pod, self.snap.node_by_name[node], self.state, cache, filters) is None:
                 return node, key
         return None, None
@@ -154,10 +170,12 @@ class CandidateEvaluator:
         if self.brute:
             ordered = [k for k in sorted(self.key(n, extra) for n in self.receivers if n != vacating) if k[2] >= need]
         else:
-            repriced = self.repriced_by(extra, vacating) - fork_nodes if extra else set()
+            stale = fork_nodes | self.overlay
+            repriced = self.repriced_by(extra, vacating) if extra else set()
             walk = next((k for k in self.index.walk(need)
-                         if k[3] not in fork_nodes and k[3] != vacating and k[3] not in repriced), None)
-            own = [k for k in (self.key(n, extra) for n in fork_nodes | repriced) if k[2] >= need]
+                         if k[3] not in stale and k[3] != vacating and k[3] not in repriced), None)
+            own = [k for k in (self.key(n, extra) for n in (stale | repriced) if n in self.receivers and n != vacating)
+                   if k[2] >= need]
             ordered = sorted(([walk] if walk else []) + own)
         first = ordered[0] if ordered else None
         if first is not None:
@@ -178,11 +196,12 @@ class CandidateEvaluator:
                 st.unbind(p)
         ev = Evaluation(True, interpod=interpod)
         fork_nodes = set()
+        repriced = self.repriced_keys(extra, vacating)
         saved_receiving = self.receiving
         self.receiving = set(self.receiving)
         try:
             for p in pods:
-                to, key = self.place(p, vacating, fork_nodes, extra=extra)
+                to, key = self.place(p, vacating, fork_nodes, extra=extra, repriced=repriced)
                 if to is None:
                     f, msg = self.diagnose(p, vacating, fork_nodes, extra) if diagnose else ("", "")
                     ev.feasible, ev.fail = False, (p.key, f, msg)
@@ -227,6 +246,7 @@ class CandidateEvaluator:
                 st.unbind(p)
         out = Evaluation(True, interpod=ev.interpod)
         fork_nodes = set()
+        repriced = self.repriced_keys(extra, vacating)
         dirty = set(changed)
         saved_receiving = self.receiving
         self.receiving = set(self.receiving)
@@ -238,7 +258,7 @@ class CandidateEvaluator:
                     start = END
                 else:
                     start = None
-                to, key = self.place(p, vacating, fork_nodes, start, dirty, extra)
+                to, key = self.place(p, vacating, fork_nodes, start, dirty, extra, repriced)
                 if to is None:
                     out.feasible, out.fail = False, (p.key, "", "")
                     break
@@ -260,18 +280,23 @@ class CandidateEvaluator:
         Placement of such pods depends only on their shapes and on the receivers, so one trace
         with stand-in pods serves every candidate with that signature, except a candidate whose
         own node, or a node its PodGroups re-price, the trace chose (it is then evaluated on its own).
+        Computed once per Prepared snapshot; every pass over it shares them.
         """
-        self.sig_of, self.sig_pods, ids = {}, [], {}
-        for c in candidates:
-            if c in self.prep.interpod:
-                continue
-            sig = tuple((p.requests[self.R], tuple(sorted(p.requests.items())), self.pod_sig(p), p.host_ports)
-                        for p in self.prep.r_pods[c])
-            if sig not in ids:
-                ids[sig] = n = len(self.sig_pods)
-                self.sig_pods.append([dataclasses.replace(p, name=f"~shape{n}-{i}", uid="")
-                                      for i, p in enumerate(self.prep.r_pods[c])])
-            self.sig_of[c] = ids[sig]
+        cached = self.prep.signatures
+        if cached is None:
+            sig_of, sig_pods, ids = {}, [], {}
+            for c in candidates:
+                if c in self.prep.interpod:
+                    continue
+                sig = tuple((p.requests[self.R], tuple(sorted(p.requests.items())), self.pod_sig(p), p.host_ports)
+                            for p in self.prep.r_pods[c])
+                if sig not in ids:
+                    ids[sig] = n = len(sig_pods)
+                    sig_pods.append([dataclasses.replace(p, name=f"~shape{n}-{i}", uid="")
+                                     for i, p in enumerate(self.prep.r_pods[c])])
+                sig_of[c] = ids[sig]
+            cached = self.prep.signatures = (sig_of, sig_pods)
+        self.sig_of, self.sig_pods = cached
 
     def hosts(self, node, pod):
         """Would `node` accept `pod` on the committed state (R fit and every filter)?"""

@@ -20,9 +20,12 @@ order) restricted to that set.
 from .cost import plan_dimensions
 
 MAX_ALTERNATIVES = 6
-MAX_SEEDS = 24
-MAX_NEAR = 48       # candidates considered per growth step of a PodGroup set
+MAX_SEEDS = 16
+MAX_NEAR = 24       # candidates considered per growth step of a PodGroup set
 MAX_CHECKS = 400    # feasibility evaluations on the initial snapshot
+MAX_PASSES = 40
+SEARCH_WORK = 2000   # local-search passes x candidates: 40 passes up to 50 candidates, 10 at 200,
+MIN_PASSES = 10      # and none above 200 candidates (a few passes rarely find anything there)
 
 
 def budget_bound(planner) -> bool:
@@ -93,8 +96,12 @@ def alternatives(prep, greedy_net, feasible):
             for g in groups[c]:
                 by_group.setdefault(g, []).append(c)
 
+        memo = {}
+
         def closure(u, check=True):
-            seen = set()
+            if (u, check) in memo:
+                return memo[(u, check)]
+            seen = memo[(u, check)] = set()
             for g in u:
                 for c in by_group[g]:
                     if c not in seen and groups[c] <= u and (not check or feasible(c)):
@@ -151,16 +158,82 @@ def alternatives(prep, greedy_net, feasible):
     return out[:MAX_ALTERNATIVES]
 
 
+def neighbours(best, initial):
+    """Small changes to the pass that produced `best`, each a new (allowed, closed) pair:
+
+    - leave out a node `best` vacated whose pods took a receiver that a pod left without one
+      (NoFeasibleReceiver at the end) could have used on the snapshot as it was;
+    - close a candidate that received pods (ReceivingMoves), so it stays free to be vacated.
+    Most often-blocking first.
+    """
+    prep = best.prep
+    allowed = frozenset(prep.candidates) if best.allowed is None else best.allowed
+    pods = {p.key: p for c in prep.candidates for p in prep.r_pods[c]}
+    verdicts = sorted(best.verdicts.values(), key=lambda v: v.node)
+    counts = {}
+    for v in [v for v in verdicts if v.reason == "NoFeasibleReceiver"][:MAX_SEEDS]:
+        pod = pods.get(v.pod)
+        if pod is None:
+            continue
+        hosts = {}
+        for m in best.moves:
+            n = m.to_node
+            if n not in hosts:
+                hosts[n] = n != v.node and n in initial.receivers and initial.hosts(n, pod)
+            if hosts[n]:
+                counts[m.from_node] = counts.get(m.from_node, 0) + 1
+    out = [(allowed - {x}, best.closed) for x in sorted(counts, key=lambda x: (-counts[x], x))]
+    received = {}
+    for m in best.moves:
+        if m.to_node in prep.groups_of and m.to_node not in best.freed:
+            received[m.to_node] = received.get(m.to_node, 0) + 1
+    out += [(allowed, best.closed | {t}) for t in sorted(received, key=lambda t: (received[t], t))]
+    # then every other vacated node, latest round first
+    out += [(allowed - {x}, best.closed) for x in reversed(best.freed) if x not in counts]
+    return out
+
+
 def improve(greedy, make_planner):
-    """The best of the greedy pass and the restricted alternatives (ties keep the greedy pass)."""
-    if not budget_bound(greedy):
-        return greedy
-    best = greedy
-    best_key = (-net_freed(greedy), weighted_disruption(greedy))
-    feasible = _Feasible(make_planner(None).ev)
-    for members in alternatives(greedy.prep, net_freed(greedy), feasible):
-        alt = make_planner(members).run_rounds()
-        key = (-net_freed(alt), weighted_disruption(alt))
-        if key < best_key:
-            best, best_key = alt, key
+    """The best of the greedy pass and the alternatives (ties keep the earlier pass).
+
+    With a binding budget, the budget's alternatives are tried first. A local search follows:
+    neighbours of the best pass so far, moving to the first that is better, at most MAX_PASSES
+    passes and at most SEARCH_WORK / candidates; none when that allows fewer than MIN_PASSES.
+    """
+    prep = greedy.prep
+
+    def key(p):
+        return (-net_freed(p), weighted_disruption(p))
+
+    def above(p):
+        return len(prep.occupied) - net_freed(p) > prep.minimum.value
+
+    best, best_key = greedy, key(greedy)
+    if not above(best):
+        return best
+    initial = make_planner(None, frozenset()).ev
+    if budget_bound(greedy):
+        for members in alternatives(prep, net_freed(greedy), _Feasible(initial)):
+            alt = make_planner(members, frozenset()).run_rounds()
+            if key(alt) < best_key:
+                best, best_key = alt, key(alt)
+    limit = min(MAX_PASSES, SEARCH_WORK // max(len(prep.candidates), 1))
+    if limit < MIN_PASSES:
+        return best
+    seen, passes = set(), 0
+    while passes < limit and above(best):
+        moved = False
+        for allowed, closed in neighbours(best, initial):
+            if (allowed, closed) in seen:
+                continue
+            seen.add((allowed, closed))
+            passes += 1
+            alt = make_planner(allowed, closed).run_rounds()
+            if key(alt) < best_key:
+                best, best_key, moved = alt, key(alt), True
+                break
+            if passes >= limit:
+                break
+        if not moved:
+            break
     return best

@@ -39,7 +39,7 @@ def plan(snapshot, spec, weights=DEFAULT_WEIGHTS, optimized=True) -> Plan:
             p.verdicts[c] = NodeVerdict(c, False, "MinimumReached", "no fragmentation: nothing to vacate")
         return finish(p)
     greedy = Planner(prep, weights, optimized).run_rounds()
-    best = improve(greedy, lambda allowed: Planner(prep, weights, optimized, allowed))
+    best = improve(greedy, lambda allowed, closed: Planner(prep, weights, optimized, allowed, closed))
     return finish(best)
 
 

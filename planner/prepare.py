@@ -38,6 +38,7 @@ class Prepared:
     resolved_nodes: int
     resolved_podgroups: int
     gangs: dict = None           # PodGroup key -> cost.GangInfo
+    signatures: tuple = None     # (candidate -> shape id, stand-in pods per shape), built on first use
 
     # check_movable reads these two
     @property

@@ -19,8 +19,8 @@ from .state import SimulatedState
 
 # Bound on the consolidation phase: candidate traces tried on idle nodes, per planning pass, as a
 # multiple of the candidates (plus a floor for small clusters).
-CONSOLIDATION_TRACES_PER_CANDIDATE = 2
-CONSOLIDATION_TRACES_MIN = 200
+CONSOLIDATION_TRACES_PER_CANDIDATE = 4
+CONSOLIDATION_TRACES_MIN = 400
 
 
 class Status(Enum):
@@ -32,17 +32,18 @@ class Status(Enum):
 
 
 class Planner:
-    """One planning pass over a Prepared snapshot; `allowed` restricts which candidates may be vacated."""
+    """One planning pass over a Prepared snapshot. `allowed` restricts which candidates may be
+    vacated; `closed` nodes take no pods (the improvement phase keeps them free to be vacated)."""
 
-    def __init__(self, prep, weights, optimized, allowed=None):
+    def __init__(self, prep, weights, optimized, allowed=None, closed=frozenset()):
         self.prep = prep
         self.run = prep.run
         self.R = prep.resource
         self.weights = weights
         self.optimized = optimized
-        self.allowed = allowed
+        self.allowed, self.closed = allowed, closed
         self.state = SimulatedState(prep.snapshot)
-        self.ev = CandidateEvaluator(prep, self.state, optimized)
+        self.ev = CandidateEvaluator(prep, self.state, optimized, closed)
         self.gangs = prep.gangs
         self.verdicts = dict(prep.blocked)
         self.notes = []
@@ -72,7 +73,7 @@ class Planner:
                 continue
             if c not in self.live:
                 self.verdicts[c] = NodeVerdict(c, False, "NotSelected",
-                                               "a plan within maxPerRun that frees more nodes leaves it out",
+                                               "a plan that frees more nodes, or disrupts less, leaves it out",
                                                round=self.rnd)
                 continue
             over = self._over_budget(c)
@@ -194,9 +195,9 @@ class Planner:
         filter), so that net nodes freed rises; commit those candidates, one round each.
 
         Idle nodes that no static filter or capacity can tell apart are tried once per class: if
-        one of them gathers fewer than two donors, so would the others. Bounded by
-        `consolidation_left` candidate traces per pass. Both loops use the same brute-force receiver
-        order here, so they make the same choice.
+        one of them gathers fewer than two donors, so would the others. Donors are gathered in
+        order of cost, then (if that fails) of size. Bounded by
+        `consolidation_left` candidate traces per pass.
         """
         ev, prep = self.ev, self.prep
         if not ev.idle or self.consolidation_left <= 0:
@@ -206,7 +207,10 @@ class Planner:
             return False
         entries = [(self.cost.with_candidate(prep.groups_of[c]), c) for c in within]
         sc = scores([d for d, _ in entries], self.weights)
-        order = [c for _, _, c in sorted((sc[i], -prep.alloc[c], c) for i, (_, c) in enumerate(entries))]
+        by_cost = [c for _, _, c in sorted((sc[i], -prep.alloc[c], c) for i, (_, c) in enumerate(entries))]
+        # Two orders of donors: least disruption first, and fewest R first (more donors fit).
+        by_size = sorted(within, key=lambda c: (prep.cards_of[c], by_cost.index(c)))
+        orders = [by_cost] if by_size == by_cost else [by_cost, by_size]
         tried = set()
         for idle in sorted(ev.idle):
             node = prep.snapshot.node_by_name[idle]
@@ -214,7 +218,11 @@ class Planner:
             if cls in tried:
                 continue
             tried.add(cls)
-            donors = self._fill(idle, order)
+            donors = []
+            for order in orders:
+                donors = self._fill(idle, order)
+                if donors:
+                    break
             if donors:
                 if self.optimized:
                     ev.index.add(ev.key(idle))
@@ -231,12 +239,13 @@ class Planner:
 
     def _fill(self, idle, order):
         """Donors that vacate onto the occupied receivers plus `idle`, in `order`, cumulatively on a
-        fork; [] unless there are two or more. The fork is reverted either way."""
+        fork; [] unless there are two or more. The fork is reverted either way. Nodes the fork
+        touches (and the idle node) are overlaid on the receiver index at their current keys."""
         ev, st = self.ev, self.state
         mark = st.fork()
-        saved = (ev.brute, set(ev.receivers), set(ev.receiving))
-        ev.brute = True
+        saved = (set(ev.receivers), set(ev.receiving), set(ev.overlay))
         ev.receivers.add(idle)
+        ev.overlay.add(idle)
         groups, cards = set(self.cost.moved), self.moved_cards
         donors = []
         try:
@@ -252,13 +261,14 @@ class Planner:
                 for p, to, _ in trace.moves:
                     st.move(p, to)
                     ev.receiving.add(to)
+                    ev.overlay.add(to)
                 ev.receivers.discard(c)
                 donors.append((c, trace))
                 groups |= set(self.prep.groups_of[c])
                 cards += self.prep.cards_of[c]
         finally:
             st.revert(mark)
-            ev.brute, ev.receivers, ev.receiving = saved
+            ev.receivers, ev.receiving, ev.overlay = saved
         if len(donors) < 2 or not any(to == idle for _, t in donors for _, to, _ in t.moves):
             return []
         return donors
