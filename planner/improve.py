@@ -170,8 +170,9 @@ def neighbours(best, initial):
     allowed = frozenset(prep.candidates) if best.allowed is None else best.allowed
     pods = {p.key: p for c in prep.candidates for p in prep.r_pods[c]}
     verdicts = sorted(best.verdicts.values(), key=lambda v: v.node)
+    stuck = [v for v in verdicts if v.reason == "NoFeasibleReceiver"][:MAX_SEEDS]
     counts = {}
-    for v in [v for v in verdicts if v.reason == "NoFeasibleReceiver"][:MAX_SEEDS]:
+    for v in stuck:
         pod = pods.get(v.pod)
         if pod is None:
             continue
@@ -223,12 +224,12 @@ def improve(greedy, make_planner):
     seen, passes = set(), 0
     while passes < limit and above(best):
         moved = False
-        for allowed, closed in neighbours(best, initial):
-            if (allowed, closed) in seen:
+        for variant in neighbours(best, initial):
+            if variant in seen:
                 continue
-            seen.add((allowed, closed))
+            seen.add(variant)
             passes += 1
-            alt = make_planner(allowed, closed).run_rounds()
+            alt = make_planner(*variant).run_rounds()
             if key(alt) < best_key:
                 best, best_key, moved = alt, key(alt), True
                 break

@@ -51,7 +51,9 @@ def above_minimum(p, occupied_after) -> str:
         return ""
     head = f"stops {gap} node(s) above the theoretical minimum {prep.minimum.value}: "
     verdicts = [p.verdicts[n] for n in sorted(p.verdicts) if not p.verdicts[n].vacated]
-    budget = [v for v in verdicts if v.reason == "BudgetExceeded"]
+    # A candidate a better restricted pass left out (NotSelected) counts as over budget when it is.
+    budget = [p._over_budget(v.node) if v.reason == "NotSelected" else v for v in verdicts
+              if v.reason == "BudgetExceeded" or (v.reason == "NotSelected" and p._over_budget(v.node) is not None)]
     if budget:
         return head + f"budget spent ({budget[0].message}" + (f"; {len(budget) - 1} more node(s) likewise)"
                                                                if len(budget) > 1 else ")")
@@ -71,6 +73,10 @@ def above_minimum(p, occupied_after) -> str:
             parts.append(f"{outside} occupied node(s) outside scope.nodes")
         parts += [f"{n} node(s) {r}" for r, n in sorted(blocked.items())]
         return head + "scope (" + ", ".join(parts) + ")"
+    left = [v.node for v in verdicts if v.reason == "NotSelected"]
+    if left:
+        return head + (f"no remaining candidate can be added ({len(left)} left out, e.g. {left[0]}: plans that "
+                       f"vacate them free no more nodes)")
     return head + "no remaining candidate can be vacated"
 
 

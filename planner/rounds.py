@@ -21,6 +21,7 @@ from .state import SimulatedState
 # multiple of the candidates (plus a floor for small clusters).
 CONSOLIDATION_TRACES_PER_CANDIDATE = 4
 CONSOLIDATION_TRACES_MIN = 400
+MAX_IDLE_OPENED = 3          # idle nodes one consolidation may fill
 
 
 class Status(Enum):
@@ -190,14 +191,16 @@ class Planner:
 
     # -- consolidation onto an idle node (PLAN-2 rule 1) --------------------------------------------
     def _consolidate(self) -> bool:
-        """When no candidate is feasible on occupied receivers: find an idle node that takes the R
-        pods of two or more remaining candidates (each vacated in full, cumulatively, with every
-        filter), so that net nodes freed rises; commit those candidates, one round each.
+        """When no candidate is feasible on occupied receivers: find idle nodes that take the R
+        pods of more remaining candidates than there are idle nodes (each candidate vacated in
+        full, cumulatively, with every filter), so that net nodes freed rises; commit those
+        candidates, one round each.
 
-        Idle nodes that no static filter or capacity can tell apart are tried once per class: if
-        one of them gathers fewer than two donors, so would the others. Donors are gathered in
-        order of cost, then (if that fails) of size. Bounded by
-        `consolidation_left` candidate traces per pass.
+        Donors are gathered on a first idle node, in order of cost, then (if that fails) of size;
+        a donor that fits nowhere else may open a further idle node, at most MAX_IDLE_OPENED, and
+        the result counts only if donors outnumber opened nodes. Idle nodes that no static filter
+        or capacity can tell apart are interchangeable, so one per class is tried as the first
+        and as each further node. Bounded by `consolidation_left` candidate traces per pass.
         """
         ev, prep = self.ev, self.prep
         if not ev.idle or self.consolidation_left <= 0:
@@ -211,51 +214,75 @@ class Planner:
         # Two orders of donors: least disruption first, and fewest R first (more donors fit).
         by_size = sorted(within, key=lambda c: (prep.cards_of[c], by_cost.index(c)))
         orders = [by_cost] if by_size == by_cost else [by_cost, by_size]
-        tried = set()
-        for idle in sorted(ev.idle):
-            node = prep.snapshot.node_by_name[idle]
-            cls = (prep.class_of.get(idle), tuple(sorted(node.allocatable.items())))
-            if cls in tried:
-                continue
-            tried.add(cls)
-            donors = []
+        for idle in self._idle_classes(ev.idle):
+            donors, opened = [], []
             for order in orders:
-                donors = self._fill(idle, order)
+                donors, opened = self._fill(idle, order)
                 if donors:
                     break
             if donors:
-                if self.optimized:
-                    ev.index.add(ev.key(idle))
-                ev.receivers.add(idle)
+                for n in opened:
+                    if self.optimized:
+                        ev.index.add(ev.key(n))
+                    ev.receivers.add(n)
                 for i, (c, trace) in enumerate(donors):
                     self.rnd += i > 0      # the first donor's round is the one that found nothing else
                     self._commit(c, trace)
-                self.notes.append(f"idle node {idle} re-occupied: it takes the pods of {len(donors)} nodes "
-                                  f"({', '.join(c for c, _ in donors)})")
+                self.notes.append(f"idle node(s) {', '.join(opened)} re-occupied: they take the pods of "
+                                  f"{len(donors)} nodes ({', '.join(c for c, _ in donors)})")
                 return True
             if self.consolidation_left <= 0:
                 break
         return False
 
+    def _idle_classes(self, idle):
+        """One idle node per class (static-filter class and allocatable), in name order."""
+        seen, out = set(), []
+        for n in sorted(idle):
+            node = self.prep.snapshot.node_by_name[n]
+            cls = (self.prep.class_of.get(n), tuple(sorted(node.allocatable.items())))
+            if cls not in seen:
+                seen.add(cls)
+                out.append(n)
+        return out
+
     def _fill(self, idle, order):
-        """Donors that vacate onto the occupied receivers plus `idle`, in `order`, cumulatively on a
-        fork; [] unless there are two or more. The fork is reverted either way. Nodes the fork
-        touches (and the idle node) are overlaid on the receiver index at their current keys."""
+        """Donors that vacate onto the occupied receivers plus `idle` (and further idle nodes a
+        donor opens), in `order`, cumulatively on a fork: (donors, opened idle nodes), or ([], [])
+        unless donors outnumber opened nodes. The fork is reverted either way. Nodes the fork
+        touches (and opened idle nodes) are overlaid on the receiver index at their current keys."""
         ev, st = self.ev, self.state
         mark = st.fork()
         saved = (set(ev.receivers), set(ev.receiving), set(ev.overlay))
         ev.receivers.add(idle)
         ev.overlay.add(idle)
+        opened = [idle]
         groups, cards = set(self.cost.moved), self.moved_cards
         donors = []
+
+        def attempt(c):
+            self.consolidation_left -= 1
+            return ev.trace(self.prep.r_pods[c], c, True, extra=self.prep.groups_of[c])
+
         try:
             for c in order:
                 if self.consolidation_left <= 0:
                     break
                 if c in ev.receiving or self._over_budget(c, groups, cards) is not None:
                     continue                   # a node that received in this fork stays occupied
-                self.consolidation_left -= 1
-                trace = ev.trace(self.prep.r_pods[c], c, True, extra=self.prep.groups_of[c])
+                trace = attempt(c)
+                if not trace.feasible and donors and len(opened) < MAX_IDLE_OPENED:
+                    for extra in self._idle_classes(ev.idle - set(opened)):
+                        if self.consolidation_left <= 0:
+                            break
+                        ev.receivers.add(extra)
+                        ev.overlay.add(extra)
+                        trace = attempt(c)
+                        if trace.feasible:
+                            opened.append(extra)
+                            break
+                        ev.receivers.discard(extra)
+                        ev.overlay.discard(extra)
                 if not trace.feasible:
                     continue
                 for p, to, _ in trace.moves:
@@ -269,9 +296,11 @@ class Planner:
         finally:
             st.revert(mark)
             ev.receivers, ev.receiving, ev.overlay = saved
-        if len(donors) < 2 or not any(to == idle for _, t in donors for _, to, _ in t.moves):
-            return []
-        return donors
+        used = {to for _, t in donors for _, to, _ in t.moves}
+        opened = [n for n in opened if n in used]
+        if not opened or len(donors) <= len(opened):
+            return [], []
+        return donors, opened
 
     # -- the optimized loop -------------------------------------------------------------------------
     def _init_cache(self):

@@ -105,9 +105,9 @@ def check_invariants(snap, sp, p):
         assert mv["cards"] == sum(x["cards"] for x in mv["pods"])
     assert s["fragAfterPercent"] == percent_int(frag_percent(
         p.occupied_before - len(p.freed_nodes) + len(p.reoccupied), p.minimum, p.providers))
-    for n in p.reoccupied:                     # an idle node is filled only by two or more donors
-        assert p.cards[n][1] == 0 and len({m.from_node for m in p.moves if m.to_node == n}) >= 1
-    assert not p.reoccupied or len(p.freed_nodes) >= 2 * len(p.reoccupied)
+    for n in p.reoccupied:                     # idle nodes are filled only by more donors than them
+        assert p.cards[n][1] == 0 and any(m.to_node == n for m in p.moves)
+    assert not p.reoccupied or len(p.freed_nodes) > len(p.reoccupied)
     assert len(moved) == len(p.moves)   # no pod moved twice
     return state
 
