@@ -19,7 +19,7 @@ from .state import SimulatedState
 
 # Bound on the consolidation phase: candidate traces tried on idle nodes, per planning pass, as a
 # multiple of the candidates (plus a floor for small clusters).
-CONSOLIDATION_TRACES_PER_CANDIDATE = 4
+CONSOLIDATION_TRACES_PER_CANDIDATE = 2
 CONSOLIDATION_TRACES_MIN = 400
 MAX_IDLE_OPENED = 3          # idle nodes one consolidation may fill
 
@@ -61,9 +61,11 @@ class Planner:
     def run_rounds(self):
         if self.optimized:
             self.ev.build_signatures(self.prep.candidates)
+        if self.optimized:
+            self._init_cache()
+            self.pool = CandidatePool(self)
         while True:
             if self.optimized:
-                self._init_cache()
                 self._rounds_fast()
             else:
                 self._rounds_reference()
@@ -227,7 +229,16 @@ class Planner:
                     ev.receivers.add(n)
                 for i, (c, trace) in enumerate(donors):
                     self.rnd += i > 0      # the first donor's round is the one that found nothing else
-                    self._commit(c, trace)
+                    touched, repriced = self._commit(c, trace)
+                    if self.optimized:
+                        self._after_commit(c, touched, repriced)
+                if self.optimized:
+                    # A new receiver is a new option: an infeasible evaluation may now succeed (cached
+                    # choices it could take are found by _invalidate, its key having moved ahead).
+                    for u, cached in self.cache.items():
+                        if not cached.feasible:
+                            self.pending.setdefault(u, set()).update(opened)
+                            self.pool.reopen(u)
                 self.notes.append(f"idle node(s) {', '.join(opened)} re-occupied: they take the pods of "
                                   f"{len(donors)} nodes ({', '.join(c for c, _ in donors)})")
                 return True
@@ -358,7 +369,7 @@ class Planner:
         of those searches reaches it; searches stop at the first verified candidate, so most
         unknowns are never evaluated.
         """
-        pool = CandidatePool(self)
+        pool = self.pool
         while self.live and not self._minimum_reached():
             self.rnd += 1
             for c in self.prep.interpod & self.live:
@@ -369,12 +380,17 @@ class Planner:
             if chosen is None:
                 break
             touched, repriced = self._commit(chosen)
-            for c in [chosen, *touched]:
-                pool.leave(c)
-                self._forget(("node", c))
-            pool.recost(chosen)
-            for u in self._invalidate(chosen, touched, repriced):
-                pool.reopen(u)
+            self._after_commit(chosen, touched, repriced)
+
+    def _after_commit(self, chosen, touched, repriced):
+        """The fast loop's bookkeeping after a commit: the pool and the cached evaluations."""
+        pool = self.pool
+        for c in [chosen, *touched]:
+            pool.leave(c)
+            self._forget(("node", c))
+        pool.recost(chosen)
+        for u in self._invalidate(chosen, touched, repriced):
+            pool.reopen(u)
 
     def _invalidate(self, chosen, touched, repriced):
         """Mark cached evaluations this round may have changed; returns those units.
