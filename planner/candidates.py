@@ -36,7 +36,7 @@ class CandidateEvaluator:
         self.brute = not optimized          # walk a freshly sorted receiver list instead of the index
         self.receivers = set(prep.occupied) - set(closed)
         self.receiving = set()
-        self.idle = set(prep.idle)          # receivers only while a consolidation tries them
+        self.idle = set(prep.idle) - set(closed)   # receivers only while a consolidation tries them
         self.plan_groups = set()            # PodGroups the committed plan disrupts
         self.overlay = set()                # receivers whose index key is stale (see _ordered)
         # Future vacate cost of a MAYBE node: its R held by PodGroups the plan does not disrupt yet.

@@ -163,7 +163,8 @@ def neighbours(best, initial):
 
     - leave out a node `best` vacated whose pods took a receiver that a pod left without one
       (NoFeasibleReceiver at the end) could have used on the snapshot as it was;
-    - close a candidate that received pods (ReceivingMoves), so it stays free to be vacated.
+    - close a candidate that received pods (ReceivingMoves), so it stays free to be vacated;
+    - close an idle node a consolidation filled, so that consolidation looks elsewhere.
     Most often-blocking first.
     """
     prep = best.prep
@@ -189,6 +190,8 @@ def neighbours(best, initial):
         if m.to_node in prep.groups_of and m.to_node not in best.freed:
             received[m.to_node] = received.get(m.to_node, 0) + 1
     out += [(allowed, best.closed | {t}) for t in sorted(received, key=lambda t: (received[t], t))]
+    # idle nodes a consolidation filled, to let it take others
+    out += [(allowed, best.closed | {t}) for t in best.reoccupied]
     # then every other vacated node, latest round first
     out += [(allowed - {x}, best.closed) for x in reversed(best.freed) if x not in counts]
     return out
