@@ -99,7 +99,7 @@ class Plan:
     notes: tuple
     owners: dict = field(default_factory=dict)        # podgroup key -> OwnerRef | None
     cards: dict = field(default_factory=dict)         # node -> (allocatable, used before, used after)
-    reoccupied: tuple = ()                            # idle nodes the plan fills (two or more donors each)
+    reoccupied: tuple = ()                            # idle nodes the plan fills (more donors than them)
     above_minimum: str = ""                           # one line: why the plan stops above theoreticalMin
 
     @property

@@ -40,7 +40,7 @@ class Prepared:
     gangs: dict = None           # PodGroup key -> cost.GangInfo
     signatures: tuple = None     # (candidate -> shape id, stand-in pods per shape), built on first use
 
-    # check_movable reads these two
+    # check_movable reads `snapshot` and `scope`
     @property
     def scope(self):
         return self.run.scope

@@ -1,8 +1,8 @@
 """Receiver order (PLAN-2) and an index that walks it quickly at scale.
 
 Order for one pod: (1) never the node being vacated; an idle node (no R at all) only in the
-consolidation phase, where it must take two or more donors to count (tier IDLE, after every
-occupied node); (2) nodes that will surely stay occupied first (tier SURE: non-movable R pods,
+consolidation phase, where more donors than idle nodes must vacate onto them to count (tier IDLE,
+after every occupied node); (2) nodes that will surely stay occupied first (tier SURE: non-movable R pods,
 outside scope.nodes, already receiving moves); (3) among nodes that may be vacated later (tier
 MAYBE), the ones with the higher future vacate cost first, priced on the plan so far: the R held
 by pods of PodGroups the plan (this candidate included) does not already disrupt; (4) best fit:

@@ -1,7 +1,7 @@
 """The round loop (PLAN-1, PLAN-3, BUDGET-1): evaluate the remaining candidates, drop those over
 budget, score the rest over the complete plan (GANG-3), commit the best, repeat; then, when no
-candidate is feasible any more, try to consolidate two or more of them onto one idle node (PLAN-2
-rule 1). Every occupied provider node in scope ends with a verdict.
+candidate is feasible any more, try to consolidate more of them than idle nodes onto idle nodes
+(PLAN-2 rule 1), and go on. Every occupied provider node in scope ends with a verdict.
 
 Two loops make the same decisions: `_rounds_reference` evaluates every remaining candidate from
 scratch each round (`optimized=False`); `_rounds_fast` keeps cached evaluations, re-checks only
