@@ -1,6 +1,8 @@
-"""Budget-aware improvement (BUDGET-1 with PLAN-1): when maxPerRun stopped the greedy pass, try a
-few alternative passes restricted to candidate sets that fit the budget better, and keep the best
-complete plan (most net nodes freed, then least GANG-3 disruption of the whole plan).
+"""The improvement phase after the greedy pass: a few more passes of the same planner (every
+filter, GANG-3 order) with restricted choices, keeping the best complete plan (most net nodes
+freed, then least GANG-3 disruption of the whole plan). Two sources of restrictions, both bounded:
+the budget's structure when maxPerRun stopped the greedy pass (below), and on small clusters a
+local search around the best pass so far (`neighbours`, `improve`).
 
 One-step greed spends a PodGroup budget on the cheapest node first, although a few nodes whose
 pods share the same PodGroups would free more within it; likewise a card budget spent on large

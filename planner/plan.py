@@ -21,8 +21,6 @@ from .rounds import Planner
 __all__ = ["plan", "Plan", "PodMove", "NodeVerdict", "RunSpec", "REASON_RECOMMENDED", "REASON_NO_FRAGMENTATION",
            "REASON_INSUFFICIENT"]
 
-SCOPE_REASONS = {"PodGroupOutOfScope"}
-
 
 def plan(snapshot, spec, weights=DEFAULT_WEIGHTS, optimized=True) -> Plan:
     """Plan a repack of `snapshot` for a RepackRun `spec` (a dict as in the CRD, or a RunSpec).
