@@ -55,6 +55,7 @@ def child(path, spec_name):
     sys.path.insert(0, str(ROOT))
     import planner
     from planner.frag import theoretical_min, usage
+    from planner.gcpause import paused_gc
     t_import = time.perf_counter() - t0
 
     clock = time.perf_counter, time.process_time     # wall, and CPU of this process
@@ -71,7 +72,8 @@ def child(path, spec_name):
         return alloc, items, theoretical_min(items, alloc.values())
 
     (alloc, items, minimum), t_metric, c_metric = timed(metric)
-    p, t_plan, c_plan = timed(lambda: planner.plan(snap, SPECS[spec_name]))
+    with paused_gc():       # as the CLI pauses it around its own work; the planner itself never toggles GC
+        p, t_plan, c_plan = timed(lambda: planner.plan(snap, SPECS[spec_name]))
 
     rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss     # kilobytes on Linux
     print(json.dumps({
@@ -82,7 +84,7 @@ def child(path, spec_name):
         "peak_rss_mb": rss_kb / 1024, "nodes": len(snap.nodes), "pods": len(snap.pods),
         "r_pods": len(items), "providers": len(alloc), "occupied": p.occupied_before,
         "minimum": p.minimum, "minimum_exact": p.minimum_exact and minimum.exact,
-        "candidates": len(p.verdicts), "rounds": p.rounds, "freed": len(p.freed_nodes),
+        "candidates": len(p.verdicts), "rounds": p.rounds, "freed": len(p.freed_nodes), "reoccupied": len(p.reoccupied),
         "moves": len(p.moves), "moved_cards": p.moved_cards, "outcome": p.outcome,
         "frag_before": float(p.frag_before), "frag_after": float(p.frag_after)}))
 

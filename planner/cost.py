@@ -109,19 +109,19 @@ def group_contribution(g, moved):
 
 
 class PlanCost:
-    """Running totals of the plan's cost, so a candidate's complete-plan cost touches only its groups."""
+    """The committed plan's moves per PodGroup and each PodGroup's contribution, so a candidate's
+    complete-plan cost touches only its own groups."""
 
     def __init__(self, gangs):
         self.gangs = gangs
         self.moved = {}          # podgroup key -> set of moved pod keys
         self.contrib = {}        # podgroup key -> its contribution tuple
         self.workloads = {}      # workload -> number of moved groups
-        self.totals = [0, 0, 0, 0]
 
     def with_candidate(self, groups):
         """How much a candidate's {podgroup: moved pod keys} adds to each of the five dimensions.
 
-        The complete plan's cost is the plan's totals plus this; min-max normalisation across one
+        The complete plan's cost is the committed plan's plus this; min-max normalisation across one
         round's candidates is blind to the common totals, so scoring uses the increase alone, and
         it stays valid until a round touches one of the candidate's groups or workloads.
         """
@@ -139,13 +139,11 @@ class PlanCost:
         return (len(new_workloads), totals[0], totals[1], totals[2], totals[3])
 
     def add(self, groups):
+        """Commit a candidate's {podgroup: moved pod keys} to the plan."""
         for key, keys in groups.items():
             g = self.gangs[key]
-            old = self.contrib.get(key, (0, 0, 0, 0))
             if key not in self.moved:
                 self.workloads[g.workload] = self.workloads.get(g.workload, 0) + 1
             merged = self.moved.setdefault(key, set())
             merged |= keys
-            new = self.contrib[key] = group_contribution(g, merged)
-            for i in range(4):
-                self.totals[i] += new[i] - old[i]
+            self.contrib[key] = group_contribution(g, merged)

@@ -1,24 +1,25 @@
 """Receiver order (PLAN-2) and an index that walks it quickly at scale.
 
-Order for one pod: (1) never the node being vacated, never an idle node (re-occupying one gains
-nothing); (2) nodes that will surely stay occupied first (non-movable R pods, outside
-scope.nodes, already receiving moves); (3) among nodes that may be vacated later, the ones with
-the higher future vacate cost (more R in use) first; (4) best fit: least R left after the move;
-then node name. The key does not depend on the pod beyond "free R >= its request", so one sorted
-structure serves every pod; `ReceiverIndex` keeps it bucketed by (tier, cost, free) and by node
-equivalence class, so pods skip whole classes their static filters reject.
+Order for one pod: (1) never the node being vacated; an idle node (no R at all) only in the
+consolidation phase, where more donors than idle nodes must vacate onto them to count (tier IDLE,
+after every occupied node); (2) nodes that will surely stay occupied first (tier SURE: non-movable R pods,
+outside scope.nodes, already receiving moves); (3) among nodes that may be vacated later (tier
+MAYBE), the ones with the higher future vacate cost first, priced on the plan so far: the R held
+by pods of PodGroups the plan (this candidate included) does not already disrupt; (4) best fit:
+least R left after the move; then node name. The key does not depend on the pod beyond "free R >=
+its request", so one sorted structure serves every pod; `ReceiverIndex` keeps it bucketed by
+(tier, cost, free) and by node equivalence class, so pods skip whole classes their static filters
+reject.
 """
 import bisect
 import heapq
 
+SURE, MAYBE, IDLE = 0, 1, 2
 
-def receiver_key(node, state, resource, surely, receiving):
-    """Sort key of a receiver; lower is tried first."""
-    used = state.used[node].get(resource, 0)
-    free = state.snapshot.node_by_name[node].allocatable.get(resource, 0) - used
-    if node in surely or node in receiving:
-        return (0, 0, free, node)
-    return (1, -used, free, node)
+
+def receiver_key(node, free, tier, cost=0):
+    """Sort key of a receiver; lower is tried first. `cost`: future vacate cost (MAYBE tier only)."""
+    return (tier, -cost, free, node)
 
 
 class ReceiverIndex:

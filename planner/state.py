@@ -15,7 +15,6 @@ class SimulatedState:
         self.used = {n.name: {} for n in snapshot.nodes}
         self.ports = {n.name: {} for n in snapshot.nodes}
         self._log = []
-        self.version = 0
         for p in snapshot.pods:
             if p.node_name and not p.terminal and p.node_name in self.pods_on:
                 self._add(p, p.node_name)
@@ -50,20 +49,17 @@ class SimulatedState:
         src = self._remove(pod)
         self._add(pod, to_node)
         self._log.append((pod, src, to_node))
-        self.version += 1
 
     def unbind(self, pod):
         """Take `pod` off its node (the first half of a move, while its receiver is searched)."""
         src = self._remove(pod)
         self._log.append((pod, src, None))
-        self.version += 1
         return src
 
     def bind(self, pod, node):
         """Put an unbound pod on `node` (the second half of a move)."""
         self._add(pod, node)
         self._log.append((pod, None, node))
-        self.version += 1
 
     def fork(self) -> int:
         return len(self._log)
@@ -75,7 +71,6 @@ class SimulatedState:
                 self._remove(pod)
             if src is not None:
                 self._add(pod, src)
-        self.version += 1
 
     def commit(self):
         self._log.clear()

@@ -1,0 +1,305 @@
+"""Candidate evaluation: can every R pod of a node be placed elsewhere, cumulatively, by the
+scheduler's filters (FEAS-1/2), and onto which receivers in PLAN-2 order?
+
+`CandidateEvaluator` owns the simulated state and the receiver side: which nodes may receive, the
+receiver order (with the future vacate cost priced on the plan so far), the receiver index used at
+scale, and the traces that place a candidate's pods one by one on a fork. It also repairs a cached
+evaluation after a round instead of searching again (the round loop decides when).
+"""
+import dataclasses
+from dataclasses import dataclass, field
+
+from .filters import DYNAMIC_FILTERS, FILTERS, STATIC_FILTERS, run_filters
+from .receivers import IDLE, MAYBE, SURE, ReceiverIndex, receiver_key
+
+END = ("end",)   # a start key after every receiver: only changed nodes can take the pod
+
+
+@dataclass
+class Evaluation:
+    """A candidate's trace: its moves (pod, receiver, receiver key at choice) or where it failed."""
+    feasible: bool
+    moves: list = field(default_factory=list)
+    fail: tuple = ()                                 # (pod key, filter, message)
+    interpod: bool = False
+
+
+class CandidateEvaluator:
+    """The receiver side of planning and the placement of one candidate's pods."""
+
+    def __init__(self, prep, state, optimized, closed=frozenset()):
+        self.prep = prep
+        self.snap = prep.snapshot
+        self.R = prep.resource
+        self.state = state
+        self.optimized = optimized
+        self.brute = not optimized          # walk a freshly sorted receiver list instead of the index
+        self.receivers = set(prep.occupied) - set(closed)
+        self.receiving = set()
+        self.idle = set(prep.idle) - set(closed)   # receivers only while a consolidation tries them
+        self.plan_groups = set()            # PodGroups the committed plan disrupts
+        self.overlay = set()                # receivers whose index key is stale (see _ordered)
+        # Future vacate cost of a MAYBE node: its R held by PodGroups the plan does not disrupt yet.
+        self.cost_now = {n: sum(rs.values()) for n, rs in prep.group_r.items()}
+        if optimized:
+            self.index = ReceiverIndex(prep.class_of)
+            for name in self.receivers:
+                self.index.add(self.key(name))
+            self.static_ok = {}
+
+    # -- receiver order ---------------------------------------------------------------------------
+    def key(self, node, extra=()):
+        """PLAN-2 key of `node` for a candidate whose PodGroups are `extra` (their pods leave too)."""
+        free = self.state.free(node, self.R)
+        if node in self.receiving or node in self.prep.surely:
+            return receiver_key(node, free, SURE)
+        if node in self.idle:
+            return receiver_key(node, free, IDLE)
+        cost = self.cost_now.get(node, 0)
+        if extra:
+            rs = self.prep.group_r.get(node)
+            if rs:
+                cost -= sum(r for g, r in rs.items() if g in extra and g not in self.plan_groups)
+        return receiver_key(node, free, MAYBE, cost)
+
+    def repriced_keys(self, extra, vacating=None):
+        """{node: key} of the MAYBE receivers a candidate with PodGroups `extra` sees at a key of
+        its own; constant during one trace except for nodes the trace itself touches."""
+        if not extra or self.brute:
+            return {}
+        return {n: self.key(n, extra) for n in self.repriced_by(extra, vacating)}
+
+    def repriced_by(self, extra, vacating=None):
+        """MAYBE receivers whose key for a candidate with PodGroups `extra` differs from the index key."""
+        out = set()
+        for g in extra:
+            if g not in self.plan_groups:
+                out |= self.prep.nodes_of_group.get(g, set())
+        out.discard(vacating)
+        return {n for n in out if n in self.receivers and n not in self.receiving and n not in self.idle}
+
+    def disrupt(self, groups):
+        """The committed plan now disrupts `groups`: re-price their nodes. Returns {node: old key}."""
+        changed = {}
+        for g in groups:
+            if g in self.plan_groups:
+                continue
+            self.plan_groups.add(g)
+            for n in self.prep.nodes_of_group.get(g, ()):
+                r = self.prep.group_r[n][g]
+                if n in self.receivers and n not in self.receiving and n not in changed:
+                    changed[n] = self.key(n)
+                self.cost_now[n] -= r
+        if self.optimized:
+            for n in changed:
+                self.index.remove(n)
+                self.index.add(self.key(n))
+        return changed
+
+    def pod_sig(self, pod):
+        return (tuple(sorted(pod.node_selector.items())), pod.affinity_terms, pod.tolerations,
+                pod.namespace if pod.pvc_names else "", pod.pvc_names)
+
+    def _ordered(self, pod, vacating, fork_nodes, start=None, extra=(), repriced=None):
+        """Receiver keys for `pod` in PLAN-2 order (nodes touched in the fork carry fork keys), from
+        `start` on when given; yields (key, static filters already checked). `repriced`: the
+        candidate's own keys of re-priced nodes (`repriced_keys`), computed when None.
+
+        Nodes whose index key is stale (`overlay`: touched by an enclosing fork, or receivers not
+        in the index such as an idle node being tried) are merged in at their current keys."""
+        need = pod.requests[self.R]
+        if self.brute:
+            keys = sorted(self.key(n, extra) for n in self.receivers if n != vacating)
+            for k in keys:
+                if k[2] >= need and (start is None or k >= start):
+                    yield k, False
+            return
+        sig = self.pod_sig(pod)
+
+        def class_ok(cid):
+            ck = (sig, cid)
+            ok = self.static_ok.get(ck)
+            if ok is None:
+                node = self.snap.node_by_name[self.prep.class_rep[cid]]
+                ok = self.static_ok[ck] = run_filters(pod, node, self.state, {}, STATIC_FILTERS) is None
+            return ok
+
+        if repriced is None:
+            repriced = self.repriced_keys(extra, vacating)
+        stale = fork_nodes | self.overlay
+        own = [k for n, k in repriced.items() if n not in stale]
+        own += [self.key(n, extra) for n in stale if n in self.receivers and n != vacating]
+        own = sorted(k for k in own if (start is None or k >= start) and k[2] >= need)
+        fi = 0
+        for k in self.index.walk(need, class_ok, start):
+            while fi < len(own) and own[fi] < k:
+                yield own[fi], False
+                fi += 1
+            n = k[3]
+            if n in stale or n == vacating or n in repriced:
+                continue
+            yield k, True
+        for k in own[fi:]:
+            yield k, False
+
+    def place(self, pod, vacating, fork_nodes, start=None, dirty=(), extra=(), repriced=None):
+        """First receiver in order that accepts `pod`. With `start`, nodes before it are known to
+        reject the pod unless they are in `dirty` (their state changed since that was known)."""
+        cache = {}
+        if start is not None:
+            need = pod.requests[self.R]
+            before = sorted(k for k in (self.key(t, extra) for t in dirty if t in self.receivers and t != vacating)
+                            if (start == END or k < start) and k[2] >= need)
+            for key in before:
+                if run_filters(pod, self.snap.node_by_name[key[3]], self.state, cache) is None:
+                    return key[3], key
+            if start == END:
+                return None, None
+        for key, static_checked in self._ordered(pod, vacating, fork_nodes, start, extra, repriced):
+            node = key[3]
+            if node == vacating or node not in self.receivers:
+                continue
+            filters = DYNAMIC_FILTERS if static_checked else FILTERS
+            if run_filters(pod, self.snap.node_by_name[node], self.state, cache, filters) is None:
+                return node, key
+        return None, None
+
+    def diagnose(self, pod, vacating, fork_nodes, extra=()):
+        """Mode-independent reason: the first receiver in order with room in R, and the filter it fails."""
+        need = pod.requests[self.R]
+        if self.brute:
+            ordered = [k for k in sorted(self.key(n, extra) for n in self.receivers if n != vacating) if k[2] >= need]
+        else:
+            stale = fork_nodes | self.overlay
+            repriced = self.repriced_by(extra, vacating) if extra else set()
+            walk = next((k for k in self.index.walk(need)
+                         if k[3] not in stale and k[3] != vacating and k[3] not in repriced), None)
+            own = [k for k in (self.key(n, extra) for n in (stale | repriced) if n in self.receivers and n != vacating)
+                   if k[2] >= need]
+            ordered = sorted(([walk] if walk else []) + own)
+        first = ordered[0] if ordered else None
+        if first is not None:
+            node = first[3]
+            f, reason = run_filters(pod, self.snap.node_by_name[node], self.state, {}) or ("", "fits")
+            return f, (f"pod {pod.key} ({need} {self.R}) has no feasible receiver; "
+                       f"first receiver with room, {node}: {reason}")
+        return "NodeResourcesFit", (f"pod {pod.key} ({need} {self.R}) has no feasible receiver: "
+                                    f"no receiver has {need} free {self.R}")
+
+    # -- one candidate ----------------------------------------------------------------------------
+    def trace(self, pods, vacating, unbind, interpod=False, diagnose=False, extra=()) -> Evaluation:
+        """Greedy placement of `pods` in order on a fork; the fork is reverted before returning."""
+        st = self.state
+        mark = st.fork()
+        if unbind:
+            for p in pods:
+                st.unbind(p)
+        ev = Evaluation(True, interpod=interpod)
+        fork_nodes = set()
+        repriced = self.repriced_keys(extra, vacating)
+        saved_receiving = self.receiving
+        self.receiving = set(self.receiving)
+        try:
+            for p in pods:
+                to, key = self.place(p, vacating, fork_nodes, extra=extra, repriced=repriced)
+                if to is None:
+                    f, msg = self.diagnose(p, vacating, fork_nodes, extra) if diagnose else ("", "")
+                    ev.feasible, ev.fail = False, (p.key, f, msg)
+                    break
+                st.bind(p, to)
+                ev.moves.append((p, to, key))
+                fork_nodes.add(to)
+                self.receiving.add(to)
+        finally:
+            self.receiving = saved_receiving
+            st.revert(mark)
+        return ev
+
+    def evaluate(self, node, diagnose=False) -> Evaluation:
+        """Can every R pod of `node` be placed elsewhere, cumulatively, by the scheduler's filters?"""
+        prep = self.prep
+        return self.trace(prep.r_pods[node], node, True, node in prep.interpod, diagnose, prep.groups_of[node])
+
+    def evaluate_unit(self, unit) -> Evaluation:
+        """Evaluate a candidate node ("node", name) or a shared pod-shape signature ("sig", id)."""
+        if unit[0] == "node":
+            return self.evaluate(unit[1])
+        return self.trace(self.sig_pods[unit[1]], None, False)
+
+    def repair(self, unit, ev, changed):
+        """Redo a cached evaluation after a round that changed the nodes in `changed`.
+
+        Nodes outside `changed` before a pod's cached receiver rejected it then and still do (a
+        round only takes capacity away, and re-pricing only moves nodes later), so each pod's
+        search resumes at its cached receiver, after checking the changed nodes that now come
+        before it. Nodes used by the cached or the new trace of earlier pods count as changed for
+        later pods. Gives exactly what a fresh evaluation would give.
+        """
+        is_node = unit[0] == "node"
+        pods = self.prep.r_pods[unit[1]] if is_node else self.sig_pods[unit[1]]
+        vacating = unit[1] if is_node else None
+        extra = self.prep.groups_of[unit[1]] if is_node else ()
+        st = self.state
+        mark = st.fork()
+        if is_node:
+            for p in pods:
+                st.unbind(p)
+        out = Evaluation(True, interpod=ev.interpod)
+        fork_nodes = set()
+        repriced = self.repriced_keys(extra, vacating)
+        dirty = set(changed)
+        saved_receiving = self.receiving
+        self.receiving = set(self.receiving)
+        try:
+            for i, p in enumerate(pods):
+                if i < len(ev.moves):
+                    start = ev.moves[i][2]
+                elif i == len(ev.moves) and not ev.feasible:
+                    start = END
+                else:
+                    start = None
+                to, key = self.place(p, vacating, fork_nodes, start, dirty, extra, repriced)
+                if to is None:
+                    out.feasible, out.fail = False, (p.key, "", "")
+                    break
+                st.bind(p, to)
+                out.moves.append((p, to, key))
+                fork_nodes.add(to)
+                self.receiving.add(to)
+                dirty.add(to)
+                if i < len(ev.moves):
+                    dirty.add(ev.moves[i][1])
+            return out
+        finally:
+            self.receiving = saved_receiving
+            st.revert(mark)
+
+    def build_signatures(self, candidates):
+        """Candidates whose R pods have identical scheduling shapes, in order, share one evaluation.
+
+        Placement of such pods depends only on their shapes and on the receivers, so one trace
+        with stand-in pods serves every candidate with that signature, except a candidate whose
+        own node, or a node its PodGroups re-price, the trace chose (it is then evaluated on its own).
+        Computed once per Prepared snapshot; every pass over it shares them.
+        """
+        cached = self.prep.signatures
+        if cached is None:
+            sig_of, sig_pods, ids = {}, [], {}
+            for c in candidates:
+                if c in self.prep.interpod:
+                    continue
+                sig = tuple((p.requests[self.R], tuple(sorted(p.requests.items())), self.pod_sig(p), p.host_ports)
+                            for p in self.prep.r_pods[c])
+                if sig not in ids:
+                    ids[sig] = n = len(sig_pods)
+                    sig_pods.append([dataclasses.replace(p, name=f"~shape{n}-{i}", uid="")
+                                     for i, p in enumerate(self.prep.r_pods[c])])
+                sig_of[c] = ids[sig]
+            cached = self.prep.signatures = (sig_of, sig_pods)
+        self.sig_of, self.sig_pods = cached
+
+    def hosts(self, node, pod):
+        """Would `node` accept `pod` on the committed state (R fit and every filter)?"""
+        if self.state.free(node, self.R) < pod.requests[self.R]:
+            return False
+        return run_filters(pod, self.snap.node_by_name[node], self.state, {}) is None

@@ -1,0 +1,19 @@
+"""An opt-in pause of Python's cyclic garbage collector for callers that load and plan large
+clusters: both make many short-lived tuples and no cycles worth collecting, and the collector's
+passes over them cost seconds at 10,000 nodes. The planner never toggles the process-wide
+collector itself (it is a pure library); a CLI or benchmark may wrap its own work in this.
+"""
+import contextlib
+import gc
+
+
+@contextlib.contextmanager
+def paused_gc():
+    """Disable cyclic GC for the block, then restore whatever state it had."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

@@ -1,0 +1,245 @@
+"""The improvement phase after the greedy pass: a few more passes of the same planner (every
+filter, GANG-3 order) with restricted choices, keeping the best complete plan (most net nodes
+freed, then least GANG-3 disruption of the whole plan). Two sources of restrictions, both bounded:
+the budget's structure when maxPerRun stopped the greedy pass (below), and on small clusters a
+local search around the best pass so far (`neighbours`, `improve`).
+
+One-step greed spends a PodGroup budget on the cheapest node first, although a few nodes whose
+pods share the same PodGroups would free more within it; likewise a card budget spent on large
+nodes. The alternatives come from the budget's own structure:
+
+- PodGroup budget: for a set U of PodGroups (at most maxPerRun.podGroups), every candidate whose
+  PodGroups all lie in U can be vacated without leaving the budget. U starts as one candidate's
+  PodGroups and grows by the candidate that adds the most such nodes per new PodGroup.
+- card budget: the candidates with the fewest cards, as many as the budget holds.
+
+Sets are built only from candidates that can be vacated on the snapshot as it is (checked lazily,
+at most MAX_CHECKS evaluations). A set's size is still only an upper bound (receivers fill up as
+nodes are vacated), so only sets that could free more than the greedy pass are tried, best bound
+first, at most MAX_ALTERNATIVES passes; each pass is the normal planner (every filter, GANG-3
+order) restricted to that set.
+"""
+from .cost import plan_dimensions
+
+MAX_ALTERNATIVES = 6
+MAX_SEEDS = 16
+MAX_NEAR = 24       # candidates considered per growth step of a PodGroup set
+MAX_CHECKS = 400    # feasibility evaluations on the initial snapshot
+MAX_PASSES = 40
+SEARCH_WORK = 2000   # local-search passes x candidates: 40 passes up to 50 candidates, 10 at 200,
+MIN_PASSES = 10      # and none above 200 candidates (a few passes rarely find anything there)
+
+
+def budget_bound(planner) -> bool:
+    """Did maxPerRun stop this pass (a candidate it could not take for budget reasons)?"""
+    return any(v.reason == "BudgetExceeded" for v in planner.verdicts.values())
+
+
+def weighted_disruption(planner) -> float:
+    moved = {}
+    for m in planner.moves:
+        moved.setdefault(f"{m.pod.namespace}/{m.pod.group_name}", set()).add(m.pod.key)
+    dims = plan_dimensions(planner.gangs, moved)
+    return round(sum(w * d for w, d in zip(planner.weights, dims)), 9)
+
+
+def net_freed(planner) -> int:
+    return len(planner.freed) - len(planner.reoccupied)
+
+
+def _card_fit(prep, cands, limit):
+    """The candidates with the fewest cards that fit `limit` together (all of them when None)."""
+    ordered = sorted(cands, key=lambda c: (prep.cards_of[c], c))
+    if limit is None:
+        return ordered
+    out, total = [], 0
+    for c in ordered:
+        if total + prep.cards_of[c] > limit:
+            break
+        out.append(c)
+        total += prep.cards_of[c]
+    return out
+
+
+class _Feasible:
+    """Whether a candidate can be vacated on the initial snapshot, memoised and bounded."""
+
+    def __init__(self, evaluator):
+        self.ev, self.memo, self.left = evaluator, {}, MAX_CHECKS
+
+    def __call__(self, c):
+        ok = self.memo.get(c)
+        if ok is None:
+            if self.left <= 0:
+                return False
+            self.left -= 1
+            ok = self.memo[c] = self.ev.evaluate(c).feasible
+        return ok
+
+
+def alternatives(prep, greedy_net, feasible):
+    """Candidate sets worth a restricted pass, best upper bound first."""
+    run = prep.run
+    cands = list(prep.candidates)
+    room = max(len(prep.occupied) - prep.minimum.value, 0)
+    found = {}
+
+    def consider(members):
+        members = frozenset(members)
+        bound = min(len(_card_fit(prep, members, run.max_resource)), room)
+        if bound > greedy_net and members not in found:
+            found[members] = bound
+
+    if run.max_podgroups is not None:
+        limit = run.max_podgroups
+        groups = {c: frozenset(prep.groups_of[c]) for c in cands}
+        by_group = {}
+        for c in cands:
+            for g in groups[c]:
+                by_group.setdefault(g, []).append(c)
+
+        memo = {}
+
+        def closure(u, check=True):
+            if (u, check) in memo:
+                return memo[(u, check)]
+            seen = memo[(u, check)] = set()
+            for g in u:
+                for c in by_group[g]:
+                    if c not in seen and groups[c] <= u and (not check or feasible(c)):
+                        seen.add(c)
+            return seen
+
+        ranked = sorted((c for c in cands if len(groups[c]) <= limit),
+                        key=lambda c: (-len(closure(groups[c], False)), len(groups[c]), c))
+        seeds = []
+        for c in ranked:
+            if len(seeds) >= MAX_SEEDS or feasible.left <= 0:
+                break
+            if feasible(c):
+                seeds.append(c)
+        for s in seeds:
+            u = groups[s]
+            members = closure(u)
+            consider(members)
+            while len(u) < limit:
+                best = None
+                near = {d for g in u for d in by_group[g]} - members
+                for d in sorted(near)[:MAX_NEAR]:
+                    if not feasible(d):
+                        continue
+                    add = groups[d] - u
+                    if not add or len(u) + len(add) > limit:
+                        continue
+                    grown = closure(u | add)
+                    gain = (len(grown) - len(members)) / len(add)
+                    if best is None or gain > best[0]:
+                        best = (gain, d, grown)
+                if best is None or best[0] <= 0:
+                    break
+                u, members = u | groups[best[1]], best[2]
+                consider(members)
+    if run.max_resource is not None:
+        small = []
+        for c in sorted(cands, key=lambda c: (prep.cards_of[c], c)):
+            if feasible.left <= 0 or len(small) > room:
+                break
+            if feasible(c):
+                small.append(c)
+        consider(_card_fit(prep, small, run.max_resource))
+    ranked = sorted(found.items(), key=lambda kv: (-kv[1], len(kv[0]), sorted(kv[0])))
+    out = []
+    for members, _ in ranked[:MAX_ALTERNATIVES]:
+        out.append(members)
+        if run.max_resource is not None:
+            fit = frozenset(_card_fit(prep, members, run.max_resource))
+            if fit != members and len(out) < MAX_ALTERNATIVES:
+                out.append(fit)
+        if len(out) >= MAX_ALTERNATIVES:
+            break
+    return out[:MAX_ALTERNATIVES]
+
+
+def neighbours(best, initial):
+    """Small changes to the pass that produced `best`, each a new (allowed, closed) pair:
+
+    - leave out a node `best` vacated whose pods took a receiver that a pod left without one
+      (NoFeasibleReceiver at the end) could have used on the snapshot as it was;
+    - close a candidate that received pods (ReceivingMoves), so it stays free to be vacated;
+    - close an idle node a consolidation filled, so that consolidation looks elsewhere.
+    Most often-blocking first.
+    """
+    prep = best.prep
+    allowed = frozenset(prep.candidates) if best.allowed is None else best.allowed
+    pods = {p.key: p for c in prep.candidates for p in prep.r_pods[c]}
+    verdicts = sorted(best.verdicts.values(), key=lambda v: v.node)
+    stuck = [v for v in verdicts if v.reason == "NoFeasibleReceiver"][:MAX_SEEDS]
+    counts = {}
+    for v in stuck:
+        pod = pods.get(v.pod)
+        if pod is None:
+            continue
+        hosts = {}
+        for m in best.moves:
+            n = m.to_node
+            if n not in hosts:
+                hosts[n] = n != v.node and n in initial.receivers and initial.hosts(n, pod)
+            if hosts[n]:
+                counts[m.from_node] = counts.get(m.from_node, 0) + 1
+    out = [(allowed - {x}, best.closed) for x in sorted(counts, key=lambda x: (-counts[x], x))]
+    received = {}
+    for m in best.moves:
+        if m.to_node in prep.groups_of and m.to_node not in best.freed:
+            received[m.to_node] = received.get(m.to_node, 0) + 1
+    out += [(allowed, best.closed | {t}) for t in sorted(received, key=lambda t: (received[t], t))]
+    # idle nodes a consolidation filled, to let it take others
+    out += [(allowed, best.closed | {t}) for t in best.reoccupied]
+    # then every other vacated node, latest round first
+    out += [(allowed - {x}, best.closed) for x in reversed(best.freed) if x not in counts]
+    return out
+
+
+def improve(greedy, make_planner):
+    """The best of the greedy pass and the alternatives (ties keep the earlier pass).
+
+    With a binding budget, the budget's alternatives are tried first. A local search follows:
+    neighbours of the best pass so far, moving to the first that is better, at most MAX_PASSES
+    passes and at most SEARCH_WORK / candidates; none when that allows fewer than MIN_PASSES.
+    """
+    prep = greedy.prep
+
+    def key(p):
+        return (-net_freed(p), weighted_disruption(p))
+
+    def above(p):
+        return len(prep.occupied) - net_freed(p) > prep.minimum.value
+
+    best, best_key = greedy, key(greedy)
+    if not above(best):
+        return best
+    initial = make_planner(None, frozenset()).ev
+    if budget_bound(greedy):
+        for members in alternatives(prep, net_freed(greedy), _Feasible(initial)):
+            alt = make_planner(members, frozenset()).run_rounds()
+            if key(alt) < best_key:
+                best, best_key = alt, key(alt)
+    limit = min(MAX_PASSES, SEARCH_WORK // max(len(prep.candidates), 1))
+    if limit < MIN_PASSES:
+        return best
+    seen, passes = set(), 0
+    while passes < limit and above(best):
+        moved = False
+        for variant in neighbours(best, initial):
+            if variant in seen:
+                continue
+            seen.add(variant)
+            passes += 1
+            alt = make_planner(*variant).run_rounds()
+            if key(alt) < best_key:
+                best, best_key, moved = alt, key(alt), True
+                break
+            if passes >= limit:
+                break
+        if not moved:
+            break
+    return best

@@ -1,0 +1,152 @@
+"""What a planning pass takes and returns: the run's spec (RunSpec) and the Plan with its moves and
+per-node verdicts. Kept apart from the planning machinery so callers and renderers depend on these
+types only.
+"""
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Optional
+
+from .errors import SpecError
+from .frag import percent_int
+from .quantity import scaled
+from .scope import Scope
+
+REASON_RECOMMENDED = "RepackRecommended"
+REASON_NO_FRAGMENTATION = "NoFragmentation"
+REASON_INSUFFICIENT = "InsufficientImprovement"
+
+
+@dataclass(frozen=True)
+class PodMove:
+    """One planned eviction and the receiver the pod's replacement is meant for."""
+    pod: object
+    from_node: str
+    to_node: str
+    cards: int
+    round: int
+
+
+@dataclass(frozen=True)
+class NodeVerdict:
+    """Why a candidate node was vacated or not (an UNSET reason would be a bug)."""
+    node: str
+    vacated: bool
+    reason: str
+    message: str
+    pod: str = ""
+    filter: str = ""
+    round: int = 0
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """The parts of a RepackRun spec the planner acts on."""
+    resource: str
+    min_improvement: int = 0
+    scope: Scope = Scope()
+    max_podgroups: Optional[int] = None
+    max_resource: Optional[int] = None
+
+    @classmethod
+    def from_spec(cls, spec) -> "RunSpec":
+        if not isinstance(spec, dict):
+            raise SpecError("spec: expected an object")
+        goals = spec.get("goals") or []
+        if not goals:
+            raise SpecError("spec.goals: one goal naming the resource to defragment is required")
+        if len(goals) > 1:
+            raise SpecError("spec.goals: at most one goal per run")
+        goal = goals[0]
+        resource = goal.get("resource") if isinstance(goal, dict) else None
+        if not isinstance(resource, str) or "/" not in resource:
+            raise SpecError("spec.goals[0].resource: a fully-qualified extended resource (e.g. nvidia.com/gpu) is required")
+        mi = goal.get("minFragImprovementPercent") or 0
+        if not isinstance(mi, int) or not 0 <= mi <= 100:
+            raise SpecError("spec.goals[0].minFragImprovementPercent: an integer from 0 to 100 is required")
+        mpr = spec.get("maxPerRun") or {}
+        max_pg = mpr.get("podGroups")
+        if max_pg is not None and (not isinstance(max_pg, int) or max_pg < 0):
+            raise SpecError("spec.maxPerRun.podGroups: a non-negative integer is required")
+        max_r = None
+        res = mpr.get("resources") or {}
+        if resource in res:
+            try:
+                max_r = scaled(resource, res[resource])
+            except ValueError as e:
+                raise SpecError(f"spec.maxPerRun.resources.{resource}: {e}") from e
+        return cls(resource, mi, Scope.from_spec(spec.get("scope")), max_pg, max_r)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The outcome of one planning pass; `status()` renders the RepackRun status (API-3)."""
+    resource: str
+    outcome: str
+    message: str
+    providers: int
+    occupied_before: int
+    occupied_after: int
+    minimum: int
+    minimum_exact: bool
+    frag_before: Fraction
+    frag_after: Fraction
+    moves: tuple
+    freed_nodes: tuple
+    verdicts: tuple
+    rounds: int
+    resolved_podgroups: int
+    resolved_nodes: int
+    notes: tuple
+    owners: dict = field(default_factory=dict)        # podgroup key -> OwnerRef | None
+    cards: dict = field(default_factory=dict)         # node -> (allocatable, used before, used after)
+    reoccupied: tuple = ()                            # idle nodes the plan fills (more donors than them)
+    above_minimum: str = ""                           # one line: why the plan stops above theoreticalMin
+
+    @property
+    def moved_cards(self) -> int:
+        return sum(m.cards for m in self.moves)
+
+    def summary(self) -> dict:
+        return {
+            "fragBeforePercent": percent_int(self.frag_before),
+            "fragAfterPercent": percent_int(self.frag_after),
+            "freedNodeCount": len(self.freed_nodes),
+            "movedCardCount": self.moved_cards,
+            "resolvedScope": {"podGroupCount": self.resolved_podgroups, "nodeCount": self.resolved_nodes},
+        }
+
+    def moves_by_group(self) -> list:
+        """plan.moves[]: one entry per PodGroup, in the order the plan first touches it."""
+        groups = {}
+        for m in self.moves:
+            key = f"{m.pod.namespace}/{m.pod.group_name}"
+            groups.setdefault(key, []).append(m)
+        out = []
+        for key, ms in groups.items():
+            ns, name = key.split("/", 1)
+            entry = {"namespace": ns, "podGroupName": name}
+            owner = self.owners.get(key)
+            if owner is not None:
+                entry["owner"] = {"apiVersion": owner.api_version, "kind": owner.kind, "name": owner.name}
+            entry["cards"] = sum(m.cards for m in ms)
+            entry["pods"] = [{"name": m.pod.name, "fromNode": m.from_node, "toNode": m.to_node, "cards": m.cards}
+                             for m in ms]
+            out.append(entry)
+        return out
+
+    def status(self, now: Optional[str] = None) -> dict:
+        """The RepackRun status of a finished DryRun evaluation (phase Succeeded)."""
+        cond = {"type": "Complete", "status": "True", "reason": self.outcome, "message": self.message}
+        if now:
+            cond["lastTransitionTime"] = now
+        plan = {"summary": self.summary()}
+        moves = self.moves_by_group()
+        if moves:
+            plan["moves"] = moves
+        if self.freed_nodes:
+            plan["freedNodes"] = list(self.freed_nodes)
+        st = {"phase": "Succeeded", "conditions": [cond], "message": self.message, "plan": plan}
+        if now:
+            st["startTime"] = now
+            st["completionTime"] = now
+        return st

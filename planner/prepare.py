@@ -1,0 +1,124 @@
+"""What every planning pass over one snapshot and spec starts from, computed once (`prepare`):
+providers and occupancy, the exact minimum, candidate nodes and the verdicts of blocked ones, each
+candidate's R pods and PodGroups, and the node equivalence classes of the receiver index.
+
+Read-only once built, so the budget improvement phase can run several passes from it.
+"""
+from dataclasses import dataclass
+
+from .cost import gang_infos
+from .filters import has_interpod_constraints
+from .frag import theoretical_min, usage
+from .plan_types import NodeVerdict
+from .rules import check_movable
+from .selectors import selector_matches
+
+
+@dataclass
+class Prepared:
+    snapshot: object
+    run: object
+    resource: str
+    alloc: dict                  # provider node -> allocatable R
+    used_before: dict            # node -> R in use at the start
+    occupied: set
+    idle: set                    # providers with no R in use at the start
+    minimum: object              # frag.MinimumResult
+    surely: set                  # occupied nodes that stay occupied (blocked or outside scope.nodes)
+    candidates: list             # occupied, in scope.nodes, every R pod movable; sorted
+    blocked: dict                # node -> NodeVerdict of an in-scope node that cannot be vacated
+    r_pods: dict                 # occupied node -> its R pods, largest first
+    interpod: set                # candidates with pods whose feasibility depends on other placements
+    groups_of: dict              # candidate -> {PodGroup key: set of its pod keys on that node}
+    group_r: dict                # candidate -> {PodGroup key: R its pods hold there}
+    nodes_of_group: dict         # PodGroup key -> candidates holding its pods
+    cards_of: dict               # candidate -> R it holds
+    class_of: dict               # provider -> receiver equivalence class id
+    class_rep: dict              # class id -> a node of that class
+    resolved_nodes: int
+    resolved_podgroups: int
+    gangs: dict = None           # PodGroup key -> cost.GangInfo
+    signatures: tuple = None     # (candidate -> shape id, stand-in pods per shape), built on first use
+
+    # check_movable reads `snapshot` and `scope`
+    @property
+    def scope(self):
+        return self.run.scope
+
+
+def prepare(snapshot, run) -> Prepared:
+    R, scope = run.resource, run.scope
+    alloc, used, items = usage(snapshot, R)
+    occupied = {n for n in alloc if used.get(n, 0) > 0}
+    in_scope_nodes = {n for n in alloc if scope.node_in_scope(snapshot.node_by_name[n])}
+    consuming = set()
+    for p in snapshot.pods:
+        if p.node_name and not p.terminal and p.requests.get(R, 0) > 0 and p.group_name:
+            consuming.add(f"{p.namespace}/{p.group_name}")
+    prep = Prepared(snapshot, run, R, alloc, dict(used), occupied, set(alloc) - occupied,
+                    theoretical_min(items, alloc.values()), set(), [], {}, {}, set(), {}, {}, {}, {}, {}, {},
+                    len(in_scope_nodes),
+                    sum(1 for k in consuming if k in snapshot.podgroup_by_key
+                        and scope.podgroup_in_scope(snapshot.podgroup_by_key[k])))
+    prep.gangs = gang_infos(snapshot, R)
+    for node in sorted(occupied):
+        pods = [p for p in snapshot.pods_by_node.get(node, ()) if not p.terminal and p.requests.get(R, 0) > 0]
+        pods.sort(key=lambda p: (-p.requests[R], p.key))
+        prep.r_pods[node] = pods
+        blocked = None
+        for p in pods:
+            b = check_movable(p, prep)
+            if b is not None:
+                blocked = (p, b)
+                break
+        if blocked is not None:
+            prep.surely.add(node)
+        if node not in in_scope_nodes:
+            prep.surely.add(node)
+            continue
+        if blocked is not None:
+            p, b = blocked
+            prep.blocked[node] = NodeVerdict(node, False, b.reason, b.message, p.key)
+            continue
+        prep.candidates.append(node)
+    anti_terms = [(p, t) for p in snapshot.pods for t in p.pod_anti_affinity]
+    for c in prep.candidates:
+        groups, rs = {}, {}
+        for p in prep.r_pods[c]:
+            g = f"{p.namespace}/{p.group_name}"
+            groups.setdefault(g, set()).add(p.key)
+            rs[g] = rs.get(g, 0) + p.requests[R]
+            prep.nodes_of_group.setdefault(g, set()).add(c)
+            if has_interpod_constraints(p) or any(
+                    t.label_selector is not None and selector_matches(t.label_selector, p.labels)
+                    for _, t in anti_terms):
+                prep.interpod.add(c)
+        prep.groups_of[c], prep.group_r[c] = groups, rs
+        prep.cards_of[c] = sum(rs.values())
+    _classes(prep)      # the receiver index and the consolidation phase both use them
+    return prep
+
+
+def _classes(prep):
+    """Providers that no static filter can tell apart (same labels a pod or volume looks at, same
+    taints and schedulability) share a class; a pod's static filters are checked once per class."""
+    snap = prep.snapshot
+    keys = set()
+    fields = False
+    for p in snap.pods:
+        keys.update(p.node_selector)
+        for t in p.affinity_terms or ():
+            keys.update(r.key for r in t.match_expressions)
+            fields = fields or bool(t.match_fields)
+    for pv in snap.pvs:
+        for t in pv.node_terms or ():
+            keys.update(r.key for r in t.match_expressions)
+            fields = fields or bool(t.match_fields)
+    keys = sorted(keys)
+    ids = {}
+    for name in sorted(prep.alloc):
+        n = snap.node_by_name[name]
+        sig = (tuple((k, n.labels.get(k)) for k in keys), n.taints, n.unschedulable, name if fields else "")
+        cid = ids.setdefault(sig, len(ids))
+        prep.class_of[name] = cid
+        prep.class_rep.setdefault(cid, name)

@@ -1,0 +1,581 @@
+"""The round loop (PLAN-1, PLAN-3, BUDGET-1): evaluate the remaining candidates, drop those over
+budget, score the rest over the complete plan (GANG-3), commit the best, repeat; then, when no
+candidate is feasible any more, try to consolidate more of them than idle nodes onto idle nodes
+(PLAN-2 rule 1), and go on. Every occupied provider node in scope ends with a verdict.
+
+Two loops make the same decisions: `_rounds_reference` evaluates every remaining candidate from
+scratch each round (`optimized=False`); `_rounds_fast` keeps cached evaluations, re-checks only
+what a round could have changed and verifies candidates lazily (`CandidatePool`). Tests hold the
+two identical.
+"""
+import bisect
+import heapq
+from enum import Enum
+
+from .candidates import CandidateEvaluator
+from .cost import PlanCost, scores
+from .plan_types import NodeVerdict, PodMove
+from .state import SimulatedState
+
+# Bound on the consolidation phase: candidate traces tried on idle nodes, per planning pass, as a
+# multiple of the candidates (plus a floor for small clusters).
+CONSOLIDATION_TRACES_PER_CANDIDATE = 2
+CONSOLIDATION_TRACES_MIN = 400
+MAX_IDLE_OPENED = 3          # idle nodes one consolidation may fill
+
+
+class Status(Enum):
+    """What the fast loop knows about a remaining candidate."""
+    FEASIBLE = "feasible"          # verified since its evaluation last changed
+    UNKNOWN = "unknown"            # its evaluation may have changed; verified when a search reaches it
+    INFEASIBLE = "infeasible"
+    OVER_BUDGET = "over budget"    # for good: the plan only grows
+
+
+class Planner:
+    """One planning pass over a Prepared snapshot. `allowed` restricts which candidates may be
+    vacated; `closed` nodes take no pods (the improvement phase keeps them free to be vacated)."""
+
+    def __init__(self, prep, weights, optimized, allowed=None, closed=frozenset()):
+        self.prep = prep
+        self.run = prep.run
+        self.R = prep.resource
+        self.weights = weights
+        self.optimized = optimized
+        self.allowed, self.closed = allowed, closed
+        self.state = SimulatedState(prep.snapshot)
+        self.ev = CandidateEvaluator(prep, self.state, optimized, closed)
+        self.gangs = prep.gangs
+        self.verdicts = dict(prep.blocked)
+        self.notes = []
+        self.cost = PlanCost(self.gangs)
+        self.moved_cards = 0
+        self.moves, self.freed, self.reoccupied = [], [], []
+        self.live = set(prep.candidates if allowed is None else (c for c in prep.candidates if c in allowed))
+        self.occupied_now = len(prep.occupied)
+        self.rnd = 0
+        self.consolidation_left = max(CONSOLIDATION_TRACES_MIN,
+                                      CONSOLIDATION_TRACES_PER_CANDIDATE * len(prep.candidates))
+
+    # -- the pass -----------------------------------------------------------------------------------
+    def run_rounds(self):
+        if self.optimized:
+            self.ev.build_signatures(self.prep.candidates)
+        if self.optimized:
+            self._init_cache()
+            self.pool = CandidatePool(self)
+        while True:
+            if self.optimized:
+                self._rounds_fast()
+            else:
+                self._rounds_reference()
+            if not self.live or self._minimum_reached() or not self._consolidate():
+                break
+        for c in self.prep.candidates:
+            if c in self.verdicts:
+                continue
+            if c not in self.live:
+                self.verdicts[c] = NodeVerdict(c, False, "NotSelected",
+                                               "a plan that frees more nodes, or disrupts less, leaves it out",
+                                               round=self.rnd)
+                continue
+            over = self._over_budget(c)
+            if over is not None:
+                self.verdicts[c] = over
+                continue
+            ev = self.ev.evaluate(c, diagnose=True)
+            if not ev.feasible:
+                pod, f, msg = ev.fail
+                self.verdicts[c] = NodeVerdict(c, False, "NoFeasibleReceiver", msg, pod, f, self.rnd)
+            else:
+                self.verdicts[c] = NodeVerdict(c, False, "NotSelected", "feasible but planning stopped", round=self.rnd)
+        self.rounds = self.rnd
+        return self
+
+    # Both round loops share these steps, so they cannot drift apart.
+    def _minimum_reached(self) -> bool:
+        if self.occupied_now > self.prep.minimum.value:
+            return False
+        for c in sorted(self.live):
+            self.verdicts[c] = NodeVerdict(c, False, "MinimumReached",
+                                           f"occupied nodes already equal the theoretical minimum ({self.prep.minimum.value})")
+        self.live.clear()
+        return True
+
+    def _new_podgroups(self, c) -> int:
+        return sum(1 for g in self.prep.groups_of[c] if g not in self.cost.moved)
+
+    def _over_budget(self, c, groups=None, cards=None):
+        """A BudgetExceeded verdict if vacating `c` would break maxPerRun now, else None. Once over,
+        always over (the plan only grows); the verdict is given when planning ends."""
+        R, run = self.R, self.run
+        if run.max_podgroups is not None:
+            taken = self.cost.moved if groups is None else groups
+            n = len(taken) + sum(1 for g in self.prep.groups_of[c] if g not in taken)
+            if n > run.max_podgroups:
+                return NodeVerdict(c, False, "BudgetExceeded",
+                                   f"vacating {c} would affect {n} PodGroups in this run; maxPerRun.podGroups is {run.max_podgroups}",
+                                   round=self.rnd)
+        moved = self.moved_cards if cards is None else cards
+        if run.max_resource is not None and moved + self.prep.cards_of[c] > run.max_resource:
+            return NodeVerdict(c, False, "BudgetExceeded",
+                               f"vacating {c} would move {moved + self.prep.cards_of[c]} {R} in this run; maxPerRun.resources[{R}] is {run.max_resource}",
+                               round=self.rnd)
+        return None
+
+    def _commit(self, chosen, ev=None):
+        """Apply the chosen candidate's moves; returns the receivers it touched (with old keys) and
+        the nodes re-priced because the plan now disrupts their PodGroups (with old keys)."""
+        R = self.R
+        ev = ev or self.ev.evaluate(chosen)
+        if not ev.feasible:
+            raise AssertionError(f"planner bug: {chosen} judged feasible but its own evaluation fails")
+        index = self.ev.index if self.optimized else None
+        touched = {}
+        for p, to, _ in ev.moves:
+            if to not in touched:
+                touched[to] = index.key_of.get(to) if index is not None else None
+        for p, to, _ in ev.moves:
+            self.state.move(p, to)
+            self.moves.append(PodMove(p, chosen, to, p.requests[R], self.rnd))
+            self.ev.receiving.add(to)
+            if to in self.ev.idle:
+                self.ev.idle.discard(to)
+                self.reoccupied.append(to)
+                self.occupied_now += 1
+        self.state.commit()
+        groups = self.prep.groups_of[chosen]
+        self.cost.add(groups)
+        self.moved_cards += self.prep.cards_of[chosen]
+        self.freed.append(chosen)
+        self.occupied_now -= 1
+        self.ev.receivers.discard(chosen)
+        self.verdicts[chosen] = NodeVerdict(chosen, True, "Vacated",
+                                            f"{len(ev.moves)} pod(s), {self.prep.cards_of[chosen]} {R} moved in round {self.rnd}",
+                                            round=self.rnd)
+        self.live.discard(chosen)
+        for t in touched:
+            if t in self.live:
+                self.live.discard(t)
+                self.verdicts[t] = NodeVerdict(t, False, "ReceivingMoves",
+                                               f"{t} receives pods of {chosen} in round {self.rnd} and stays occupied",
+                                               round=self.rnd)
+        if index is not None:
+            index.remove(chosen)
+            for t in touched:
+                index.remove(t)
+                index.add(self.ev.key(t))
+        repriced = {n: k for n, k in self.ev.disrupt(groups).items() if n not in touched and n != chosen}
+        return touched, repriced
+
+    def _pick(self, entries):
+        """entries: (dimensions, candidate). Lowest weighted min-max score; ties: more R freed, then name."""
+        sc = scores([d for d, _ in entries], self.weights)
+        best = min(range(len(entries)), key=lambda i: (sc[i], -self.prep.alloc[entries[i][1]], entries[i][1]))
+        return entries[best][1]
+
+    def _rounds_reference(self):
+        """Brute force: every round evaluates every remaining candidate from scratch."""
+        over_budget = set()
+        while self.live and not self._minimum_reached():
+            self.rnd += 1
+            entries = []
+            for c in sorted(self.live):
+                if c in over_budget or not self.ev.evaluate(c).feasible:
+                    continue
+                if self._over_budget(c) is not None:
+                    over_budget.add(c)     # for good: the plan only grows; the verdict comes at the end
+                    continue
+                entries.append((self.cost.with_candidate(self.prep.groups_of[c]), c))
+            if not entries:
+                break
+            self._commit(self._pick(entries))
+
+    # -- consolidation onto an idle node (PLAN-2 rule 1) --------------------------------------------
+    def _consolidate(self) -> bool:
+        """When no candidate is feasible on occupied receivers: find idle nodes that take the R
+        pods of more remaining candidates than there are idle nodes (each candidate vacated in
+        full, cumulatively, with every filter), so that net nodes freed rises; commit those
+        candidates, one round each.
+
+        Donors are gathered on a first idle node, in order of cost, then (if that fails) of size;
+        a donor that fits nowhere else may open a further idle node, at most MAX_IDLE_OPENED, and
+        the result counts only if donors outnumber opened nodes. Idle nodes that no static filter
+        or capacity can tell apart are interchangeable, so one per class is tried as the first
+        and as each further node. Bounded by `consolidation_left` candidate traces per pass.
+        """
+        ev, prep = self.ev, self.prep
+        if not ev.idle or self.consolidation_left <= 0:
+            return False
+        within = [c for c in sorted(self.live) if self._over_budget(c) is None]
+        if len(within) < 2:
+            return False
+        entries = [(self.cost.with_candidate(prep.groups_of[c]), c) for c in within]
+        sc = scores([d for d, _ in entries], self.weights)
+        by_cost = [c for _, _, c in sorted((sc[i], -prep.alloc[c], c) for i, (_, c) in enumerate(entries))]
+        # Two orders of donors: least disruption first, and fewest R first (more donors fit).
+        by_size = sorted(within, key=lambda c: (prep.cards_of[c], by_cost.index(c)))
+        orders = [by_cost] if by_size == by_cost else [by_cost, by_size]
+        for idle in self._idle_classes(ev.idle):
+            donors, opened = [], []
+            for order in orders:
+                donors, opened = self._fill(idle, order)
+                if donors:
+                    break
+            if donors:
+                for n in opened:
+                    if self.optimized:
+                        ev.index.add(ev.key(n))
+                    ev.receivers.add(n)
+                for i, (c, trace) in enumerate(donors):
+                    self.rnd += i > 0      # the first donor's round is the one that found nothing else
+                    touched, repriced = self._commit(c, trace)
+                    if self.optimized:
+                        self._after_commit(c, touched, repriced)
+                if self.optimized:
+                    # A new receiver is a new option: an infeasible evaluation may now succeed (cached
+                    # choices it could take are found by _invalidate, its key having moved ahead).
+                    for u, cached in self.cache.items():
+                        if not cached.feasible:
+                            self.pending.setdefault(u, set()).update(opened)
+                            self.pool.reopen(u)
+                self.notes.append(f"idle node(s) {', '.join(opened)} re-occupied: they take the pods of "
+                                  f"{len(donors)} nodes ({', '.join(c for c, _ in donors)})")
+                return True
+            if self.consolidation_left <= 0:
+                break
+        return False
+
+    def _idle_classes(self, idle):
+        """One idle node per class (static-filter class and allocatable), in name order."""
+        seen, out = set(), []
+        for n in sorted(idle):
+            node = self.prep.snapshot.node_by_name[n]
+            cls = (self.prep.class_of.get(n), tuple(sorted(node.allocatable.items())))
+            if cls not in seen:
+                seen.add(cls)
+                out.append(n)
+        return out
+
+    def _fill(self, idle, order):
+        """Donors that vacate onto the occupied receivers plus `idle` (and further idle nodes a
+        donor opens), in `order`, cumulatively on a fork: (donors, opened idle nodes), or ([], [])
+        unless donors outnumber opened nodes. The fork is reverted either way. Nodes the fork
+        touches (and opened idle nodes) are overlaid on the receiver index at their current keys."""
+        ev, st = self.ev, self.state
+        mark = st.fork()
+        saved = (set(ev.receivers), set(ev.receiving), set(ev.overlay))
+        ev.receivers.add(idle)
+        ev.overlay.add(idle)
+        opened = [idle]
+        groups, cards = set(self.cost.moved), self.moved_cards
+        donors = []
+
+        def attempt(c):
+            self.consolidation_left -= 1
+            return ev.trace(self.prep.r_pods[c], c, True, extra=self.prep.groups_of[c])
+
+        try:
+            for c in order:
+                if self.consolidation_left <= 0:
+                    break
+                if c in ev.receiving or self._over_budget(c, groups, cards) is not None:
+                    continue                   # a node that received in this fork stays occupied
+                trace = attempt(c)
+                if not trace.feasible and donors and len(opened) < MAX_IDLE_OPENED:
+                    for extra in self._idle_classes(ev.idle - set(opened)):
+                        if self.consolidation_left <= 0:
+                            break
+                        ev.receivers.add(extra)
+                        ev.overlay.add(extra)
+                        trace = attempt(c)
+                        if trace.feasible:
+                            opened.append(extra)
+                            break
+                        ev.receivers.discard(extra)
+                        ev.overlay.discard(extra)
+                if not trace.feasible:
+                    continue
+                for p, to, _ in trace.moves:
+                    st.move(p, to)
+                    ev.receiving.add(to)
+                    ev.overlay.add(to)
+                ev.receivers.discard(c)
+                donors.append((c, trace))
+                groups |= set(self.prep.groups_of[c])
+                cards += self.prep.cards_of[c]
+        finally:
+            st.revert(mark)
+            ev.receivers, ev.receiving, ev.overlay = saved
+        used = {to for _, t in donors for _, to, _ in t.moves}
+        opened = [n for n in opened if n in used]
+        if not opened or len(donors) <= len(opened):
+            return [], []
+        return donors, opened
+
+    # -- the optimized loop -------------------------------------------------------------------------
+    def _init_cache(self):
+        self.cache = {}              # evaluation unit -> Evaluation
+        self.by_receiver = {}        # node -> units whose cached moves use it
+        self.choice_keys = []        # sorted (receiver key at choice, unit, pod index, pod R request)
+        self.pending = {}            # unit -> nodes changed since its cached evaluation
+
+    def _forget(self, u):
+        ev = self.cache.pop(u, None)
+        if ev is not None:
+            for i, (p, to, key) in enumerate(ev.moves):
+                self.by_receiver.get(to, set()).discard(u)
+                entry = (key, u, i, p.requests[self.R])
+                j = bisect.bisect_left(self.choice_keys, entry)
+                if j < len(self.choice_keys) and self.choice_keys[j] == entry:
+                    self.choice_keys.pop(j)
+
+    def _remember(self, u, ev):
+        self.cache[u] = ev
+        # A failed evaluation keeps the choices made before its failing pod: the failure can
+        # only change if those choices change (the failing pod's options never grow).
+        for i, (p, to, key) in enumerate(ev.moves):
+            self.by_receiver.setdefault(to, set()).add(u)
+            bisect.insort(self.choice_keys, (key, u, i, p.requests[self.R]))
+
+    def _evaluation(self, u):
+        ev = self.cache.get(u)
+        if ev is None or ev.interpod:
+            self._forget(u)
+            self.pending.pop(u, None)
+            ev = self.ev.evaluate_unit(u)
+            self._remember(u, ev)
+        elif u in self.pending:
+            self._forget(u)
+            ev = self.ev.repair(u, ev, self.pending.pop(u))
+            self._remember(u, ev)
+        return ev
+
+    def _feasible_now(self, c) -> bool:
+        if c in self.prep.interpod:
+            return self._evaluation(("node", c)).feasible
+        ev = self._evaluation(("sig", self.ev.sig_of[c]))
+        own = self.ev.repriced_by(self.prep.groups_of[c], c)
+        if any(to == c or to in own for _, to, _ in ev.moves):
+            return self._evaluation(("node", c)).feasible
+        return ev.feasible
+
+    def _rounds_fast(self):
+        """Same decisions as `_rounds_reference`, looking only at what can decide a round.
+
+        A round needs, over the feasible candidates within budget: the lowest and highest value of
+        each cost dimension (min-max normalisation) and the lowest score (`CandidatePool`). A
+        candidate whose evaluation may have changed is only marked unknown, and verified when one
+        of those searches reaches it; searches stop at the first verified candidate, so most
+        unknowns are never evaluated.
+        """
+        pool = self.pool
+        while self.live and not self._minimum_reached():
+            self.rnd += 1
+            for c in self.prep.interpod & self.live:
+                pool.unknown(c)
+            if not pool.rescore():
+                break
+            chosen = pool.best()
+            if chosen is None:
+                break
+            touched, repriced = self._commit(chosen)
+            self._after_commit(chosen, touched, repriced)
+
+    def _after_commit(self, chosen, touched, repriced):
+        """The fast loop's bookkeeping after a commit: the pool and the cached evaluations."""
+        pool = self.pool
+        for c in [chosen, *touched]:
+            pool.leave(c)
+            self._forget(("node", c))
+        pool.recost(chosen)
+        for u in self._invalidate(chosen, touched, repriced):
+            pool.reopen(u)
+
+    def _invalidate(self, chosen, touched, repriced):
+        """Mark cached evaluations this round may have changed; returns those units.
+
+        Without inter-pod constraints a round only removes capacity (receivers fill up, the
+        vacated node leaves) and re-pricing only moves nodes later in the order, so a pod's options
+        never grow; a cached evaluation changes only if one of its chosen receivers was touched or
+        re-priced, or a touched node now comes before a choice in the receiver order and would take
+        that pod. A candidate sees a node that shares one of its PodGroups at a key of its own, so
+        its evaluation is redone whenever such a node is touched. They are repaired lazily, when a
+        candidate next asks.
+        """
+        ev = self.ev
+        replay = set(self.by_receiver.get(chosen, ()))
+        for n in repriced:
+            replay |= self.by_receiver.get(n, set())
+        for t, old in touched.items():
+            new = ev.key(t)
+            replay |= self.by_receiver.get(t, set())
+            for g in self.prep.group_r.get(t, ()):
+                for c in self.prep.nodes_of_group.get(g, ()):
+                    if ("node", c) in self.cache:
+                        replay.add(("node", c))
+            if old is not None and new < old:
+                lo = bisect.bisect_right(self.choice_keys, (new, ("\uffff",)))
+                hi = bisect.bisect_left(self.choice_keys, (old, ("",)))
+                room = self.state.free(t, self.R)
+                for _, u, i, need in self.choice_keys[lo:hi]:
+                    if need <= room and u not in replay and ev.hosts(t, self.cache[u].moves[i][0]):
+                        replay.add(u)
+        changed = set(touched) | set(repriced) | {chosen}
+        for u in replay:
+            self.pending.setdefault(u, set()).update(changed)
+        return replay
+
+
+class CandidatePool:
+    """The fast loop's view of the remaining candidates: what is known about each (`Status`), the
+    cost vector of each over the complete plan, one sorted list per cost dimension (for the
+    min-max bounds) and a heap of cost vectors by score (candidates with the same vector score the
+    same)."""
+
+    def __init__(self, planner):
+        self.pl = planner
+        self.members = set()             # candidates that may be feasible: FEASIBLE or UNKNOWN
+        self.status = {}
+        self.dims = {}
+        self.asc = [[] for _ in range(5)]    # per dimension: sorted (value, candidate) over the members
+        self.by_vector = {}              # cost vector -> sorted [(-allocatable R, candidate)] among members
+        self.heap = []                   # (score, -alloc, candidate, vector) of each vector's best member
+        self.scored = {}                 # vector -> score under the current bounds
+        self.terms = None                # the current bounds as (dimension, weight, low, span)
+        self.epoch = None
+        self.verified = {}               # evaluation unit -> candidates verified since it last changed
+        self.by_group = {}               # PodGroup or workload -> candidates whose cost it enters
+        prep = planner.prep
+        for c in prep.candidates:
+            for g in prep.groups_of[c]:
+                self.by_group.setdefault(g, set()).add(c)
+                self.by_group.setdefault(planner.gangs[g].workload, set()).add(c)
+        for c in sorted(planner.live):
+            self.enter(c)
+            self.status[c] = Status.UNKNOWN
+
+    def score(self, d):
+        # The arithmetic of cost.scores, term by term in the same order, so the same floats.
+        sc = self.scored.get(d)
+        if sc is None:
+            total = 0.0
+            for i, w, low, span in self.terms:
+                total += w * (d[i] - low) / span
+            sc = self.scored[d] = round(total, 9)
+        return sc
+
+    def _push_head(self, d):
+        if self.terms is not None and d in self.by_vector:
+            na, c = self.by_vector[d][0]
+            heapq.heappush(self.heap, (self.score(d), na, c, d))
+
+    def enter(self, c):
+        pl = self.pl
+        d = self.dims[c] = pl.cost.with_candidate(pl.prep.groups_of[c])
+        for i in range(5):
+            bisect.insort(self.asc[i], (d[i], c))
+        self.members.add(c)
+        lst = self.by_vector.setdefault(d, [])
+        entry = (-pl.prep.alloc[c], c)
+        bisect.insort(lst, entry)
+        if lst[0] == entry:
+            self._push_head(d)
+
+    def leave(self, c):
+        if c in self.members:
+            self.members.discard(c)
+            d = self.dims[c]
+            for i in range(5):
+                lst = self.asc[i]
+                lst.pop(bisect.bisect_left(lst, (d[i], c)))
+            lst = self.by_vector[d]
+            j = bisect.bisect_left(lst, (-self.pl.prep.alloc[c], c))
+            lst.pop(j)
+            if not lst:
+                del self.by_vector[d]
+            elif j == 0:
+                self._push_head(d)
+
+    def unknown(self, c):
+        if c not in self.pl.live or self.status.get(c) == Status.OVER_BUDGET:
+            return
+        if c not in self.members:
+            self.enter(c)
+        self.status[c] = Status.UNKNOWN
+
+    def reopen(self, unit):
+        """`unit`'s evaluation changed: candidates verified through it are unknown again."""
+        for c in self.verified.pop(unit, ()):
+            if self.status.get(c) != Status.UNKNOWN:
+                self.unknown(c)
+
+    def recost(self, chosen):
+        """Candidates sharing a PodGroup or workload with `chosen` cost differently now."""
+        pl = self.pl
+        refresh = set()
+        for g in pl.prep.groups_of[chosen]:
+            for key in (g, pl.gangs[g].workload):
+                refresh |= self.by_group.get(key, set())
+        for c in refresh & self.members:
+            self.leave(c)
+            self.enter(c)
+
+    def resolve(self, c):
+        """Verify `c` now: FEASIBLE stays a member, anything else leaves."""
+        pl = self.pl
+        if pl._over_budget(c) is not None:
+            self.status[c] = Status.OVER_BUDGET
+        elif self.status[c] == Status.UNKNOWN:
+            self.status[c] = Status.FEASIBLE if pl._feasible_now(c) else Status.INFEASIBLE
+            self.verified.setdefault(("node", c), set()).add(c)
+            if c in pl.ev.sig_of:
+                self.verified.setdefault(("sig", pl.ev.sig_of[c]), set()).add(c)
+        if self.status[c] != Status.FEASIBLE:
+            self.leave(c)
+        return self.status[c]
+
+    def _extreme(self, i, lowest):
+        lst = self.asc[i]
+        while lst:
+            v, c = lst[0] if lowest else lst[-1]
+            if self.resolve(c) == Status.FEASIBLE:
+                return v
+        return None
+
+    def _bounds(self):
+        lo, hi = [], []
+        for i in range(5):
+            low = self._extreme(i, True)
+            if low is None:
+                return None
+            lo.append(low)
+            hi.append(self._extreme(i, False))
+        return tuple(lo), tuple(hi)
+
+    def rescore(self) -> bool:
+        """Settle this round's min-max bounds (verifying extremes can drop candidates; the bounds
+        hold once a pass changes nothing); False when no feasible candidate is left."""
+        b = self._bounds()
+        while b is not None and b != (b2 := self._bounds()):
+            b = b2
+        if b is None:
+            return False
+        if b != self.epoch:
+            self.epoch, (lo, hi) = b, b
+            self.terms = [(i, self.pl.weights[i], lo[i], hi[i] - lo[i]) for i in range(5) if hi[i] > lo[i]]
+            self.scored = {}
+            self.heap = [(self.score(d), *lst[0], d) for d, lst in self.by_vector.items()]
+            heapq.heapify(self.heap)
+        return True
+
+    def best(self):
+        """The feasible candidate with the lowest score (ties: more R freed, then name)."""
+        while self.heap:
+            _, na, c, d = heapq.heappop(self.heap)
+            lst = self.by_vector.get(d)
+            if not lst or lst[0] != (na, c):
+                continue                  # stale: that vector's best member changed since
+            if self.resolve(c) == Status.FEASIBLE:
+                return c
+        return None
