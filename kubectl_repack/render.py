@@ -207,6 +207,9 @@ def plan_summary(run: dict, plan, source: str, wide: bool = False, saved: str = 
     pods = len(plan.moves)
     groups = len({f"{m.pod.namespace}/{m.pod.group_name}" for m in plan.moves})
     minimum = f"{plan.minimum}" + ("" if plan.minimum_exact else " (lower bound, not proven)")
+    # A plan whose outcome is not RepackRecommended is still shown, as the best found, never as advice.
+    best_only = plan.outcome != "RepackRecommended" and bool(plan.moves)
+    label = " (best plan found, not recommended)" if best_only else ""
     lines = [
         f"RepackRun:      {run['metadata']['name']} ({spec.get('mode', 'DryRun')}, {plan.resource}, {source})",
         f"Outcome:        {plan.outcome}",
@@ -216,16 +219,23 @@ def plan_summary(run: dict, plan, source: str, wide: bool = False, saved: str = 
         f"Nodes:          {plan.providers} providers, occupied {plan.occupied_before} -> {plan.occupied_after},"
         f" theoretical minimum {minimum}",
         f"Scope:          {plan.resolved_podgroups} PodGroup(s), {plan.resolved_nodes} node(s)",
-        f"Freed nodes:    {len(plan.freed_nodes)}" + _names(plan.freed_nodes),
-        f"Moved:          {plan.moved_cards} {plan.resource} in {pods} pod(s) of {groups} PodGroup(s)",
+        f"Freed nodes:    {len(plan.freed_nodes)}" + _names(plan.freed_nodes) + label,
+        f"Moved:          {plan.moved_cards} {plan.resource} in {pods} pod(s) of {groups} PodGroup(s)" + label,
     ]
+    if plan.reoccupied:
+        lines.append(f"Re-occupied:    {len(plan.reoccupied)}" + _names(plan.reoccupied)
+                     + " (idle nodes the plan fills to free more)")
+    if plan.above_minimum:
+        lines.append(f"Above minimum:  {plan.above_minimum}")
+    if best_only:
+        lines.append(f"Recommendable:  {_what_would_recommend(plan, need, improvement)}")
     if wide:
         lines.append(f"Rounds:         {plan.rounds}")
     if saved:
         lines.append(f"Saved:          {saved}")
     out = "\n".join(lines) + "\n"
     if plan.moves:
-        out += "\nMOVES\n" + moves_table(plan, wide) + "\n"
+        out += f"\nMOVES{label.upper() if best_only else ''}\n" + moves_table(plan, wide) + "\n"
     else:
         out += "\nNo moves.\n"
     if wide:
@@ -238,6 +248,24 @@ def plan_summary(run: dict, plan, source: str, wide: bool = False, saved: str = 
     if plan.cards:
         out += f"\nCARDS ({plan.resource} per node: before -> after)\n" + card_map(plan) + "\n"
     return out
+
+
+def _what_would_recommend(plan, need: int, improvement: Fraction) -> str:
+    """What blocks the best plan found from being recommended: the threshold, the budget, or that
+    it frees no node (FRAG-4 needs both the improvement and a freed node)."""
+    reasons = []
+    if not plan.freed_nodes:
+        reasons.append("it frees no node (FRAG-4 requires one; -o wide shows why each node stays)")
+    if improvement < need:
+        reasons.append(f"it lowers fragmentation by {_points(improvement)} points and the run requires {need}: "
+                       f"goals[0].minFragImprovementPercent <= {max(int(improvement), 0)}"
+                       " would accept it")
+    budget = [v for v in plan.verdicts if v.reason == "BudgetExceeded"]
+    if budget:
+        reasons.append(f"maxPerRun keeps {len(budget)} more node(s) from being vacated ({budget[0].message})")
+    elif "budget spent" in plan.above_minimum:  # the planner's own sentence (planner.plan.above_minimum)
+        reasons.append("a larger maxPerRun would let it vacate more nodes (see Above minimum)")
+    return "; ".join(reasons) or "see the message above"
 
 
 # ---------- status of a stored run ----------

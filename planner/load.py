@@ -12,8 +12,6 @@ from .model import (EMPTY, ClusterSnapshot, HostPort, LabelSelector, ModelServin
                     NodeSelectorTerm, PersistentVolume, PersistentVolumeClaim, Pod,
                     PodAffinityTerm, PodDisruptionBudget, PodGroup, Requirement, SpreadConstraint,
                     Taint, Toleration, VCJob, controller_of)
-import gc
-
 from .quantity import parse_quantity_cached, scaled
 
 _READ_KINDS = {
@@ -503,18 +501,8 @@ def _list_items(lst, kind):
 
 
 def load_objects(objects) -> ClusterSnapshot:
-    """Build a snapshot from Kubernetes objects (dicts, Lists, or nested lists of them)."""
-    # Hundreds of thousands of small immutable objects: cyclic GC passes would only slow this.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return _load_objects(objects)
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _load_objects(objects) -> ClusterSnapshot:
+    """Build a snapshot from Kubernetes objects (dicts, Lists, or nested lists of them). Pure: a
+    caller loading a large cluster may pause cyclic GC around it (planner.gcpause.paused_gc)."""
     buckets = {k: [] for k, _ in _LOADERS.values()}
     seen = set()
     pod_uids = {}

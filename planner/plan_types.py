@@ -8,7 +8,7 @@ from typing import Optional
 
 from .errors import SpecError
 from .frag import percent_int
-from .quantity import scaled
+from .quantity import scaled_limit
 from .scope import Scope
 
 REASON_RECOMMENDED = "RepackRecommended"
@@ -69,11 +69,17 @@ class RunSpec:
             raise SpecError("spec.maxPerRun.podGroups: a non-negative integer is required")
         max_r = None
         res = mpr.get("resources") or {}
+        if not isinstance(res, dict):
+            raise SpecError("spec.maxPerRun.resources: expected an object of quantities")
+        for other in res:
+            if other != resource:  # the CRD's CEL rule says the same; runs from elsewhere meet it here
+                raise SpecError(f"spec.maxPerRun.resources[{other}]: maxPerRun.resources may only limit the "
+                                f"goal's resource ({resource}); a budget on any other resource would not limit anything")
         if resource in res:
             try:
-                max_r = scaled(resource, res[resource])
+                max_r = scaled_limit(resource, res[resource])
             except ValueError as e:
-                raise SpecError(f"spec.maxPerRun.resources.{resource}: {e}") from e
+                raise SpecError(f"spec.maxPerRun.resources[{resource}]: {e}") from e
         return cls(resource, mi, Scope.from_spec(spec.get("scope")), max_pg, max_r)
 
 

@@ -98,6 +98,16 @@ def scaled(resource: str, value) -> int:
     return _ceil(q * 1000) if resource in MILLI_RESOURCES else _ceil(q)
 
 
+def scaled_limit(resource: str, value) -> int:
+    """`scaled` for a limit the plan must stay under (a budget): rounded down, so a budget of
+    0.0000001 cards allows none rather than one; negative amounts are refused."""
+    q = parse_quantity_cached(value)
+    if q < 0:
+        raise ValueError(f"{value!r} is negative: a budget cannot be")
+    q = q * 1000 if resource in MILLI_RESOURCES else q
+    return q.numerator // q.denominator
+
+
 def format_amount(resource: str, amount: int) -> str:
     """Render a scaled amount back as a readable quantity (for messages and tables)."""
     if resource in MILLI_RESOURCES:

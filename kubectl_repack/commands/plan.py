@@ -9,6 +9,7 @@ from __future__ import annotations
 import click
 
 import planner
+from planner.gcpause import paused_gc
 from kubectl_repack import render
 from kubectl_repack.api.run import MODE_DRY_RUN, Reason
 from kubectl_repack.kube import objects, runs
@@ -106,11 +107,13 @@ def command(file, resource, min_improvement, max_podgroups, max_cards, podgroup_
             source = objects.FileSource(snapshot_file)
     else:
         source = objects.LiveSource(settings().api())
-    snapshot = source.snapshot()
+    with paused_gc():  # many small immutable objects, no cycles: collector passes cost seconds
+        snapshot = source.snapshot()
     warning = render.no_provider_warning(snapshot, spec.resource)
     if warning:
         click.echo(f"warning: {warning}", err=True)
-    result = planner.plan(snapshot, spec)
+    with paused_gc():
+        result = planner.plan(snapshot, spec)
     run = dict(run, status=result.status(now))
 
     saved = ""

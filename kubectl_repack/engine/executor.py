@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 import planner
+from planner.gcpause import paused_gc
 
 from kubectl_repack.api.run import (COND_COMPLETE, COND_FAILED, COND_PROGRESSING, EVICTION_ACCEPTED,
                                     EVICTION_INDIRECTLY_REMOVED, EVICTION_IN_PROGRESS, EVICTION_PENDING,
@@ -120,7 +121,9 @@ class Executor:
     def plan_live(self, run: dict) -> "planner.Plan":
         """EXEC-1: always a fresh plan on live state."""
         spec = planner.RunSpec.from_spec(run["spec"])
-        return planner.plan(planner.load_objects(self.reader.snapshot_objects()), spec)
+        objects = self.reader.snapshot_objects()
+        with paused_gc():  # many small immutable objects, no cycles: collector passes cost seconds
+            return planner.plan(planner.load_objects(objects), spec)
 
     def start(self, name: str, plan: "planner.Plan") -> dict:
         """Persist the plan and every relocation record BEFORE the first eviction (EXEC-3); or end

@@ -107,3 +107,27 @@ def test_yaml_output_never_writes_anchors_for_shared_sub_objects():
     assert "&id" not in text and "*id" not in text and text.count("- watch") == 2
     rendered = manifests.to_yaml(manifests.render(namespace="repack-system", image="x:1", certs=None, url=None))
     assert "&id" not in rendered and "*id" not in rendered
+
+
+def test_a_plan_that_is_not_recommended_is_labelled_and_says_what_would_make_it_so():
+    from tests.unit.cli.conftest import R, SEED3, run
+
+    r = run("plan", "--snapshot", SEED3, "--resource", R, "--min-improvement", "50")
+    assert r.exit_code == 0, r.output
+    assert "Outcome:        InsufficientImprovement" in r.stdout
+    assert "Freed nodes:    1 (ascend-node-01) (best plan found, not recommended)" in r.stdout
+    assert ("Recommendable:  it lowers fragmentation by 33.3 points and the run requires 50: "
+            "goals[0].minFragImprovementPercent <= 33 would accept it") in r.stdout
+    assert "\nMOVES (BEST PLAN FOUND, NOT RECOMMENDED)\n" in r.stdout
+    ok = run("plan", "--snapshot", SEED3, "--resource", R, "--min-improvement", "33")
+    assert "RepackRecommended" in ok.stdout and "not recommended" not in ok.stdout and "Recommendable" not in ok.stdout
+
+
+def test_a_plan_above_the_minimum_says_why():
+    from tests.unit.cli.conftest import EXAMPLES, run
+
+    r = run("plan", "--snapshot", f"{EXAMPLES}/cluster-200.json", "-f", f"{EXAMPLES}/cluster-200-dryrun.yaml",
+            "--max-podgroups", "1")
+    assert r.exit_code == 0, r.output
+    line = next(line for line in r.stdout.splitlines() if line.startswith("Above minimum:"))
+    assert "above the theoretical minimum" in line and "budget spent" in line and "maxPerRun.podGroups is 1" in line

@@ -190,3 +190,25 @@ def test_output_is_deterministic(optimized):
     a = plan(snap, spec(scope=GUARDED_SCOPE), optimized=optimized).status(now="2026-01-01T00:00:00Z")
     b = plan(seed_twenty_nodes(), spec(scope=GUARDED_SCOPE), optimized=optimized).status(now="2026-01-01T00:00:00Z")
     assert a == b
+
+
+@pytest.mark.parametrize("resources, error", [
+    ({"huawei.com/ascend1980": 0}, "spec.maxPerRun.resources[huawei.com/ascend1980]: maxPerRun.resources may only "
+                                   "limit the goal's resource (huawei.com/ascend-1980)"),
+    ({"huawei.com/ascend-1980": "-1"}, "spec.maxPerRun.resources[huawei.com/ascend-1980]: '-1' is negative"),
+    ("8", "spec.maxPerRun.resources: expected an object of quantities"),
+], ids=["typo", "negative", "not-a-map"])
+def test_a_budget_the_planner_cannot_honour_is_a_spec_error(resources, error):
+    """Runs stored before the CRD's rule, or written by other clients, meet the same rule here."""
+    from planner import RunSpec, SpecError
+    spec = {"mode": "Execute", "goals": [{"resource": "huawei.com/ascend-1980"}], "maxPerRun": {"resources": resources}}
+    with pytest.raises(SpecError) as refused:
+        RunSpec.from_spec(spec)
+    assert str(refused.value).startswith(error)
+
+
+def test_a_fractional_card_budget_allows_no_card():
+    from planner import RunSpec
+    spec = {"mode": "Execute", "goals": [{"resource": "huawei.com/ascend-1980"}],
+            "maxPerRun": {"resources": {"huawei.com/ascend-1980": "0.0000001"}}}
+    assert RunSpec.from_spec(spec).max_resource == 0

@@ -136,3 +136,16 @@ def test_format_amount(resource, amount, want):
                                            ("example.com/foo", "12")], ids=["cpu", "memory-gi", "memory-7", "ext"])
 def test_format_round_trips(resource, text):
     assert scaled(resource, format_amount(resource, scaled(resource, text))) == scaled(resource, text)
+
+
+@pytest.mark.parametrize("value, cards", [("0.0000001", 0), ("7.9", 7), ("8", 8), ("1k", 1000), (3, 3)])
+def test_a_budget_rounds_down(value, cards):
+    """A budget is a limit: a fraction of a card allows no card (requests round up instead)."""
+    from planner.quantity import scaled_limit
+    assert scaled_limit("huawei.com/ascend-1980", value) == cards
+
+
+def test_a_negative_budget_is_refused():
+    from planner.quantity import scaled_limit
+    with pytest.raises(ValueError, match="negative"):
+        scaled_limit("nvidia.com/gpu", "-1")
