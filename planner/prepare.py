@@ -37,6 +37,7 @@ class Prepared:
     class_rep: dict              # class id -> a node of that class
     resolved_nodes: int
     resolved_podgroups: int
+    status_cost: dict = None     # candidate -> (pods it moves, bytes they take in the run's status)
     gangs: dict = None           # PodGroup key -> cost.GangInfo
     signatures: tuple = None     # (candidate -> shape id, stand-in pods per shape), built on first use
 
@@ -44,6 +45,29 @@ class Prepared:
     @property
     def scope(self):
         return self.run.scope
+
+
+# What one run's status can hold. A RepackRun is one etcd object (1.5 MiB by default) and its CRD
+# caps the lists (relocations and plan pods 4096, freedNodes 2048). Every moved pod takes one entry
+# in plan.moves and one relocation record, which the executor and the coordinator fill in as the
+# run goes (replacement name and UID, selected and actual node, times, messages). Measured on full
+# records: about STATUS_BYTES_FIXED bytes plus the names, counted as often as they are written.
+# STATUS_BYTES_BUDGET (moves, records, freedNodes) leaves a third of the object to spec,
+# conditions, summary, result, message and metadata (managedFields of the two status writers).
+STATUS_MAX_PODS = 4096
+STATUS_MAX_FREED = 2048
+STATUS_BYTES_BUDGET = 1_000_000
+STATUS_BYTES_FIXED = 700
+
+
+def status_bytes(pod, longest_node: int) -> int:
+    """Bytes one moved pod takes in a finished run's status, JSON-serialized (an upper estimate:
+    field names, two UIDs, phases and a 200-character eviction message; node names at the longest
+    provider's length five times (from, to, planned, selected, actual); the pod's name three times
+    (move, victim, replacement), its PodGroup four (move, owner, record, replacement's group) and
+    its namespace twice)."""
+    return (STATUS_BYTES_FIXED + 3 * len(pod.name) + 2 * len(pod.namespace) + 4 * len(pod.group_name)
+            + 5 * longest_node)
 
 
 def prepare(snapshot, run) -> Prepared:
@@ -95,6 +119,11 @@ def prepare(snapshot, run) -> Prepared:
                 prep.interpod.add(c)
         prep.groups_of[c], prep.group_r[c] = groups, rs
         prep.cards_of[c] = sum(rs.values())
+    longest_node = max((len(n) for n in alloc), default=0)
+    # A vacated node also takes its name in plan.freedNodes (quoted, with a comma).
+    prep.status_cost = {c: (len(prep.r_pods[c]),
+                            longest_node + 3 + sum(status_bytes(p, longest_node) for p in prep.r_pods[c]))
+                        for c in prep.candidates}
     _classes(prep)      # the receiver index and the consolidation phase both use them
     return prep
 

@@ -15,6 +15,7 @@ from enum import Enum
 from .candidates import CandidateEvaluator
 from .cost import PlanCost, scores
 from .plan_types import NodeVerdict, PodMove
+from .prepare import STATUS_BYTES_BUDGET, STATUS_MAX_FREED, STATUS_MAX_PODS
 from .state import SimulatedState
 
 # Bound on the consolidation phase: candidate traces tried on idle nodes, per planning pass, as a
@@ -50,6 +51,7 @@ class Planner:
         self.notes = []
         self.cost = PlanCost(self.gangs)
         self.moved_cards = 0
+        self.status_pods, self.status_bytes = 0, 0
         self.moves, self.freed, self.reoccupied = [], [], []
         self.live = set(prep.candidates if allowed is None else (c for c in prep.candidates if c in allowed))
         self.occupied_now = len(prep.occupied)
@@ -105,10 +107,22 @@ class Planner:
     def _new_podgroups(self, c) -> int:
         return sum(1 for g in self.prep.groups_of[c] if g not in self.cost.moved)
 
-    def _over_budget(self, c, groups=None, cards=None):
-        """A BudgetExceeded verdict if vacating `c` would break maxPerRun now, else None. Once over,
-        always over (the plan only grows); the verdict is given when planning ends."""
+    def _over_budget(self, c, groups=None, cards=None, size=None):
+        """A BudgetExceeded verdict if vacating `c` would break maxPerRun, or take the run's status
+        past what one RepackRun can hold, now; else None. Once over, always over (the plan only
+        grows); the verdict is given when planning ends. `size` is (pods, bytes, freed nodes) of a
+        plan being tried, like `groups` and `cards`."""
         R, run = self.R, self.run
+        pods, nbytes, freed = size if size is not None else (self.status_pods, self.status_bytes, len(self.freed))
+        c_pods, c_bytes = self.prep.status_cost[c]
+        if (pods + c_pods > STATUS_MAX_PODS or nbytes + c_bytes > STATUS_BYTES_BUDGET
+                or freed + 1 > STATUS_MAX_FREED):
+            return NodeVerdict(c, False, "BudgetExceeded",
+                               f"vacating {c} would take this run's status past what one RepackRun holds "
+                               f"({pods + c_pods} pods, about {(nbytes + c_bytes) // 1000} kB of "
+                               f"{STATUS_BYTES_BUDGET // 1000} kB for moves and relocation records, "
+                               f"{freed + 1} freed nodes; at most {STATUS_MAX_PODS} pods and {STATUS_MAX_FREED} "
+                               "nodes): a later run continues from here", round=self.rnd)
         if run.max_podgroups is not None:
             taken = self.cost.moved if groups is None else groups
             n = len(taken) + sum(1 for g in self.prep.groups_of[c] if g not in taken)
@@ -147,6 +161,9 @@ class Planner:
         groups = self.prep.groups_of[chosen]
         self.cost.add(groups)
         self.moved_cards += self.prep.cards_of[chosen]
+        c_pods, c_bytes = self.prep.status_cost[chosen]
+        self.status_pods += c_pods
+        self.status_bytes += c_bytes
         self.freed.append(chosen)
         self.occupied_now -= 1
         self.ev.receivers.discard(chosen)
@@ -269,6 +286,7 @@ class Planner:
         ev.overlay.add(idle)
         opened = [idle]
         groups, cards = set(self.cost.moved), self.moved_cards
+        size = (self.status_pods, self.status_bytes, len(self.freed))
         donors = []
 
         def attempt(c):
@@ -279,7 +297,7 @@ class Planner:
             for c in order:
                 if self.consolidation_left <= 0:
                     break
-                if c in ev.receiving or self._over_budget(c, groups, cards) is not None:
+                if c in ev.receiving or self._over_budget(c, groups, cards, size) is not None:
                     continue                   # a node that received in this fork stays occupied
                 trace = attempt(c)
                 if not trace.feasible and donors and len(opened) < MAX_IDLE_OPENED:
@@ -304,6 +322,8 @@ class Planner:
                 donors.append((c, trace))
                 groups |= set(self.prep.groups_of[c])
                 cards += self.prep.cards_of[c]
+                c_pods, c_bytes = self.prep.status_cost[c]
+                size = (size[0] + c_pods, size[1] + c_bytes, size[2] + 1)
         finally:
             st.revert(mark)
             ev.receivers, ev.receiving, ev.overlay = saved
