@@ -75,13 +75,35 @@ def connect(kubeconfig: Optional[str] = None, context: Optional[str] = None,
 
 # ---------- the transport seam ----------
 
+# The Kubernetes Python client changed generator at 36: ApiClient.param_serialize/call_api(method,
+# url) and a rest client whose request() returns every answer, against call_api(path, method) and a
+# rest client with GET/POST/... that raises ApiException itself. constraints.txt pins 35 (the
+# pure-Python set the krew zipapp vendors), an unpinned pip install gets the newest: both must work.
+_NEW_CLIENT = None
+
+
+def _new_client() -> bool:
+    global _NEW_CLIENT
+    if _NEW_CLIENT is None:
+        from kubernetes.client import ApiClient
+
+        _NEW_CLIENT = hasattr(ApiClient, "param_serialize")
+    return _NEW_CLIENT
+
+
 @dataclass(frozen=True)
 class HTTPResponse:
-    """One HTTP answer as a transport returns it."""
+    """One HTTP answer as a transport returns it (with urllib3's header accessors)."""
     status: int
     data: bytes = b""
     reason: str = ""
     headers: Mapping[str, str] = field(default_factory=lambda: {"content-type": "application/json"})
+
+    def getheaders(self):
+        return self.headers
+
+    def getheader(self, name, default=None):
+        return self.headers.get(name, default)
 
 
 Transport = Callable[[str, str, dict, Any, Any], HTTPResponse]
@@ -95,10 +117,36 @@ class _TransportREST:
     def __init__(self, send: Transport):
         self.send = send
 
-    def request(self, method, url, headers=None, body=None, post_params=None, _request_timeout=None):
-        from kubernetes.client.rest import RESTResponse
+    def request(self, method, url, query_params=None, headers=None, body=None, post_params=None,
+                _preload_content=True, _request_timeout=None):
+        from urllib.parse import urlencode
 
-        return RESTResponse(self.send(method, url, dict(headers or {}), body, _request_timeout))
+        from kubernetes.client.rest import ApiException, RESTResponse
+
+        if query_params:
+            url += ("&" if "?" in url else "?") + urlencode(query_params)
+        raw = self.send(method, url, dict(headers or {}), body, _request_timeout)
+        resp = RESTResponse(raw)
+        if _new_client():
+            return resp  # the ApiClient reads it and raises for the status itself
+        # The older rest client raises for a non-2xx answer and decodes preloaded bodies.
+        if _preload_content:
+            resp.data = raw.data.decode("utf8") if isinstance(raw.data, bytes) else raw.data
+        if not 200 <= raw.status <= 299:
+            raise ApiException(http_resp=resp)
+        return resp if _preload_content else raw
+
+    def _verb(method):
+        def call(self, url, headers=None, query_params=None, post_params=None, body=None, _preload_content=True,
+                 _request_timeout=None):
+            return self.request(method, url, query_params=query_params, headers=headers, body=body,
+                                post_params=post_params, _preload_content=_preload_content,
+                                _request_timeout=_request_timeout)
+        return call
+
+    GET, HEAD, OPTIONS = _verb("GET"), _verb("HEAD"), _verb("OPTIONS")
+    POST, PUT, PATCH, DELETE = _verb("POST"), _verb("PUT"), _verb("PATCH"), _verb("DELETE")
+    del _verb
 
     def close(self) -> None:
         pass
@@ -177,12 +225,17 @@ def request(api, method: str, path: str, body: Optional[dict] = None, query=None
         headers["Content-Type"] = content_type
 
     def send():
-        method_, url, headers_, payload, _ = api.param_serialize(
-            method=method, resource_path=path, query_params=list(query or []), header_params=headers,
-            body=body, auth_settings=["BearerToken"])
-        resp = api.call_api(method_, url, header_params=headers_, body=payload, _request_timeout=REQUEST_TIMEOUT)
-        resp.read()
-        if not 200 <= resp.status < 300:
-            raise ApiException(http_resp=resp)
+        if _new_client():
+            method_, url, headers_, payload, _ = api.param_serialize(
+                method=method, resource_path=path, query_params=list(query or []), header_params=headers,
+                body=body, auth_settings=["BearerToken"])
+            resp = api.call_api(method_, url, header_params=headers_, body=payload, _request_timeout=REQUEST_TIMEOUT)
+            resp.read()
+            if not 200 <= resp.status < 300:
+                raise ApiException(http_resp=resp)
+        else:  # the rest client raises ApiException for a non-2xx answer
+            resp = api.call_api(path, method, query_params=list(query or []), header_params=headers, body=body,
+                                auth_settings=["BearerToken"], _preload_content=False,
+                                _return_http_data_only=True, _request_timeout=REQUEST_TIMEOUT)
         return json.loads(resp.data) if resp.data else {}
     return call(f"{method} {path}", send)
