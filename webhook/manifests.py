@@ -57,7 +57,9 @@ def cluster_role_rules() -> list[dict]:
     return [
         {"apiGroups": [""], "resources": ["pods"], "verbs": read + ["patch"]},
         {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
-        {"apiGroups": [""], "resources": ["nodes", "persistentvolumes", "persistentvolumeclaims"], "verbs": read},
+        # namespaces: the coordinator's live snapshot lists them (the planner's filters read their labels).
+        {"apiGroups": [""], "resources": ["namespaces", "nodes", "persistentvolumes", "persistentvolumeclaims"],
+         "verbs": read},
         {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": read},
         {"apiGroups": ["repack.volcano.sh"], "resources": ["repackruns"], "verbs": read + ["delete"]},
         {"apiGroups": ["repack.volcano.sh"], "resources": ["repackruns/status"], "verbs": ["get", "patch", "update"]},

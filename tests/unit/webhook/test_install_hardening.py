@@ -230,3 +230,23 @@ def test_webhook_url_mode_has_nothing_to_wait_for(fake_api, tmp_path):  # noqa: 
     result = invoke("install", "--webhook-url", "https://127.0.0.1:9443/mutate", "--cert-dir", str(tmp_path))
     assert result.exit_code == 0, result.output
     assert not any(c[0] == "GET" and "/deployments/" in c[1] for c in fake_api.calls)
+
+
+# ---- RBAC covers what the coordinator reads ---------------------------------------------------------
+def test_cluster_role_lets_the_coordinator_list_everything_its_live_snapshot_reads(monkeypatch):
+    """The installed coordinator lists these kinds to re-check a planned node; one it may not list
+    makes it release every gate as `live state could not be loaded` (found by the real-node e2e)."""
+    import kubectl_repack.cluster as cluster
+    from webhook.coordinator import Coordinator
+
+    listed = []
+    monkeypatch.setattr(cluster, "list_objects", lambda api, kind: listed.append(kind) or [])
+    stub = type("Stub", (), {"api_client": None})()
+    Coordinator._snapshot_objects(stub)
+    assert listed
+    (role,) = [o for o in manifests.render() if o["kind"] == "ClusterRole"]
+    for kind in listed:
+        group = kind.api_version.rpartition("/")[0]
+        for verb in ("list", "watch"):
+            assert any(group in r["apiGroups"] and kind.plural in r["resources"] and verb in r["verbs"]
+                       for r in role["rules"]), (kind, verb)
