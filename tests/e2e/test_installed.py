@@ -62,17 +62,47 @@ def installed_pod(core):
     return pods[0] if len(pods) == 1 else None
 
 
-def outside_containers(pattern):
-    return [(pid, cmd) for pid, cmd, in_container in local_processes(pattern) if not in_container]
+def _ancestors(pid):
+    seen = []
+    while pid > 1:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        seen.append(pid)
+    return seen
 
 
-def assert_no_local_webhook_or_coordinator():
-    """Every webhook/coordinator process on this machine is inside a container (another PID
-    namespace), and both kinds are there."""
+def _environ(pid):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def outside_containers(pattern, run_dir):
+    """Processes running `pattern` outside a container that belong to this test run: started by
+    this pytest process, or pointed at this control plane (its kubeconfig is in the run dir).
+    Other people's test runs on the same machine are not ours to count."""
+    ours = []
+    for pid, cmd, in_container in local_processes(pattern):
+        if in_container:
+            continue
+        if os.getpid() in _ancestors(pid) or run_dir in cmd or run_dir in _environ(pid):
+            ours.append((pid, cmd))
+    return ours
+
+
+def assert_no_local_webhook_or_coordinator(run_dir):
+    """Every webhook/coordinator process of this run is inside a container (another PID
+    namespace than this machine's), and both kinds run in one."""
     for pattern in ("-m webhook.coordinator", "-m webhook "):
-        found = local_processes(pattern)
-        assert found, f"no process runs `{pattern}` at all"
-        assert not outside_containers(pattern), f"`{pattern}` runs outside a container: {outside_containers(pattern)}"
+        inside = [pid for pid, _cmd, in_container in local_processes(pattern) if in_container]
+        assert inside, f"no containerised process runs `{pattern}`"
+        local = outside_containers(pattern, run_dir)
+        assert not local, f"`{pattern}` runs outside a container: {local}"
 
 
 def read_metrics(url, context=None):
@@ -142,7 +172,7 @@ def test_installed_pod_runs_on_the_real_node_from_the_built_image(installed, rea
         assert c.image == installed["image"]
         assert c.security_context.read_only_root_filesystem and c.security_context.run_as_user == 65532
         assert c.readiness_probe is not None and c.liveness_probe is not None, c.name
-    assert_no_local_webhook_or_coordinator()
+    assert_no_local_webhook_or_coordinator(control_plane.cp.run_dir)
 
     # The API server calls the webhook through its Service, trusting the CA install generated.
     reg = client.AdmissionregistrationV1Api(api)
@@ -159,6 +189,38 @@ def test_installed_pod_runs_on_the_real_node_from_the_built_image(installed, rea
     assert lease.spec.holder_identity.startswith(pod.metadata.name), lease.spec.holder_identity
     print(f"\ninstalled pod {pod.metadata.name} on {pod.spec.node_name} ({pod.status.pod_ip}); "
           f"install --wait took {FIGURES['install_seconds']:.1f}s\n{real_node.network.check_routes()}")
+
+
+def natural_choice_when_node_01_is_emptied(core, node_agent, ns):
+    """Where vc-scheduler alone puts a batch worker's replacement, asked of a twin of the seed's
+    nodes in the state the replacements meet: node 01 emptied by the evictions, nodes 02 and 03
+    holding their protected jobs (7 cards, 2 CPUs, 2 GiB each, bound by nodeName). A probe pod of a
+    worker's shape in the twin's pool is scheduled, read and deleted; so are the twin nodes (the
+    seed layout wants no other accelerator nodes). Returns the seed node the choice stands for.
+    (A probe next to the real layout would meet node 01 still holding the victims: an exact tie
+    that vc-scheduler breaks at random.)"""
+    from tests.harness import npu_node
+
+    twins = [f"{ns}-node-0{i}" for i in (1, 2, 3)]
+    for name in twins:
+        node_agent.add_node(npu_node(name, cards=8, pool=ns))
+    try:
+        for name in twins[1:]:
+            core.create_namespaced_pod(ns, {"metadata": {"name": f"protected-{name[-2:]}"}, "spec": {
+                "nodeName": name, "containers": [{"name": "c", "image": "example.invalid/x:1", "resources": {
+                    "requests": {"cpu": "2", "memory": "2Gi", NPU_RESOURCE: "7"},
+                    "limits": {"cpu": "2", "memory": "2Gi", NPU_RESOURCE: "7"}}}]}})
+        wait_for("the twin's protected pods Running", lambda: all(
+            p.status.phase == "Running" for p in core.list_namespaced_pod(ns).items) or None, 30)
+        natural = probe_natural_node(core, ns, {
+            "schedulerName": "volcano", "nodeSelector": {"accelerator-pool": ns}, "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "c", "image": "example.invalid/x:1", "resources": {
+                "requests": {"cpu": "1", "memory": "1Gi", NPU_RESOURCE: "1"},
+                "limits": {"cpu": "1", "memory": "1Gi", NPU_RESOURCE: "1"}}}]})
+    finally:
+        for name in twins:
+            node_agent.remove_node(name, delete_pods=True)
+    return "ascend-node-" + natural.rsplit("-", 1)[1]
 
 
 def probe_natural_node(core, ns, spec, timeout=60):
@@ -179,7 +241,7 @@ def probe_natural_node(core, ns, spec, timeout=60):
 
 
 def test_seed_execute_is_steered_by_the_installed_webhook_and_coordinator(
-        installed, real_node, control_plane, fake_nodes, make_namespace, tmp_path, monkeypatch):
+        installed, real_node, control_plane, node_agent, fake_nodes, make_namespace, tmp_path, monkeypatch):
     """Seed steps 5-6 with nothing local but `kubectl repack apply`: the replacements are gated by
     the installed webhook, nominated by the installed coordinator and bound by vc-scheduler on
     their planned nodes; node 01 is freed."""
@@ -190,19 +252,11 @@ def test_seed_execute_is_steered_by_the_installed_webhook_and_coordinator(
     core = client.CoreV1Api(api)
     pod = installed_pod(core)
     monkeypatch.setenv("REPACK_NAMESPACE", LEASE_NAMESPACE)
+    # Where vc-scheduler alone would put the replacements: the planned nodes must be others.
+    natural = natural_choice_when_node_01_is_emptied(core, node_agent, make_namespace("probe"))
     ns = make_namespace("repack-demo")
     nodes = ("ascend-node-01", "ascend-node-02", "ascend-node-03")
     layout = build_seed_layout(api, fake_nodes, ns, nodes)
-
-    # Where vc-scheduler alone puts a pod shaped like a batch worker (own namespace, so the
-    # planner never sees it): the replacements' planned nodes must be others.
-    probe_ns = make_namespace("probe")
-    natural = probe_natural_node(core, probe_ns, {
-        "schedulerName": "volcano", "nodeSelector": {"accelerator-pool": "ascend-npu"},
-        "terminationGracePeriodSeconds": 0,
-        "containers": [{"name": "c", "image": "example.invalid/x:1", "resources": {
-            "requests": {"cpu": "1", "memory": "1Gi", NPU_RESOURCE: "1"},
-            "limits": {"cpu": "1", "memory": "1Gi", NPU_RESOURCE: "1"}}}]})
 
     webhook_ctx = ssl.create_default_context(cadata=__import__("base64").b64decode(
         core.read_namespaced_secret(manifests.SECRET_NAME, NAMESPACE).data["ca.crt"]).decode())
@@ -221,7 +275,7 @@ def test_seed_execute_is_steered_by_the_installed_webhook_and_coordinator(
         FIGURES["apply_seconds"] = time.monotonic() - t0
         assert r.exit_code == 0, r.output
         run = json.loads(r.stdout)
-        assert_no_local_webhook_or_coordinator()
+        assert_no_local_webhook_or_coordinator(control_plane.cp.run_dir)
         assert reason_of(run, "Complete") == ("True", "ExecutionCompleted"), run["status"].get("conditions")
         relocs = run["status"]["relocations"]
         assert sorted(rec["victimPodName"] for rec in relocs) == sorted(layout["batch"])
@@ -251,7 +305,7 @@ def test_seed_execute_is_steered_by_the_installed_webhook_and_coordinator(
         now = installed_pod(core)
         assert now.metadata.uid == pod.metadata.uid
         assert all(cs.restart_count == 0 for cs in now.status.container_statuses)
-        print(f"\nvc-scheduler alone chose {natural} for a worker-shaped probe pod; through the installed "
+        print(f"\nvc-scheduler alone chose (the twin of) {natural} for a worker-shaped probe pod; through the installed "
               f"webhook ({gates} gates) and coordinator ({nominations} nominations, metrics read through "
               f"its Service {svc.spec.cluster_ip}:{manifests.METRICS_PORT}):\n  " + "\n  ".join(rows)
               + f"\napply took {FIGURES['apply_seconds']:.1f}s")
@@ -294,5 +348,8 @@ def test_uninstall_removes_everything_install_created(installed, real_node, cont
     wait_for("the namespace gone", lambda: absent(lambda: core.read_namespace(NAMESPACE)), 120)
     wait_for("the pod's containers stopped on the node",
              lambda: not set(containers) & set(real_node.running_tasks()), 60)
-    assert not local_processes("-m webhook.coordinator") and not local_processes("-m webhook ")
+    for pattern in ("-m webhook.coordinator", "-m webhook "):
+        left = [p for p in local_processes(pattern) if p[2]]
+        assert not left, f"containerised `{pattern}` still running after uninstall: {left}"
+        assert not outside_containers(pattern, control_plane.cp.run_dir)
     client.ApiextensionsV1Api(api).read_custom_resource_definition("repackruns.repack.volcano.sh")  # kept
