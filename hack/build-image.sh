@@ -11,8 +11,9 @@
 #                           not in local storage it is built from Debian packages with
 #                           `mmdebstrap --variant=minbase bookworm` and tagged under this name;
 #                           to use Debian's published image instead, `buildah pull` it first.
-#     --push REF            also push the image to REF (docker://; log in with `buildah login`
-#                           first) and print REF@sha256:<digest> for `kubectl repack install --image`
+#     --push REF            also push the image to REF (a registry reference, or any containers
+#                           transport such as oci:DIR:TAG; log in with `buildah login` first) and
+#                           print REPOSITORY@sha256:<digest> for `kubectl repack install --image`
 #     --out DIR             where the OCI archives go (default ${REPACK_CACHE:-~/.cache/kubectl-repack}/image/<arch>)
 #     --no-cache            rebuild every step (default: reuse unchanged steps)
 #     --check-reproducible  build twice from scratch (--no-cache) and fail unless both give the
@@ -62,7 +63,7 @@ while [ $# -gt 0 ]; do
     --check-reproducible) CHECK=1; shift ;;
     --no-pause) PAUSE=0; shift ;;
     --print-env) PRINT_ENV=1; shift ;;
-    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set /{/^#/p}' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
 done
@@ -218,10 +219,19 @@ say "image $TAG: $DIGEST, archive $OUT/repack-webhook.oci.tar"
 
 if [ -n "$PUSH" ]; then
   digest_file="$(mktemp)"
-  buildah push --digestfile "$digest_file" "$TAG" "docker://$PUSH" >&2
+  case "$PUSH" in
+    docker://*|oci:*|oci-archive:*|dir:*|docker-archive:*|containers-storage:*) dest="$PUSH" ;;  # a transport given
+    *) dest="docker://$PUSH" ;;
+  esac
+  buildah push --digestfile "$digest_file" "$TAG" "$dest" >&2 || die "pushing to $dest failed"
   pushed="$(cat "$digest_file")"; rm -f "$digest_file"
-  say "pushed $PUSH"
-  echo "install with: kubectl repack install --image ${PUSH%:*}@$pushed" >&2
+  say "pushed $dest ($pushed)"
+  if [ "${dest#docker://}" != "$dest" ]; then
+    repo="${dest#docker://}"
+    last="${repo##*/}"
+    case "$last" in *:*) repo="${repo%:*}" ;; esac  # drop the tag, keep a registry's :port
+    echo "install with: kubectl repack install --image $repo@$pushed" >&2
+  fi
 fi
 
 # ---- the pause image (the e2e node's sandbox) ------------------------------------------------

@@ -34,6 +34,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import yaml
@@ -160,7 +161,17 @@ class NodeNetwork:
                 time.sleep(1)
 
     def _remove_leftovers(self) -> None:
-        """What a killed earlier run (same lock, so not a running one) left behind."""
+        """What a killed earlier run (same lock, so not a running one) left behind: its
+        containers' shims (they outlive containerd), its mounts, its interfaces and rules."""
+        for pid, cmdline in _processes():
+            if "containerd-shim" in cmdline and "repack-cp-" in cmdline and "/node/containerd/" in cmdline:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        stale = [m for m in _mount_points() if m.startswith(tempfile.gettempdir() + "/repack-cp-") and "/node/" in m]
+        for point in sorted(stale, key=len, reverse=True):
+            subprocess.run(["umount", "-l", point], capture_output=True)
         for link in (BRIDGE, DUMMY):
             if run(["ip", "link", "show", link], check=False).returncode == 0:
                 run(["ip", "link", "del", link], check=False)
@@ -601,18 +612,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 
     def _kill_shims(self) -> None:
         """containerd-shim-runc-v2 processes of this containerd outlive it; stop them."""
-        needle = self.containerd_socket.encode()
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit():
-                continue
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    cmdline = f.read()
-            except OSError:
-                continue
-            if b"containerd-shim" in cmdline and needle in cmdline:
+        for pid, cmdline in _processes():
+            if "containerd-shim" in cmdline and self.containerd_socket in cmdline:
                 try:
-                    os.kill(int(pid), signal.SIGKILL)
+                    os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
 
@@ -620,12 +623,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         """Unmount everything mounted under the node's directory (volumes, rootfs, netns), deepest first."""
         prefix = os.path.realpath(self.dir) + "/"
         for _ in range(3):
-            mounts = []
-            with open("/proc/self/mountinfo") as f:
-                for line in f:
-                    point = line.split()[4].replace("\\040", " ")
-                    if point.startswith(prefix):
-                        mounts.append(point)
+            mounts = [m for m in _mount_points() if m.startswith(prefix)]
             if not mounts:
                 return
             for point in sorted(mounts, key=len, reverse=True):
@@ -669,6 +667,24 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             pass
         except Exception:  # noqa: BLE001 - API server already stopped
             pass
+
+
+def _processes() -> list[tuple[int, str]]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                found.append((int(pid), f.read().replace(b"\0", b" ").decode(errors="replace")))
+        except OSError:
+            continue
+    return found
+
+
+def _mount_points() -> list[str]:
+    with open("/proc/self/mountinfo") as f:
+        return [line.split()[4].replace("\\040", " ") for line in f]
 
 
 def _cgroup_dirs() -> set[str]:
