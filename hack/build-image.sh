@@ -125,7 +125,10 @@ build_base() {
   tmp="$(mktemp -d "$CACHE/image/base.XXXXXX")"
   say "base image $BASE not present: building it from Debian packages (mmdebstrap --variant=minbase bookworm, $ARCH)"
   # Like Debian's -slim images: no manual pages, no documentation besides copyright files.
-  mmdebstrap --variant=minbase --arch="$ARCH" --quiet \
+  # A fixed epoch (not the commit's): the base depends only on the Debian packages, so machines
+  # that build it from the same package versions get the same base.
+  local epoch="${BASE_SOURCE_DATE_EPOCH:-1700000000}"
+  SOURCE_DATE_EPOCH="$epoch" mmdebstrap --variant=minbase --arch="$ARCH" --quiet \
     --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
     --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
     --dpkgopt='path-exclude=/usr/share/locale/*' \
@@ -135,7 +138,7 @@ build_base() {
   buildah config --os linux --arch "$ARCH" --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     --cmd bash --label "org.opencontainers.image.description=Debian bookworm minbase, built locally by kubectl-repack hack/build-image.sh" \
     "$ctr"
-  buildah commit --quiet --timestamp "$SOURCE_DATE_EPOCH" --rm "$ctr" "$BASE" >/dev/null
+  buildah commit --quiet --timestamp "$epoch" --rm "$ctr" "$BASE" >/dev/null
   rm -rf "$tmp"
 }
 if image_exists "$BASE"; then
