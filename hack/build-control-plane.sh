@@ -9,13 +9,17 @@
 #     go/mod, go/build                 Go module and build caches
 #     controlplane/<key>/bin           the binaries
 #     controlplane/<key>/crds/volcano  Volcano's CRDs
+#     controlplane/<key>-node/bin      kubelet, kube-proxy, kube-scheduler: the e2e harness's real
+#                                      node (same module, built separately so that adding them
+#                                      never touched the binaries above)
 # where <key> names the Kubernetes and Volcano versions and a digest of go.mod/go.sum, so a
 # version bump builds anew and an unchanged checkout reuses the binaries (idempotent).
 #
 # Usage:
 #   hack/build-control-plane.sh              build or reuse; print where things are
 #   hack/build-control-plane.sh --print-env  same, but stdout carries only `export` lines
-#                                            (REPACK_BIN_DIR, REPACK_CRD_DIR) for eval;
+#                                            (REPACK_BIN_DIR, REPACK_CRD_DIR,
+#                                            REPACK_NODE_BIN_DIR) for eval;
 #                                            every other message goes to stderr
 #   hack/build-control-plane.sh --force      rebuild even if the cache has the binaries
 set -euo pipefail
@@ -26,7 +30,7 @@ for arg in "$@"; do
   case "$arg" in
     --print-env) PRINT_ENV=1 ;;
     --force) FORCE=1 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "build-control-plane: unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
@@ -55,6 +59,9 @@ OUT="$CACHE/controlplane/$KEY"
 BIN_DIR="$OUT/bin"
 CRD_DIR="$OUT/crds/volcano"
 BINARIES="kube-apiserver kube-controller-manager kubectl vc-scheduler vc-controller-manager"
+NODE_OUT="$OUT-node"
+NODE_BIN_DIR="$NODE_OUT/bin"
+NODE_BINARIES="kubelet kube-proxy kube-scheduler"
 
 is_complete() {
   [ -f "$OUT/.complete" ] || return 1
@@ -149,6 +156,54 @@ build() {
   say "built in $((end - start)) s"
 }
 
+node_complete() {
+  [ -f "$NODE_OUT/.complete" ] || return 1
+  local b
+  for b in $NODE_BINARIES; do [ -x "$NODE_BIN_DIR/$b" ] || return 1; done
+}
+
+# The real node's binaries: same module, same caches, same flags, their own directory.
+build_node() {
+  mkdir -p "$NODE_OUT" "$CACHE/logs"
+  local log="$CACHE/logs/build-$KEY-node.log" start end
+  : > "$log"
+  start=$(date +%s)
+  say "building kubelet, kube-proxy and kube-scheduler $K8S_VERSION into $NODE_BIN_DIR (log: $log)"
+  # In a copy of the wrapper module: these mains need a few more go.sum lines (-mod=mod adds
+  # them, checked against the checksum database), and the repository's go.sum is part of the
+  # cache key of the binaries above, which must not change because the node was built.
+  local mod="$NODE_OUT/mod"
+  rm -rf "$mod"; mkdir -p "$mod"
+  cp "$MOD_DIR/go.mod" "$MOD_DIR/go.sum" "$MOD_DIR/tools.go" "$mod/"
+  cd "$mod"
+  if ! go mod download >>"$log" 2>&1; then
+    explain_go_failure "$log" "go mod download"
+  fi
+  local minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
+  local k8s_pkg="k8s.io/component-base/version"
+  local ldflags="-s -w"
+  ldflags+=" -X $k8s_pkg.gitVersion=$K8S_VERSION -X $k8s_pkg.gitMajor=1 -X $k8s_pkg.gitMinor=$minor"
+  ldflags+=" -X $k8s_pkg.gitTreeState=clean -X $k8s_pkg.buildDate=1970-01-01T00:00:00Z"
+  local tmp="$NODE_OUT/bin.tmp"
+  rm -rf "$tmp"; mkdir -p "$tmp"
+  if ! go build -p 2 -trimpath -ldflags "$ldflags" -o "$tmp/" \
+      k8s.io/kubernetes/cmd/kubelet \
+      k8s.io/kubernetes/cmd/kube-proxy \
+      k8s.io/kubernetes/cmd/kube-scheduler >>"$log" 2>&1; then
+    explain_go_failure "$log" "go build (node binaries)"
+  fi
+  rm -rf "$NODE_BIN_DIR"
+  mv "$tmp" "$NODE_BIN_DIR"
+  end=$(date +%s)
+  {
+    echo "kubernetes=$K8S_VERSION"
+    echo "go=$(go env GOVERSION)"
+    echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "seconds=$((end - start))"
+  } > "$NODE_OUT/.complete"
+  say "node binaries built in $((end - start)) s"
+}
+
 # One build at a time per version key: a second caller waits, then finds the binaries.
 mkdir -p "$CACHE/controlplane"
 exec 9>"$CACHE/controlplane/$KEY.lock"
@@ -161,13 +216,21 @@ if [ "$FORCE" = 1 ] || ! is_complete; then
 else
   say "reusing Kubernetes $K8S_VERSION and Volcano $VOLCANO_VERSION from $OUT"
 fi
+if [ "$FORCE" = 1 ] || ! node_complete; then
+  build_node
+else
+  say "reusing kubelet, kube-proxy and kube-scheduler $K8S_VERSION from $NODE_OUT"
+fi
 
 if [ "$PRINT_ENV" = 1 ]; then
   printf 'export REPACK_BIN_DIR=%q\n' "$BIN_DIR"
   printf 'export REPACK_CRD_DIR=%q\n' "$CRD_DIR"
+  printf 'export REPACK_NODE_BIN_DIR=%q\n' "$NODE_BIN_DIR"
 else
   echo "binaries: $BIN_DIR"
   for b in $BINARIES; do echo "  $BIN_DIR/$b"; done
   echo "volcano CRDs: $CRD_DIR"
+  echo "node binaries: $NODE_BIN_DIR"
+  for b in $NODE_BINARIES; do echo "  $NODE_BIN_DIR/$b"; done
   echo "for the e2e tests: eval \"\$(bash hack/build-control-plane.sh --print-env)\""
 fi

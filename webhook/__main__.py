@@ -38,7 +38,17 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     p.add_argument("--server", choices=("gunicorn", "werkzeug"), default=env("REPACK_WEBHOOK_SERVER", "gunicorn"))
     p.add_argument("--threads", type=int, default=int(env("REPACK_WEBHOOK_THREADS", "8")))
     p.add_argument("--log-level", default=env("REPACK_LOG_LEVEL", "INFO"))
+    p.add_argument("--worker-tmp-dir", default=env("REPACK_WEBHOOK_WORKER_TMP_DIR", default_worker_tmp_dir()),
+                   help="gunicorn's worker heartbeat directory (default /dev/shm, a tmpfs that stays "
+                        "writable under readOnlyRootFilesystem; else Python's temp dir)")
     return p.parse_args(argv)
+
+
+def default_worker_tmp_dir() -> Optional[str]:
+    """/dev/shm when it is a writable directory (a container's always is), else None (gunicorn then
+    uses tempfile.gettempdir(), which fails on a read-only root without a writable /tmp)."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
 
 
 def build(args: argparse.Namespace, start_watches: bool = True):
@@ -114,6 +124,8 @@ def serve_gunicorn(args: argparse.Namespace, app_factory: Optional[Callable[[], 
             self.cfg.set("graceful_timeout", 10)
             self.cfg.set("accesslog", None)
             self.cfg.set("loglevel", args.log_level.lower())
+            if getattr(args, "worker_tmp_dir", None):
+                self.cfg.set("worker_tmp_dir", args.worker_tmp_dir)
 
         def load(self) -> Any:
             app = app_factory() if app_factory else build(args)

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from typing import Optional
 from urllib.parse import urlparse
 
 import click
 
 from kubectl_repack import render
-from kubectl_repack.errors import ClusterAPIError
+from kubectl_repack.errors import ClusterAPIError, RepackError
 
 from .options import IMAGE_REF, NAMESPACE, OUTPUT_JSON, OUTPUT_YAML, cluster_options, output_option, settings
 
@@ -132,12 +133,14 @@ def extra_sans(webhook_url: Optional[str]) -> list[str]:
     return [host] if host else []
 
 
-def manifests_for(namespace: str, image: str, bundle, webhook_url: Optional[str]) -> list[dict]:
-    """CRD first, then the webhook's objects (no Deployment/Service when served from a URL)."""
+def manifests_for(namespace: str, image: str, bundle, webhook_url: Optional[str],
+                  placement: Optional[dict] = None) -> list[dict]:
+    """CRD first, then the webhook's objects (no Deployment/Service when served from a URL).
+    `placement`: node_selector / tolerations / priority_class for the Deployment's pods."""
     from kubectl_repack.schema import load_crd
     from kubectl_repack.deploy import manifests
 
-    objs = manifests.render(namespace=namespace, image=image, certs=bundle, url=webhook_url)
+    objs = manifests.render(namespace=namespace, image=image, certs=bundle, url=webhook_url, **(placement or {}))
     if webhook_url:
         objs = [o for o in objs if o["kind"] not in ("Deployment", "Service")]
     return [load_crd()] + objs
@@ -153,10 +156,170 @@ def _check_url(ctx, param, value):
     return value
 
 
+# ---- placement and --wait options (issue 10); the image reference is options.IMAGE_REF --------------
+TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def parse_node_selector(values) -> dict:
+    """KEY=VALUE pairs, comma-separated and/or repeated."""
+    selector = {}
+    for value in values or ():
+        for item in filter(None, (part.strip() for part in value.split(","))):
+            key, eq, val = item.partition("=")
+            if not eq or not key:
+                raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--node-selector")
+            selector[key] = val
+    return selector
+
+
+def parse_tolerations(values) -> list[dict]:
+    """Each value: a JSON/YAML list of Toleration objects, or comma-separated KEY[=VALUE][:EFFECT]
+    items (without =VALUE the key only has to exist; without :EFFECT every effect is tolerated)."""
+    import yaml
+
+    out: list[dict] = []
+    for value in values or ():
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                items = yaml.safe_load(text)
+            except yaml.YAMLError as e:
+                raise click.BadParameter(f"not a YAML/JSON list: {e}", param_hint="--tolerations") from None
+            if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+                raise click.BadParameter("expected a list of Toleration objects", param_hint="--tolerations")
+            allowed = {"key", "operator", "value", "effect", "tolerationSeconds"}
+            for item in items:
+                unknown = set(item) - allowed
+                if unknown:
+                    raise click.BadParameter(f"unknown Toleration field(s) {sorted(unknown)}",
+                                             param_hint="--tolerations")
+            out += items
+            continue
+        for item in filter(None, (part.strip() for part in text.split(","))):
+            spec, colon, effect = item.rpartition(":") if ":" in item else (item, "", "")
+            key, eq, val = spec.partition("=")
+            if not key:
+                raise click.BadParameter(f"{item!r} has no key", param_hint="--tolerations")
+            if colon and effect not in TOLERATION_EFFECTS:
+                raise click.BadParameter(f"{item!r}: effect must be one of {', '.join(TOLERATION_EFFECTS)}",
+                                         param_hint="--tolerations")
+            tol = {"key": key, "operator": "Equal" if eq else "Exists"}
+            if eq:
+                tol["value"] = val
+            if effect:
+                tol["effect"] = effect
+            out.append(tol)
+    return out
+
+
+def parse_timeout(ctx, param, value) -> float:
+    """--timeout in seconds, from a Go duration (90s, 5m) or whole seconds, as every duration flag."""
+    from kubectl_repack.api.times import parse_duration
+
+    try:
+        return parse_duration(value).total_seconds()
+    except (ValueError, OverflowError) as e:
+        raise click.BadParameter(str(e) if isinstance(e, ValueError) else f"{value!r} is too long a duration",
+                                 ctx=ctx, param=param) from e
+
+
+class InstallNotReady(RepackError):
+    """--wait ran out: the message names the pod and container that are not ready, and why."""
+
+
+def _pod_problems(pod: dict) -> list[str]:
+    """Why one of the Deployment's pods is not ready, container by container."""
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    name = meta.get("name", "?")
+    problems = []
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") != "True":
+            problems.append(f"pod {name} is not scheduled: {cond.get('message') or cond.get('reason') or 'pending'}")
+    statuses = {c.get("name"): c for c in status.get("containerStatuses") or []}
+    for container in ((pod.get("spec") or {}).get("containers") or []):
+        cname = container.get("name")
+        cs = statuses.get(cname)
+        if cs is None:
+            if status.get("phase") == "Pending" and not problems:
+                problems.append(f"container {cname} of pod {name} has not started (pod Pending)")
+            continue
+        if cs.get("ready"):
+            continue
+        state = cs.get("state") or {}
+        if "waiting" in state:
+            w = state["waiting"] or {}
+            why = f"waiting: {w.get('reason', '')} {w.get('message', '')}".strip()
+        elif "terminated" in state:
+            t = state["terminated"] or {}
+            why = f"terminated: {t.get('reason', '')} (exit code {t.get('exitCode')})"
+        else:
+            why = "running, but its readiness probe fails"
+        last = (cs.get("lastState") or {}).get("terminated")
+        if last:
+            why += f"; last exit: {last.get('reason', '')} (exit code {last.get('exitCode')})"
+        restarts = cs.get("restartCount") or 0
+        problems.append(f"container {cname} of pod {name} is not ready ({why}; {restarts} restarts)")
+    return problems
+
+
+def deployment_ready(dep: dict) -> bool:
+    """The rollout is complete: the current generation observed, every replica updated, ready and available."""
+    spec, status, meta = dep.get("spec") or {}, dep.get("status") or {}, dep.get("metadata") or {}
+    want = spec.get("replicas", 1)
+    return (status.get("observedGeneration", 0) >= meta.get("generation", 1)
+            and status.get("updatedReplicas", 0) == want and status.get("readyReplicas", 0) == want
+            and status.get("availableReplicas", 0) == want and status.get("replicas", 0) == want)
+
+
+def wait_for_deployment(api, namespace: str, name: str, timeout: float, poll: float = 1.0,
+                        clock=time.monotonic, sleep=time.sleep) -> dict:
+    """Polls the Deployment until `deployment_ready`; on timeout raises InstallNotReady naming
+    every container that is not ready (and why), read from the Deployment's pods."""
+    from kubectl_repack.errors import NotFound
+    from webhook import manifests
+
+    path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
+    deadline = clock() + timeout
+    dep: dict = {}
+    while True:
+        try:
+            dep = _request(api, "GET", path)
+        except NotFound:
+            dep = {}
+        if dep and deployment_ready(dep):
+            return dep
+        if clock() >= deadline:
+            break
+        sleep(poll)
+    selector = ",".join(f"{k}={v}" for k, v in {"app.kubernetes.io/name": manifests.NAME}.items())
+    pods = _request(api, "GET", f"/api/v1/namespaces/{namespace}/pods",
+                    query=[("labelSelector", selector)]).get("items") or []
+    problems = [p for pod in pods for p in _pod_problems(pod)]
+    if not dep:
+        problems.insert(0, "the Deployment does not exist")
+    elif not pods:
+        conds = [f"{c.get('type')}={c.get('status')}: {c.get('message', '')}"
+                 for c in (dep.get("status") or {}).get("conditions") or []]
+        problems.append("it has no pods" + (f" ({'; '.join(conds)})" if conds else ""))
+    raise InstallNotReady(f"deployment {namespace}/{name} is not Ready after {timeout:.0f}s: "
+                          + ("; ".join(problems) or "its pods are not available yet")
+                          + " (the objects stay installed; `kubectl repack uninstall` removes them)")
+
+
 @click.command("install")
 @click.option("-n", "--namespace", default="repack-system", show_default=True, type=NAMESPACE,
               help="Namespace of the webhook, the coordinator and their Lease.")
-@click.option("--image", default=None, type=IMAGE_REF, help="Container image of the webhook and coordinator.")
+@click.option("--image", default=None, type=IMAGE_REF, metavar="REF",
+              help="Container image of the webhook and coordinator; pin it with REF@sha256:<digest>.")
+@click.option("--node-selector", "node_selector", multiple=True, metavar="KEY=VALUE[,...]",
+              help="Run the pod only on nodes with these labels (repeatable).")
+@click.option("--tolerations", multiple=True, metavar="KEY[=VALUE][:EFFECT][,...]|JSON",
+              help="Tolerations of the pod: KEY[=VALUE][:EFFECT] items, or a JSON list of Toleration objects.")
+@click.option("--priority-class", default=None, metavar="NAME", help="priorityClassName of the pod.")
+@click.option("--wait/--no-wait", default=True, show_default=True,
+              help="Wait until the Deployment is rolled out and both containers are ready.")
+@click.option("--timeout", default="5m", show_default=True, callback=parse_timeout, metavar="DURATION",
+              help="How long --wait waits (e.g. 90s, 5m).")
 @click.option("--webhook-url", default=None, callback=_check_url, metavar="URL",
               help="Call the webhook at this https URL instead of the in-cluster Service (no Deployment).")
 @click.option("--cert-dir", default=None, type=click.Path(file_okay=False),
@@ -164,7 +327,8 @@ def _check_url(ctx, param, value):
 @click.option("--dry-run", is_flag=True, help="Print the objects instead of applying them.")
 @output_option(OUTPUT_YAML, OUTPUT_JSON, help_text="yaml|json: with --dry-run, the format (default yaml).")
 @cluster_options
-def command(namespace, image, webhook_url, cert_dir, dry_run, output):
+def command(namespace, image, node_selector, tolerations, priority_class, wait, timeout, webhook_url, cert_dir,
+            dry_run, output):
     """Install the RepackRun CRD, the placement webhook and its coordinator.
 
     \b
@@ -172,10 +336,15 @@ def command(namespace, image, webhook_url, cert_dir, dry_run, output):
       kubectl repack install
       kubectl repack install --dry-run -o yaml > repack-install.yaml
       kubectl repack install --webhook-url https://127.0.0.1:9443/mutate --cert-dir ./tls
+      kubectl repack install --image registry.example/repack-webhook@sha256:<digest> \\
+          --node-selector node-role.kubernetes.io/control-plane= --tolerations node-role.kubernetes.io/control-plane
     """
     from kubectl_repack.deploy import certs, manifests
 
     certs.require_cryptography("kubectl repack install")
+    placement = {"node_selector": parse_node_selector(node_selector), "tolerations": parse_tolerations(tolerations),
+                 "priority_class": priority_class}
+
     image = image or manifests.DEFAULT_IMAGE
     sans = extra_sans(webhook_url)
     bundle = None
@@ -187,7 +356,7 @@ def command(namespace, image, webhook_url, cert_dir, dry_run, output):
         bundle = certs.generate(manifests.NAME, namespace, extra_sans=sans)
     if cert_dir:
         certs.write_pem(cert_dir, bundle)
-    objs = manifests_for(namespace, image, bundle, webhook_url)
+    objs = manifests_for(namespace, image, bundle, webhook_url, placement)
     if dry_run:
         fmt = output or OUTPUT_YAML
         if fmt == OUTPUT_JSON:
@@ -203,6 +372,12 @@ def command(namespace, image, webhook_url, cert_dir, dry_run, output):
             continue
         server_side_apply(api, obj)
         click.echo(f"{describe(obj)} serverside-applied")
+    deployments = [o for o in objs if o["kind"] == "Deployment"]
+    if wait and deployments:
+        dep = deployments[0]["metadata"]
+        click.echo(f"waiting up to {timeout:.0f}s for deployment {dep['namespace']}/{dep['name']} to be Ready ...")
+        wait_for_deployment(api, dep["namespace"], dep["name"], timeout)
+        click.echo(f"deployment.apps/{dep['name']} Ready")
 
 
 @click.command("uninstall")

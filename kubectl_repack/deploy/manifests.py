@@ -26,6 +26,18 @@ CONFIG_NAME = "repack-placement"
 DEFAULT_IMAGE = "ghcr.io/kubectl-repack/repack-webhook:0.1.0"
 CONTAINER_PORT = 8443
 CERT_MOUNT = "/etc/repack-webhook/tls"
+METRICS_PORT = 9090  # the coordinator's /metrics and /healthz (plain HTTP)
+RUN_AS = 65532  # the image's numeric USER; stated again so runAsNonRoot is verifiable
+TMP_MOUNT = "/tmp"
+# Why one replica (also written on the Deployment, as the annotation below): the webhook keeps
+# its relocation claims in one process's memory, so two replicas could each hand the same
+# relocation record to a different pod. The webhook fails open (failurePolicy Ignore), so while
+# the replica restarts pods are created ungated, never blocked. No PodDisruptionBudget: with
+# minAvailable 1 on a single replica it would block every node drain.
+REPLICAS = 1
+REPLICAS_REASON = ("1 on purpose: relocation claims live in one webhook process; the webhook fails open "
+                   "(Ignore), so a restart only means pods created meanwhile are not steered. "
+                   "No PodDisruptionBudget: minAvailable 1 of 1 would block node drains.")
 TIMEOUT_SECONDS = 5
 LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "kubectl-repack"}
 
@@ -45,7 +57,9 @@ def cluster_role_rules() -> list[dict]:
     return [
         {"apiGroups": [""], "resources": ["pods"], "verbs": read + ["patch"]},
         {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
-        {"apiGroups": [""], "resources": ["nodes", "persistentvolumes", "persistentvolumeclaims"], "verbs": read},
+        # namespaces: the coordinator's live snapshot lists them (the planner's filters read their labels).
+        {"apiGroups": [""], "resources": ["namespaces", "nodes", "persistentvolumes", "persistentvolumeclaims"],
+         "verbs": read},
         {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": read},
         {"apiGroups": ["repack.volcano.sh"], "resources": ["repackruns"], "verbs": read + ["delete"]},
         {"apiGroups": ["repack.volcano.sh"], "resources": ["repackruns/status"], "verbs": ["get", "patch", "update"]},
@@ -105,13 +119,15 @@ def secret(namespace: str, certs: CertBundle) -> Manifest:
 
 def _security_context() -> dict:
     return {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
-            "capabilities": {"drop": ["ALL"]}}
+            "runAsUser": RUN_AS, "runAsGroup": RUN_AS, "capabilities": {"drop": ["ALL"]}}
 
 
-def deployment(namespace: str, image: str) -> Manifest:
-    """One replica: relocation claims live in the webhook process's memory, so replicas would double-claim.
-    Strategy Recreate for the same reason: a rolling update would run the old and the new pod side by
-    side, each handing out the same open record to a different replacement (#13)."""
+def deployment(namespace: str, image: str, node_selector: Optional[dict] = None,
+               tolerations: Optional[list] = None, priority_class: Optional[str] = None) -> Manifest:
+    """One replica (see REPLICAS): relocation claims live in the webhook process's memory, so replicas
+    would double-claim. Strategy Recreate for the same reason: a rolling update would run the old and
+    the new pod side by side, each handing out the same open record to a different replacement.
+    node_selector, tolerations and priority_class place the pod (install flags)."""
     env = [{"name": "REPACK_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
     probe = {"scheme": "HTTPS", "port": CONTAINER_PORT}
@@ -122,39 +138,63 @@ def deployment(namespace: str, image: str) -> Manifest:
         "readinessProbe": {"httpGet": {"path": "/readyz", **probe}, "periodSeconds": 5},
         "livenessProbe": {"httpGet": {"path": "/healthz", **probe}, "periodSeconds": 10},
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
-        "volumeMounts": [{"name": "tls", "mountPath": CERT_MOUNT, "readOnly": True}],
+        "volumeMounts": [{"name": "tls", "mountPath": CERT_MOUNT, "readOnly": True},
+                         {"name": "tmp", "mountPath": TMP_MOUNT}],
         "securityContext": _security_context(),
     }
+    metrics_probe = {"httpGet": {"path": "/healthz", "port": "metrics", "scheme": "HTTP"}}
     coordinator = {
         "name": "coordinator", "image": image, "imagePullPolicy": "IfNotPresent",
-        "command": ["python", "-m", "webhook.coordinator"], "env": env,
+        "command": ["python", "-m", "webhook.coordinator"],
+        "env": env + [{"name": "REPACK_COORDINATOR_METRICS_PORT", "value": str(METRICS_PORT)}],
+        "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
+        "readinessProbe": {**metrics_probe, "periodSeconds": 5},
+        "livenessProbe": {**metrics_probe, "periodSeconds": 10},
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}},
+        "volumeMounts": [{"name": "tmp", "mountPath": TMP_MOUNT}],
         "securityContext": _security_context(),
     }
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": NAME,
+        # No Docker-link variables: for the Service `repack-webhook` Kubernetes would set
+        # REPACK_WEBHOOK_PORT=tcp://<ClusterIP>:443, which is the webhook's own port variable.
+        "enableServiceLinks": False,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [webhook, coordinator],
+        # A read-only root file system; gunicorn and Python's tempfile need a writable /tmp.
+        "volumes": [{"name": "tls", "secret": {"secretName": SECRET_NAME}},
+                    {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}],
+    }
+    if node_selector:
+        pod_spec["nodeSelector"] = dict(node_selector)
+    if tolerations:
+        pod_spec["tolerations"] = [dict(t) for t in tolerations]
+    if priority_class:
+        pod_spec["priorityClassName"] = priority_class
+    meta = _meta(NAME, namespace)
+    meta["annotations"] = {"repack.volcano.sh/replicas": REPLICAS_REASON}
     return {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(NAME, namespace),
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
         "spec": {
-            "replicas": 1,
+            "replicas": REPLICAS,
             "strategy": {"type": "Recreate"},
             "selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
             "template": {
                 "metadata": {"labels": dict(LABELS)},
-                "spec": {
-                    "serviceAccountName": NAME,
-                    "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
-                    "containers": [webhook, coordinator],
-                    "volumes": [{"name": "tls", "secret": {"secretName": SECRET_NAME}}],
-                },
+                "spec": pod_spec,
             },
         },
     }
 
 
 def service(namespace: str) -> Manifest:
-    """ClusterIP Service: 443 -> the webhook container's 8443."""
+    """ClusterIP Service: 443 -> the webhook container's 8443; metrics -> the coordinator's /metrics."""
     return {"apiVersion": "v1", "kind": "Service", "metadata": _meta(NAME, namespace),
             "spec": {"selector": {"app.kubernetes.io/name": NAME},
-                     "ports": [{"name": "https", "port": 443, "targetPort": CONTAINER_PORT, "protocol": "TCP"}]}}
+                     "ports": [{"name": "https", "port": 443, "targetPort": CONTAINER_PORT, "protocol": "TCP"},
+                               {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics",
+                                "protocol": "TCP"}]}}
 
 
 def mutating_webhook_configuration(namespace: str, ca_bundle_pem: Optional[bytes] = None,
@@ -189,11 +229,13 @@ def mutating_webhook_configuration(namespace: str, ca_bundle_pem: Optional[bytes
 
 
 def render(namespace: str = NAMESPACE, image: str = DEFAULT_IMAGE, ca_bundle_pem: Optional[bytes] = None,
-           url: Optional[str] = None, certs: Optional[CertBundle] = None) -> list[Manifest]:
+           url: Optional[str] = None, certs: Optional[CertBundle] = None, node_selector: Optional[dict] = None,
+           tolerations: Optional[list] = None, priority_class: Optional[str] = None) -> list[Manifest]:
     """Every object of the install, in apply order.
 
     `ca_bundle_pem` goes into the webhook's caBundle (defaults to the CA of `certs`); `certs`
     adds the TLS Secret; `url` switches clientConfig to a URL (loopback e2e) instead of the Service.
+    `node_selector`, `tolerations`, `priority_class` go into the Deployment's pod template.
     """
     if ca_bundle_pem is None and certs is not None:
         ca_bundle_pem = certs.ca_cert_pem
@@ -201,7 +243,7 @@ def render(namespace: str = NAMESPACE, image: str = DEFAULT_IMAGE, ca_bundle_pem
            cluster_role_binding(namespace), lease_role(namespace), lease_role_binding(namespace)]
     if certs is not None:
         out.append(secret(namespace, certs))
-    out += [deployment(namespace, image), service(namespace),
+    out += [deployment(namespace, image, node_selector, tolerations, priority_class), service(namespace),
             mutating_webhook_configuration(namespace, ca_bundle_pem, url)]
     return out
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pytest
 
 from tests.harness import ControlPlane, ControlPlaneError, NodeAgent
+from tests.harness.realnode import NodeError, NodeNetwork, RealNode
 
 _STATE: dict = {}
 
@@ -38,16 +39,30 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.e2e)
 
 
+def _wants_real_node(session) -> bool:
+    return any("real_node" in getattr(item, "fixturenames", ()) for item in session.items)
+
+
 @pytest.fixture(scope="session")
-def control_plane():
+def control_plane(request):
+    """The session's control plane. When a collected test uses `real_node`, the API server
+    listens on the node network's bridge address (where pods reach it) instead of 127.0.0.1;
+    that needs root. Otherwise nothing changes for the other tests."""
     if "error" in _STATE:
         pytest.fail(_STATE["error"], pytrace=False)
     t0 = time.monotonic()
+    network = None
+    if _wants_real_node(request.session):
+        if os.geteuid() == 0:
+            network = NodeNetwork()
+        else:  # the other tests still run; the ones asking for the node fail saying why
+            _STATE["node_error"] = ("the real node needs root (network interfaces, iptables, containerd, "
+                                    "kubelet); run the e2e tests as root, as CI does")
     try:
-        cp = ControlPlane()
+        cp = ControlPlane(node_network=network)
         _STATE["cp"] = cp
         cp.start()
-    except ControlPlaneError as e:
+    except (ControlPlaneError, NodeError) as e:
         _STATE["error"] = f"the local control plane did not start: {e}"
         pytest.fail(_STATE["error"], pytrace=False)
     elapsed = time.monotonic() - t0
@@ -60,6 +75,35 @@ def control_plane():
         if agent is not None:
             agent.stop()
         cp.stop()
+
+
+@pytest.fixture(scope="module")
+def real_node(control_plane):
+    """A real kubelet node (containerd, runc, CNI bridge, kube-proxy, kube-scheduler) with the
+    images from hack/build-image.sh imported, for the tests of one module; stopped after it."""
+    if "node_error" in _STATE:
+        pytest.fail(_STATE["node_error"], pytrace=False)
+    cp = control_plane.cp
+    t0 = time.monotonic()
+    try:
+        node = RealNode(cp, cp.node_network)
+        cp.nodes.append(node)
+        _STATE["node"] = node
+        node.start()
+    except NodeError as e:
+        _STATE["node_error"] = f"the real node did not start: {e}"
+        pytest.fail(_STATE["node_error"], pytrace=False)
+    elapsed = time.monotonic() - t0
+    print(f"\nreal node {node.name} up in {elapsed:.1f}s: {node.describe()}")
+    _STATE.setdefault("node_seconds", []).append(elapsed)
+    try:
+        yield node
+    finally:
+        t1 = time.monotonic()
+        node.stop()
+        cp.nodes.remove(node)
+        _STATE.pop("node", None)
+        _STATE.setdefault("node_stop_seconds", []).append(time.monotonic() - t1)
 
 
 @pytest.fixture(scope="session")
@@ -150,6 +194,10 @@ def pytest_runtest_makereport(item, call):
         if cp is not None and cp.components:
             cp.mark_failed()  # keep the logs after the session
             report.sections.append(("control plane logs", cp.describe_logs()))
+            node = _STATE.get("node")
+            if node is not None:
+                report.sections.append(("real node logs", "\n".join(
+                    f"  {c.name}: {c.log_path}" for c in node.components.values())))
             agent = _STATE.get("agent")
             if agent is not None and agent.errors:
                 report.sections.append(("node agent errors", "\n".join(agent.errors[-20:])))
@@ -162,3 +210,5 @@ def pytest_terminal_summary(terminalreporter):
     if "startup_seconds" in _STATE:
         terminalreporter.write_line(
             f"e2e control plane started in {_STATE['startup_seconds']:.1f}s")
+    for started, stopped in zip(_STATE.get("node_seconds", []), _STATE.get("node_stop_seconds", [])):
+        terminalreporter.write_line(f"real node started in {started:.1f}s, stopped in {stopped:.1f}s")

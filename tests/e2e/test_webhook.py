@@ -277,10 +277,10 @@ def test_install_is_valid_idempotent_and_least_privilege(control_plane):
     def ca_bundle():
         return reg.read_mutating_webhook_configuration("repack-placement").webhooks[0].client_config.ca_bundle
 
-    out = repack_cli(control_plane.kubeconfig, "install", "--namespace", ns)
+    out = repack_cli(control_plane.kubeconfig, "install", "--namespace", ns, "--no-wait")
     assert out.returncode == 0, out.stderr
     first = ca_bundle()
-    out = repack_cli(control_plane.kubeconfig, "install", "--namespace", ns)
+    out = repack_cli(control_plane.kubeconfig, "install", "--namespace", ns, "--no-wait")
     assert out.returncode == 0, out.stderr
     assert ca_bundle() == first
     hook = reg.read_mutating_webhook_configuration("repack-placement").webhooks[0]

@@ -142,7 +142,8 @@ class ControlPlane:
 
     def __init__(self, bin_dir: str | None = None, crd_dir: str | None = None,
                  extra_crd_dirs: list[str] | None = None, run_dir: str | None = None,
-                 keep: bool | None = None, verbosity: int = 2, schedule_period: str = "500ms"):
+                 keep: bool | None = None, verbosity: int = 2, schedule_period: str = "500ms",
+                 node_network=None):
         self.binaries = resolve_binaries(bin_dir)
         self.crd_files = resolve_crd_files(crd_dir, extra_crd_dirs)
         self.etcd_binary = find_etcd()
@@ -163,6 +164,11 @@ class ControlPlane:
         self.ports: dict[str, int] = {}
         self._api_client = None
         self._stopped = False
+        # realnode.NodeNetwork: the API server then listens where pods reach it (the bridge's
+        # address) instead of on 127.0.0.1; set up at start, removed at stop.
+        self.node_network = node_network
+        self.api_host = "127.0.0.1"
+        self.nodes: list = []  # realnode.RealNode instances, stopped before the control plane
 
     # ---- lifecycle -----------------------------------------------------------------------
     def __enter__(self) -> "ControlPlane":
@@ -198,8 +204,13 @@ class ControlPlane:
         names = ["etcd", "etcd-peer", "apiserver", "kcm", "vc-cm-metrics", "vc-cm-healthz",
                  "vc-sched-metrics", "vc-sched-healthz"]
         self.ports = dict(zip(names, free_ports(len(names))))
-        self.pki = self._phase("certificates", make_pki, os.path.join(self.run_dir, "pki"))
-        self.server = f"https://127.0.0.1:{self.ports['apiserver']}"
+        extra_ips: tuple[str, ...] = ()
+        if self.node_network is not None:
+            self._phase("node network", self.node_network.setup)
+            self.api_host = self.node_network.gateway
+            extra_ips = (self.api_host,)
+        self.pki = self._phase("certificates", make_pki, os.path.join(self.run_dir, "pki"), (), extra_ips)
+        self.server = f"https://{self.api_host}:{self.ports['apiserver']}"
         write_kubeconfig(self.kubeconfig, self.server, self.pki)
 
         self._phase("etcd", self._start_etcd, deadline)
@@ -233,15 +244,24 @@ class ControlPlane:
         argv = [
             self.binaries["kube-apiserver"],
             f"--etcd-servers=http://127.0.0.1:{self.ports['etcd']}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
+            f"--bind-address={self.api_host}",
+            f"--advertise-address={self.api_host}",
             f"--secure-port={self.ports['apiserver']}",
             f"--cert-dir={os.path.join(self.run_dir, 'pki')}",
             f"--tls-cert-file={pki.serving_cert}",
             f"--tls-private-key-file={pki.serving_key}",
             f"--client-ca-file={pki.ca_cert}",
             "--authorization-mode=Node,RBAC",
-            "--endpoint-reconciler-type=none",
+            # With a real node the `kubernetes` Service needs its endpoint (the address pods
+            # reach); without one, 127.0.0.1 is no endpoint anybody could use.
+            f"--endpoint-reconciler-type={'lease' if self.node_network is not None else 'none'}",
+            # Webhook Services are called at an endpoint address, never at a ClusterIP: with the
+            # ClusterIP, a Service nothing serves would be dialled through the default route.
+            "--enable-aggregator-routing=true",
+            # `kubectl logs/exec` on the real node's pods: the admin identity towards the kubelet.
+            f"--kubelet-client-certificate={pki.admin_cert}",
+            f"--kubelet-client-key={pki.admin_key}",
+            "--kubelet-preferred-address-types=InternalIP",
             "--service-cluster-ip-range=10.96.0.0/16",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={pki.sa_pub}",
@@ -258,7 +278,7 @@ class ControlPlane:
     def _apiserver_ready(self) -> bool:
         ctx = ssl.create_default_context(cafile=self.pki.ca_cert)
         ctx.load_cert_chain(self.pki.admin_cert, self.pki.admin_key)
-        return _https_ok("127.0.0.1", self.ports["apiserver"], "/readyz", ctx)
+        return _https_ok(self.api_host, self.ports["apiserver"], "/readyz", ctx)
 
     def _start_kcm(self) -> None:
         pki = self.pki
@@ -488,8 +508,15 @@ class ControlPlane:
                 self._api_client.close()
             except Exception:
                 pass
+        for node in reversed(self.nodes):
+            try:
+                node.stop()
+            except Exception as e:  # noqa: BLE001 - stop the rest regardless
+                print(f"stopping the real node: {e!r}", file=sys.stderr)
         for comp in reversed(list(self.components.values())):
             comp.stop()
+        if self.node_network is not None:
+            self.node_network.teardown()
         if self.keep:
             if not self.keep_etcd:
                 # etcd preallocates a 64 MB WAL; failed runs keep their logs, not that.

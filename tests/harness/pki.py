@@ -88,8 +88,9 @@ def _signed(subject, public_key, issuer, issuer_key, *, ca: bool, usages, sans=N
     return builder.sign(issuer_key, hashes.SHA256())
 
 
-def make_pki(directory: str, extra_dns: tuple[str, ...] = ()) -> Pki:
-    """Writes a fresh CA, serving cert, admin client cert and service-account key pair."""
+def make_pki(directory: str, extra_dns: tuple[str, ...] = (), extra_ips: tuple[str, ...] = ()) -> Pki:
+    """Writes a fresh CA, serving cert, admin client cert and service-account key pair.
+    extra_ips: more IP SANs of the serving cert (the address pods reach the API server at)."""
     os.makedirs(directory, exist_ok=True)
     p = lambda name: os.path.join(directory, name)  # noqa: E731
 
@@ -103,7 +104,7 @@ def make_pki(directory: str, extra_dns: tuple[str, ...] = ()) -> Pki:
     sans = [x509.DNSName(d) for d in dns] + [
         x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
         x509.IPAddress(ipaddress.ip_address("10.96.0.1")),
-    ]
+    ] + [x509.IPAddress(ipaddress.ip_address(ip)) for ip in extra_ips]
     serving_cert = _signed(
         _name("kube-apiserver"), serving_key.public_key(), ca_name, ca_key,
         ca=False, usages=[ExtendedKeyUsageOID.SERVER_AUTH], sans=sans,
@@ -138,8 +139,26 @@ def make_pki(directory: str, extra_dns: tuple[str, ...] = ()) -> Pki:
     return pki
 
 
-def write_kubeconfig(path: str, server: str, pki: Pki, context: str = "repack-e2e") -> None:
-    """An admin kubeconfig that refers to the PEM files by absolute path."""
+def issue_client_cert(pki: Pki, name: str, cn: str, org: str | None = None) -> tuple[str, str]:
+    """A client certificate signed by the harness CA (e.g. CN=system:node:<node>,
+    O=system:nodes for a kubelet); returns the paths of the certificate and key it wrote."""
+    with open(pki.ca_cert, "rb") as f:
+        ca_cert = x509.load_pem_x509_certificate(f.read())
+    with open(pki.ca_key, "rb") as f:
+        ca_key = serialization.load_pem_private_key(f.read(), password=None)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = _signed(_name(cn, org), key.public_key(), ca_cert.subject, ca_key,
+                   ca=False, usages=[ExtendedKeyUsageOID.CLIENT_AUTH])
+    cert_path, key_path = (os.path.join(pki.dir, f"{name}.crt"), os.path.join(pki.dir, f"{name}.key"))
+    _write(cert_path, cert.public_bytes(serialization.Encoding.PEM))
+    _write(key_path, _key_pem(key), private=True)
+    return cert_path, key_path
+
+
+def write_kubeconfig(path: str, server: str, pki: Pki, context: str = "repack-e2e",
+                     client: tuple[str, str] | None = None, user: str = "repack-admin") -> None:
+    """A kubeconfig that refers to the PEM files by absolute path: the admin's, or another
+    identity's when `client` = (certificate, key) paths is given."""
     import yaml
 
     doc = {
@@ -147,10 +166,10 @@ def write_kubeconfig(path: str, server: str, pki: Pki, context: str = "repack-e2
         "kind": "Config",
         "clusters": [{"name": context, "cluster": {
             "server": server, "certificate-authority": os.path.abspath(pki.ca_cert)}}],
-        "users": [{"name": "repack-admin", "user": {
-            "client-certificate": os.path.abspath(pki.admin_cert),
-            "client-key": os.path.abspath(pki.admin_key)}}],
-        "contexts": [{"name": context, "context": {"cluster": context, "user": "repack-admin"}}],
+        "users": [{"name": user, "user": {
+            "client-certificate": os.path.abspath(client[0] if client else pki.admin_cert),
+            "client-key": os.path.abspath(client[1] if client else pki.admin_key)}}],
+        "contexts": [{"name": context, "context": {"cluster": context, "user": user}}],
         "current-context": context,
     }
     with open(path, "w") as f:

@@ -142,8 +142,16 @@ def fake_api(monkeypatch):
     from kubectl_repack.commands import options
 
     api = FakeApi()
+    # install --wait (the default) polls the Deployment: here it is rolled out at once.
+    for ns in ("repack-system", "default"):
+        api.existing[f"/apis/apps/v1/namespaces/{ns}/deployments/repack-webhook"] = READY_DEPLOYMENT
     monkeypatch.setattr(options.Settings, "api", lambda self: api)
     return api
+
+
+READY_DEPLOYMENT = {"metadata": {"generation": 1}, "spec": {"replicas": 1},
+                    "status": {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1,
+                               "availableReplicas": 1}}
 
 
 def test_install_applies_every_object_server_side(fake_api):

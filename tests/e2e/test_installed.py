@@ -1,0 +1,355 @@
+"""The in-cluster half for real (issue 10): `kubectl repack install --image <the image
+hack/build-image.sh just built, pinned by digest>` on a real kubelet node, the seed scenario's
+Execute steered by the *installed* webhook and coordinator, then `kubectl repack uninstall`.
+
+Only the product's commands act: install, apply and uninstall. The harness provides the real node
+(containerd + runc + CNI bridge, kubelet, kube-proxy, kube-scheduler; tests/harness/realnode.py)
+next to the fake accelerator nodes of the node agent; the product's pod is placed on it with
+`install --node-selector`. What shows it is the installed pod at work: its nodeName is the
+kubelet's node, its containers have containerd IDs and run the image digest that was built, no
+webhook or coordinator process runs outside a container, the replacements carry the webhook's
+annotations, the webhook's and coordinator's own counters (read from the pod, the coordinator's
+through its Service) count the gates and nominations, and a probe pod shows where vc-scheduler
+alone would have put such a pod.
+"""
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from tests.e2e.helpers import wait_for
+from tests.harness import NPU_RESOURCE
+from tests.harness.controlplane import REPO_ROOT
+from tests.harness.realnode import NODE_LABEL, local_processes
+from webhook import manifests
+from webhook.admission import GATED_AT_ANNOTATION, PLANNED_NODE_ANNOTATION, RELOCATION_RUN_ANNOTATION
+from webhook.relocations import PLACEMENT_GATE
+
+pytestmark = pytest.mark.e2e
+
+NAMESPACE = "repack-system"
+FIGURES: dict = {}
+
+
+def repack(kubeconfig, *args, timeout=400):
+    """`kubectl repack` as its own process, as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "kubectl_repack.cli", "--kubeconfig", kubeconfig, *args],
+                          cwd=REPO_ROOT, env=dict(os.environ, PYTHONPATH=REPO_ROOT), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def built_image() -> str:
+    """REPOSITORY@sha256:<digest> of the image hack/build-image.sh built (hack/test.sh exports it)."""
+    name, digest = os.environ.get("REPACK_IMAGE"), os.environ.get("REPACK_IMAGE_DIGEST")
+    if not name or not digest:
+        pytest.fail("REPACK_IMAGE/REPACK_IMAGE_DIGEST are not set: run `eval \"$(bash hack/build-image.sh "
+                    "--print-env)\"` first (hack/test.sh does this)", pytrace=False)
+    return f"{name.rsplit(':', 1)[0]}@{digest}"
+
+
+def installed_pod(core):
+    pods = [p for p in core.list_namespaced_pod(NAMESPACE, label_selector=f"app.kubernetes.io/name={manifests.NAME}").items
+            if p.metadata.deletion_timestamp is None]
+    return pods[0] if len(pods) == 1 else None
+
+
+def _ancestors(pid):
+    seen = []
+    while pid > 1:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        seen.append(pid)
+    return seen
+
+
+def _environ(pid):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def outside_containers(pattern, run_dir):
+    """Processes running `pattern` outside a container that belong to this test run: started by
+    this pytest process, or pointed at this control plane (its kubeconfig is in the run dir).
+    Other people's test runs on the same machine are not ours to count."""
+    ours = []
+    for pid, cmd, in_container in local_processes(pattern):
+        if in_container:
+            continue
+        if os.getpid() in _ancestors(pid) or run_dir in cmd or run_dir in _environ(pid):
+            ours.append((pid, cmd))
+    return ours
+
+
+def assert_no_local_webhook_or_coordinator(run_dir):
+    """Every webhook/coordinator process of this run is inside a container (another PID
+    namespace than this machine's), and both kinds run in one."""
+    for pattern in ("-m webhook.coordinator", "-m webhook "):
+        inside = [pid for pid, _cmd, in_container in local_processes(pattern) if in_container]
+        assert inside, f"no containerised process runs `{pattern}`"
+        local = outside_containers(pattern, run_dir)
+        assert not local, f"`{pattern}` runs outside a container: {local}"
+
+
+def read_metrics(url, context=None):
+    with urllib.request.urlopen(url, timeout=5, context=context) as resp:
+        text = resp.read().decode()
+    values = {}
+    for line in text.splitlines():
+        if line.startswith("repack_webhook_") and not line.startswith("#"):
+            name, value = line.split()[:2]
+            values[name.removeprefix("repack_webhook_")] = int(float(value))
+    return values
+
+
+def pod_logs(control_plane) -> str:
+    """Both containers' logs (the kubelet removes them with the pod, so read them first)."""
+    parts = []
+    for container in ("webhook", "coordinator"):
+        out = control_plane.kubectl("-n", NAMESPACE, "logs", f"deploy/{manifests.NAME}", "-c", container,
+                                    "--tail=200", check=False)
+        parts.append(f"--- {container} ---\n{out.stdout}{out.stderr}")
+    return "\n".join(parts)
+
+
+@pytest.fixture(scope="module")
+def installed(real_node, control_plane, request):
+    """`kubectl repack install --image <digest> --node-selector <the real node's label>`, waited
+    for by install itself (--wait is the default)."""
+    image = built_image()
+    t0 = time.monotonic()
+    out = repack(control_plane.kubeconfig, "install", "--namespace", NAMESPACE, "--image", image,
+                 "--node-selector", f"{NODE_LABEL}=true", "--timeout", "240s")
+    FIGURES["install_seconds"] = time.monotonic() - t0
+    print(out.stdout + out.stderr)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "deployment.apps/repack-webhook Ready" in out.stdout
+    state = {"image": image, "uninstalled": False}
+    failed_before = request.session.testsfailed
+    try:
+        yield state
+    finally:
+        if request.session.testsfailed > failed_before and not state["uninstalled"]:
+            print(pod_logs(control_plane))
+        if not state["uninstalled"]:
+            repack(control_plane.kubeconfig, "uninstall", "--namespace", NAMESPACE)
+
+
+def test_installed_pod_runs_on_the_real_node_from_the_built_image(installed, real_node, control_plane):
+    api = control_plane.api_client
+    core = client.CoreV1Api(api)
+    pod = installed_pod(core)
+    assert pod is not None
+    assert pod.spec.node_name == real_node.name
+    node = core.read_node(real_node.name)
+    assert node.status.node_info.container_runtime_version.startswith("containerd://")
+    assert NODE_LABEL in node.metadata.labels
+    digest = installed["image"].split("@", 1)[1]
+    assert real_node.imported[os.environ["REPACK_IMAGE"]] == digest
+    statuses = {c.name: c for c in pod.status.container_statuses}
+    assert set(statuses) == {"webhook", "coordinator"}
+    for name, cs in statuses.items():
+        assert cs.ready and cs.state.running, (name, cs)
+        assert cs.container_id.startswith("containerd://"), cs.container_id
+        assert cs.container_id.split("://", 1)[1] in real_node.running_tasks(), name
+        assert cs.image_id.endswith(digest), cs.image_id
+        assert cs.restart_count == 0, (name, cs.restart_count)
+    for c in pod.spec.containers:
+        assert c.image == installed["image"]
+        assert c.security_context.read_only_root_filesystem and c.security_context.run_as_user == 65532
+        assert c.readiness_probe is not None and c.liveness_probe is not None, c.name
+    assert_no_local_webhook_or_coordinator(control_plane.cp.run_dir)
+
+    # The API server calls the webhook through its Service, trusting the CA install generated.
+    reg = client.AdmissionregistrationV1Api(api)
+    (hook,) = reg.read_mutating_webhook_configuration(manifests.CONFIG_NAME).webhooks
+    assert hook.client_config.url is None
+    assert (hook.client_config.service.namespace, hook.client_config.service.name) == (NAMESPACE, manifests.NAME)
+    secret = core.read_namespaced_secret(manifests.SECRET_NAME, NAMESPACE)
+    assert hook.client_config.ca_bundle == secret.data["ca.crt"]
+    endpoints = core.read_namespaced_endpoints(manifests.NAME, NAMESPACE)
+    assert [a.ip for s in endpoints.subsets for a in s.addresses] == [pod.status.pod_ip]
+    # The pod reached the API server through the `kubernetes` ClusterIP (kube-proxy): the
+    # coordinator holds its leader Lease, written from inside the pod.
+    lease = client.CoordinationV1Api(api).read_namespaced_lease("repack-coordinator", NAMESPACE)
+    assert lease.spec.holder_identity.startswith(pod.metadata.name), lease.spec.holder_identity
+    print(f"\ninstalled pod {pod.metadata.name} on {pod.spec.node_name} ({pod.status.pod_ip}); "
+          f"install --wait took {FIGURES['install_seconds']:.1f}s\n{real_node.network.check_routes()}")
+
+
+def natural_choice_when_node_01_is_emptied(core, node_agent, ns):
+    """Where vc-scheduler alone puts a batch worker's replacement, asked of a twin of the seed's
+    nodes in the state the replacements meet: node 01 emptied by the evictions, nodes 02 and 03
+    holding their protected jobs (7 cards, 2 CPUs, 2 GiB each, bound by nodeName). A probe pod of a
+    worker's shape in the twin's pool is scheduled, read and deleted; so are the twin nodes (the
+    seed layout wants no other accelerator nodes). Returns the seed node the choice stands for.
+    (A probe next to the real layout would meet node 01 still holding the victims: an exact tie
+    that vc-scheduler breaks at random.)"""
+    from tests.harness import npu_node
+
+    twins = [f"{ns}-node-0{i}" for i in (1, 2, 3)]
+    for name in twins:
+        node_agent.add_node(npu_node(name, cards=8, pool=ns))
+    try:
+        for name in twins[1:]:
+            core.create_namespaced_pod(ns, {"metadata": {"name": f"protected-{name[-2:]}"}, "spec": {
+                "nodeName": name, "containers": [{"name": "c", "image": "example.invalid/x:1", "resources": {
+                    "requests": {"cpu": "2", "memory": "2Gi", NPU_RESOURCE: "7"},
+                    "limits": {"cpu": "2", "memory": "2Gi", NPU_RESOURCE: "7"}}}]}})
+        wait_for("the twin's protected pods Running", lambda: all(
+            p.status.phase == "Running" for p in core.list_namespaced_pod(ns).items) or None, 30)
+        natural = probe_natural_node(core, ns, {
+            "schedulerName": "volcano", "nodeSelector": {"accelerator-pool": ns}, "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "c", "image": "example.invalid/x:1", "resources": {
+                "requests": {"cpu": "1", "memory": "1Gi", NPU_RESOURCE: "1"},
+                "limits": {"cpu": "1", "memory": "1Gi", NPU_RESOURCE: "1"}}}]})
+    finally:
+        for name in twins:
+            node_agent.remove_node(name, delete_pods=True)
+    return "ascend-node-" + natural.rsplit("-", 1)[1]
+
+
+def probe_natural_node(core, ns, spec, timeout=60):
+    """Where vc-scheduler puts a pod of this shape on its own: a probe pod, bound and deleted."""
+    name = "probe"
+    core.create_namespaced_pod(ns, {"metadata": {"name": name}, "spec": spec})
+    natural = wait_for("the probe pod bound", lambda: core.read_namespaced_pod(name, ns).spec.node_name, timeout)
+    core.delete_namespaced_pod(name, ns, grace_period_seconds=0)
+
+    def gone():
+        try:
+            core.read_namespaced_pod(name, ns)
+            return False
+        except ApiException as e:
+            return e.status == 404
+    wait_for("the probe pod gone", gone, 30)
+    return natural
+
+
+def test_seed_execute_is_steered_by_the_installed_webhook_and_coordinator(
+        installed, real_node, control_plane, node_agent, fake_nodes, make_namespace, tmp_path, monkeypatch):
+    """Seed steps 5-6 with nothing local but `kubectl repack apply`: the replacements are gated by
+    the installed webhook, nominated by the installed coordinator and bound by vc-scheduler on
+    their planned nodes; node 01 is freed."""
+    from tests.e2e.execute_helpers import (LEASE_NAMESPACE, build_seed_layout, cli, delete_runs, execute_run,
+                                           reason_of, unique, write_run)
+
+    api = control_plane.api_client
+    core = client.CoreV1Api(api)
+    pod = installed_pod(core)
+    monkeypatch.setenv("REPACK_NAMESPACE", LEASE_NAMESPACE)
+    # Where vc-scheduler alone would put the replacements: the planned nodes must be others.
+    natural = natural_choice_when_node_01_is_emptied(core, node_agent, make_namespace("probe"))
+    ns = make_namespace("repack-demo")
+    nodes = ("ascend-node-01", "ascend-node-02", "ascend-node-03")
+    layout = build_seed_layout(api, fake_nodes, ns, nodes)
+
+    webhook_ctx = ssl.create_default_context(cadata=__import__("base64").b64decode(
+        core.read_namespaced_secret(manifests.SECRET_NAME, NAMESPACE).data["ca.crt"]).decode())
+    webhook_ctx.check_hostname = False  # the certificate names the Service, not the pod IP
+    webhook_metrics = f"https://{pod.status.pod_ip}:{manifests.CONTAINER_PORT}/metrics"
+    svc = core.read_namespaced_service(manifests.NAME, NAMESPACE)
+    coordinator_metrics = f"http://{svc.spec.cluster_ip}:{manifests.METRICS_PORT}/metrics"
+    before_webhook = read_metrics(webhook_metrics, webhook_ctx)
+    before_coordinator = read_metrics(coordinator_metrics)
+
+    name = unique("ascend-execute")
+    try:
+        t0 = time.monotonic()
+        r = cli(control_plane.kubeconfig, "apply", "-f", write_run(tmp_path, execute_run(name)), "--cooldown", "0s",
+                "-o", "json")
+        FIGURES["apply_seconds"] = time.monotonic() - t0
+        assert r.exit_code == 0, r.output
+        run = json.loads(r.stdout)
+        assert_no_local_webhook_or_coordinator(control_plane.cp.run_dir)
+        assert reason_of(run, "Complete") == ("True", "ExecutionCompleted"), run["status"].get("conditions")
+        relocs = run["status"]["relocations"]
+        assert sorted(rec["victimPodName"] for rec in relocs) == sorted(layout["batch"])
+        rows = []
+        for rec in relocs:
+            pl = rec["placement"]
+            assert pl["phase"] == "Placed", rec
+            assert rec["plannedNodeName"] == pl["selectedNodeName"] == pl["actualNodeName"], rec
+            assert rec["plannedNodeName"] in nodes[1:] and rec["plannedNodeName"] != natural, (rec, natural)
+            replacement = core.read_namespaced_pod(pl["replacementPodName"], ns)
+            ann = replacement.metadata.annotations or {}
+            assert ann.get(GATED_AT_ANNOTATION), ann  # gated at creation by the installed webhook
+            assert ann.get(RELOCATION_RUN_ANNOTATION, "").startswith(name + "/"), ann
+            assert ann.get(PLANNED_NODE_ANNOTATION) == rec["plannedNodeName"], ann
+            assert PLACEMENT_GATE not in [g.name for g in replacement.spec.scheduling_gates or []]
+            assert replacement.spec.node_name == rec["plannedNodeName"]
+            rows.append(f"{rec['victimPodName']}: planned={rec['plannedNodeName']} "
+                        f"actual={pl['actualNodeName']} gated-at={ann[GATED_AT_ANNOTATION]}")
+        assert run["status"]["result"]["freedNodes"] == [nodes[0]]
+        after_webhook = read_metrics(webhook_metrics, webhook_ctx)
+        after_coordinator = read_metrics(coordinator_metrics)
+        gates = after_webhook["gates_total"] - before_webhook["gates_total"]
+        nominations = after_coordinator["nominations_total"] - before_coordinator["nominations_total"]
+        assert gates == len(relocs), (before_webhook, after_webhook)
+        assert nominations == len(relocs), (before_coordinator, after_coordinator)
+        # Still the same installed pod, never restarted.
+        now = installed_pod(core)
+        assert now.metadata.uid == pod.metadata.uid
+        assert all(cs.restart_count == 0 for cs in now.status.container_statuses)
+        print(f"\nvc-scheduler alone chose (the twin of) {natural} for a worker-shaped probe pod; through the installed "
+              f"webhook ({gates} gates) and coordinator ({nominations} nominations, metrics read through "
+              f"its Service {svc.spec.cluster_ip}:{manifests.METRICS_PORT}):\n  " + "\n  ".join(rows)
+              + f"\napply took {FIGURES['apply_seconds']:.1f}s")
+    finally:
+        delete_runs(api, [name])
+
+
+def test_uninstall_removes_everything_install_created(installed, real_node, control_plane):
+    api = control_plane.api_client
+    core = client.CoreV1Api(api)
+    pod = installed_pod(core)
+    containers = [cs.container_id.split("://", 1)[1] for cs in pod.status.container_statuses]
+    out = repack(control_plane.kubeconfig, "uninstall", "--namespace", NAMESPACE)
+    assert out.returncode == 0, out.stdout + out.stderr
+    installed["uninstalled"] = True
+    print(out.stdout)
+
+    def absent(read):
+        try:
+            read()
+            return False
+        except ApiException as e:
+            if e.status == 404:
+                return True
+            raise
+
+    reg = client.AdmissionregistrationV1Api(api)
+    rbac = client.RbacAuthorizationV1Api(api)
+    apps = client.AppsV1Api(api)
+    for what, read in [
+        ("MutatingWebhookConfiguration", lambda: reg.read_mutating_webhook_configuration(manifests.CONFIG_NAME)),
+        ("ClusterRole", lambda: rbac.read_cluster_role(manifests.NAME)),
+        ("ClusterRoleBinding", lambda: rbac.read_cluster_role_binding(manifests.NAME)),
+        ("Deployment", lambda: apps.read_namespaced_deployment(manifests.NAME, NAMESPACE)),
+        ("Service", lambda: core.read_namespaced_service(manifests.NAME, NAMESPACE)),
+        ("Secret", lambda: core.read_namespaced_secret(manifests.SECRET_NAME, NAMESPACE)),
+    ]:
+        assert absent(read), f"{what} still there after uninstall"
+    # The namespace install created goes, and with it the pod: the kubelet stops its containers.
+    wait_for("the namespace gone", lambda: absent(lambda: core.read_namespace(NAMESPACE)), 120)
+    wait_for("the pod's containers stopped on the node",
+             lambda: not set(containers) & set(real_node.running_tasks()), 60)
+    for pattern in ("-m webhook.coordinator", "-m webhook "):
+        left = [p for p in local_processes(pattern) if p[2]]
+        assert not left, f"containerised `{pattern}` still running after uninstall: {left}"
+        assert not outside_containers(pattern, control_plane.cp.run_dir)
+    client.ApiextensionsV1Api(api).read_custom_resource_definition("repackruns.repack.volcano.sh")  # kept
