@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from kubectl_repack.cli import main
 from kubectl_repack.commands import install
 from tests.unit.webhook.test_install import READY_DEPLOYMENT, fake_api  # noqa: F401 (fixture)
-from webhook import manifests
+from kubectl_repack.deploy import manifests
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 
@@ -233,19 +233,14 @@ def test_webhook_url_mode_has_nothing_to_wait_for(fake_api, tmp_path):  # noqa: 
 
 
 # ---- RBAC covers what the coordinator reads ---------------------------------------------------------
-def test_cluster_role_lets_the_coordinator_list_everything_its_live_snapshot_reads(monkeypatch):
+def test_cluster_role_lets_the_coordinator_list_everything_its_live_snapshot_reads():
     """The installed coordinator lists these kinds to re-check a planned node; one it may not list
     makes it release every gate as `live state could not be loaded` (found by the real-node e2e)."""
-    import kubectl_repack.cluster as cluster
-    from webhook.coordinator import Coordinator
+    from webhook.coordinator import FILTER_KINDS
 
-    listed = []
-    monkeypatch.setattr(cluster, "list_objects", lambda api, kind: listed.append(kind) or [])
-    stub = type("Stub", (), {"api_client": None})()
-    Coordinator._snapshot_objects(stub)
-    assert listed
+    assert FILTER_KINDS
     (role,) = [o for o in manifests.render() if o["kind"] == "ClusterRole"]
-    for kind in listed:
+    for kind in FILTER_KINDS:
         group = kind.api_version.rpartition("/")[0]
         for verb in ("list", "watch"):
             assert any(group in r["apiGroups"] and kind.plural in r["resources"] and verb in r["verbs"]
