@@ -27,7 +27,7 @@ import click
 from kubectl_repack import render
 from kubectl_repack.errors import ClusterAPIError, RepackError
 
-from .options import IMAGE_REF, NAMESPACE, OUTPUT_JSON, OUTPUT_YAML, cluster_options, output_option, settings
+from .options import IMAGE_REF, NAMESPACE, OUTPUT_JSON, OUTPUT_YAML, RUN_NAME, cluster_options, output_option, settings
 
 FIELD_MANAGER = "kubectl-repack"
 
@@ -161,30 +161,37 @@ TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
 def parse_node_selector(values) -> dict:
-    """KEY=VALUE pairs, comma-separated and/or repeated."""
+    """KEY=VALUE pairs, comma-separated and/or repeated, in kubectl's selector syntax (one parser:
+    commands.selectors), label keys and values checked; only equality, as a nodeSelector holds."""
+    from .selectors import SelectorSyntaxError, parse_selector
+
     selector = {}
     for value in values or ():
-        for item in filter(None, (part.strip() for part in value.split(","))):
-            key, eq, val = item.partition("=")
-            if not eq or not key:
-                raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--node-selector")
-            selector[key] = val
+        try:
+            parsed = parse_selector(value)
+        except SelectorSyntaxError as e:
+            raise click.BadParameter(str(e), param_hint="--node-selector") from e
+        if parsed.get("matchExpressions") or not parsed.get("matchLabels"):
+            raise click.BadParameter(f"{value!r}: a nodeSelector is KEY=VALUE pairs only",
+                                     param_hint="--node-selector")
+        selector.update(parsed["matchLabels"])
     return selector
 
 
 def parse_tolerations(values) -> list[dict]:
     """Each value: a JSON/YAML list of Toleration objects, or comma-separated KEY[=VALUE][:EFFECT]
     items (without =VALUE the key only has to exist; without :EFFECT every effect is tolerated)."""
-    import yaml
+    from planner import documents
+    from planner.errors import DocumentError
 
     out: list[dict] = []
     for value in values or ():
         text = value.strip()
         if text.startswith("["):
             try:
-                items = yaml.safe_load(text)
-            except yaml.YAMLError as e:
-                raise click.BadParameter(f"not a YAML/JSON list: {e}", param_hint="--tolerations") from None
+                (items,) = documents.parse(text, "--tolerations", flatten_array=False, fast=False)
+            except DocumentError as e:
+                raise click.BadParameter(str(e), param_hint="--tolerations") from None
             if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
                 raise click.BadParameter("expected a list of Toleration objects", param_hint="--tolerations")
             allowed = {"key", "operator", "value", "effect", "tolerationSeconds"}
@@ -276,7 +283,7 @@ def wait_for_deployment(api, namespace: str, name: str, timeout: float, poll: fl
     """Polls the Deployment until `deployment_ready`; on timeout raises InstallNotReady naming
     every container that is not ready (and why), read from the Deployment's pods."""
     from kubectl_repack.errors import NotFound
-    from webhook import manifests
+    from kubectl_repack.deploy import manifests
 
     path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
     deadline = clock() + timeout
@@ -315,7 +322,7 @@ def wait_for_deployment(api, namespace: str, name: str, timeout: float, poll: fl
               help="Run the pod only on nodes with these labels (repeatable).")
 @click.option("--tolerations", multiple=True, metavar="KEY[=VALUE][:EFFECT][,...]|JSON",
               help="Tolerations of the pod: KEY[=VALUE][:EFFECT] items, or a JSON list of Toleration objects.")
-@click.option("--priority-class", default=None, metavar="NAME", help="priorityClassName of the pod.")
+@click.option("--priority-class", default=None, metavar="NAME", type=RUN_NAME, help="priorityClassName of the pod.")
 @click.option("--wait/--no-wait", default=True, show_default=True,
               help="Wait until the Deployment is rolled out and both containers are ready.")
 @click.option("--timeout", default="5m", show_default=True, callback=parse_timeout, metavar="DURATION",

@@ -80,8 +80,8 @@ _IMAGE_REF = re.compile(
 
 def _image_problem(value):
     if not _IMAGE_REF.match(value):
-        return (f"{value!r} is not an image reference such as registry.example/repack-webhook:0.1.0 "
-                "or name@sha256:<64 hex digits>")
+        return (f"{value!r} is not an image reference (REGISTRY/REPOSITORY[:TAG][@sha256:DIGEST], e.g. "
+                "registry.example/repack-webhook:0.1.0); a digest is sha256:<64 lowercase hex digits>")
     return ""
 
 
@@ -95,7 +95,7 @@ class IntRange(click.IntRange):
         return super().convert(value, param, ctx)
 
 
-RUN_NAME = _Checked("NAME", _name_problem)
+RUN_NAME = _Checked("NAME", _name_problem)     # any object named by an RFC 1123 subdomain
 NAMESPACE = _Checked("NAMESPACE", _label_problem)
 IMAGE_REF = _Checked("IMAGE", _image_problem)
 

@@ -225,7 +225,7 @@ def request(api, method: str, path: str, body: Optional[dict] = None, query=None
         headers["Content-Type"] = content_type
 
     def send():
-        if _new_client():
+        if hasattr(api, "param_serialize"):
             method_, url, headers_, payload, _ = api.param_serialize(
                 method=method, resource_path=path, query_params=list(query or []), header_params=headers,
                 body=body, auth_settings=["BearerToken"])

@@ -54,7 +54,10 @@ BY_NAME = {
     "--cert-dir": ["/etc/hostname"],  # a file, not a directory
     "--output": ["/nonexistent-dir/snapshot.json"],
     "--allow-missing-template-keys": ["maybe", "2", "yesno"],
-    "--server": ["ftp://10.0.0.1", "https://", "http://:6443", "https://host:port"],  # snapshot -o is a file, the others a Choice
+    "--server": ["ftp://10.0.0.1", "https://", "http://:6443", "https://host:port"],
+    "--tolerations": ["=v", "k:Sometimes", "[{\"key\": 1, \"bogus\": 2}]", "[{\"k\": 1, \"k\": 2}]", "[1]",
+                      "[" * 100 + "]" * 100],
+    "--priority-class": DNS_NAMES,  # snapshot -o is a file, the others a Choice
 }
 # Options whose every string is acceptable syntax; what they name is only known when the cluster is
 # reached (like kubectl, a missing --kubeconfig is an error of the connection, exit 1, and offline

@@ -55,7 +55,7 @@ def test_no_placement_flags_no_placement_fields():
 
 
 @pytest.mark.parametrize("flag,value,message", [
-    ("--node-selector", "pool", "is not KEY=VALUE"),
+    ("--node-selector", "pool", "a nodeSelector is KEY=VALUE pairs only"),
     ("--tolerations", "k=v:Sometimes", "effect must be one of"),
     ("--tolerations", '[{"key": "k", "colour": "red"}]', "unknown Toleration field"),
     ("--tolerations", "[1, 2]", "list of Toleration objects"),
