@@ -39,8 +39,9 @@ die() { echo "build-image: error: $*" >&2; exit 1; }
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/.." && pwd)"
 CACHE="${REPACK_CACHE:-$HOME/.cache/kubectl-repack}"
-VERSION="$(sed -n 's/^ *version="\([^"]*\)".*/\1/p' "$REPO/setup.py" | head -1)"
-[ -n "$VERSION" ] || die "cannot read the version from setup.py"
+# The one place the version is written (setup.py reads it from there too).
+VERSION="$(sed -n 's/^__version__ = "\([^"]*\)".*/\1/p' "$REPO/kubectl_repack/__init__.py" | head -1)"
+[ -n "$VERSION" ] || die "cannot read __version__ from kubectl_repack/__init__.py"
 
 TAG="localhost/kubectl-repack/repack-webhook:$VERSION"
 PAUSE_TAG="localhost/kubectl-repack/pause:1"

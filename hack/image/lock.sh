@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates hack/image/requirements.txt: the wheels of setup.py's requirements plus the
 # `webhook` extra, for CPython 3.11 (Debian bookworm's) on linux/amd64 and linux/arm64, each pinned
-# with the hashes of both platforms' wheels. Versions come from the constraints file given (for
-# example `pip freeze` of the virtualenv the tests pass in), else the newest PyPI serves.
+# with the hashes of both platforms' wheels. Versions come from constraints.txt (the one pin set
+# of the pip install, the tests and the krew zipapp), or from the constraints file given.
 #   bash hack/image/lock.sh [CONSTRAINTS]
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -16,8 +16,7 @@ kw = {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg in ("inst
 print(" ".join(kw["install_requires"] + kw["extras_require"]["webhook"]))
 PYEOF
 )"
-constraint=()
-[ $# -gt 0 ] && constraint=(-c "$1")
+constraint=(-c "${1:-$HERE/../../constraints.txt}")
 for plat in manylinux2014_x86_64 manylinux2014_aarch64; do
   # shellcheck disable=SC2086
   "$PY" -m pip download --quiet --only-binary=:all: --platform "$plat" --python-version 3.11 \

@@ -44,6 +44,7 @@ KINDS = {
     "Deployment": ("deployments", True),
     "Service": ("services", True),
     "MutatingWebhookConfiguration": ("mutatingwebhookconfigurations", False),
+    "NetworkPolicy": ("networkpolicies", True),
 }
 
 
@@ -158,6 +159,19 @@ def _check_url(ctx, param, value):
 
 # ---- placement and --wait options (issue 10); the image reference is options.IMAGE_REF --------------
 TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def check_cidrs(ctx, param, values):
+    """IPv4 or IPv6 networks (10.0.0.0/24, 2001:db8::/64); a host address is its /32 or /128."""
+    import ipaddress
+
+    out = []
+    for value in values or ():
+        try:
+            out.append(str(ipaddress.ip_network(value, strict=False)))
+        except ValueError as e:
+            raise click.BadParameter(f"{value!r} is not a CIDR: {e}", ctx=ctx, param=param) from e
+    return tuple(out)
 
 
 def parse_node_selector(values) -> dict:
@@ -323,6 +337,9 @@ def wait_for_deployment(api, namespace: str, name: str, timeout: float, poll: fl
 @click.option("--tolerations", multiple=True, metavar="KEY[=VALUE][:EFFECT][,...]|JSON",
               help="Tolerations of the pod: KEY[=VALUE][:EFFECT] items, or a JSON list of Toleration objects.")
 @click.option("--priority-class", default=None, metavar="NAME", type=RUN_NAME, help="priorityClassName of the pod.")
+@click.option("--apiserver-cidr", "apiserver_cidrs", multiple=True, metavar="CIDR", callback=check_cidrs,
+              help="Opt-in NetworkPolicy: only these addresses (the API server's) may call the webhook port; "
+                   "the metrics port stays open (repeatable; enforced only where the CNI enforces policies).")
 @click.option("--wait/--no-wait", default=True, show_default=True,
               help="Wait until the Deployment is rolled out and both containers are ready.")
 @click.option("--timeout", default="5m", show_default=True, callback=parse_timeout, metavar="DURATION",
@@ -334,8 +351,8 @@ def wait_for_deployment(api, namespace: str, name: str, timeout: float, poll: fl
 @click.option("--dry-run", is_flag=True, help="Print the objects instead of applying them.")
 @output_option(OUTPUT_YAML, OUTPUT_JSON, help_text="yaml|json: with --dry-run, the format (default yaml).")
 @cluster_options
-def command(namespace, image, node_selector, tolerations, priority_class, wait, timeout, webhook_url, cert_dir,
-            dry_run, output):
+def command(namespace, image, node_selector, tolerations, priority_class, apiserver_cidrs, wait, timeout,
+            webhook_url, cert_dir, dry_run, output):
     """Install the RepackRun CRD, the placement webhook and its coordinator.
 
     \b
@@ -350,7 +367,7 @@ def command(namespace, image, node_selector, tolerations, priority_class, wait, 
 
     certs.require_cryptography("kubectl repack install")
     placement = {"node_selector": parse_node_selector(node_selector), "tolerations": parse_tolerations(tolerations),
-                 "priority_class": priority_class}
+                 "priority_class": priority_class, "apiserver_cidrs": list(apiserver_cidrs)}
 
     image = image or manifests.DEFAULT_IMAGE
     sans = extra_sans(webhook_url)
@@ -396,7 +413,8 @@ def command(namespace, image, node_selector, tolerations, priority_class, wait, 
 @cluster_options
 def uninstall_command(namespace, include_crd, dry_run):
     """Remove the webhook and coordinator (and with --include-crd the RepackRun CRD)."""
-    objs = manifests_for(namespace, "unused", None, None)
+    # The NetworkPolicy is listed whether or not install made one (--apiserver-cidr): not found is fine.
+    objs = manifests_for(namespace, "unused", None, None, {"apiserver_cidrs": ["0.0.0.0/32"]})
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": _secret_name(), "namespace": namespace}}
     ordered = [o for o in reversed(objs) if o["kind"] != "CustomResourceDefinition"]
     ordered.insert(ordered.index(next(o for o in ordered if o["kind"] == "Deployment")) + 1, secret)

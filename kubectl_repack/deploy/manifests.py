@@ -228,14 +228,35 @@ def mutating_webhook_configuration(namespace: str, ca_bundle_pem: Optional[bytes
     }
 
 
+def network_policy(namespace: str, apiserver_cidrs: list) -> Manifest:
+    """Opt-in (install --apiserver-cidr): only the API server may call the webhook's port; the
+    coordinator's metrics port (scraping, and its probes) stays open, a separate rule so one never
+    widens the other. Kubelet probes of the webhook port come from the node itself, which common
+    CNIs (Calico, Cilium) let through to local pods; where a CNI does not, add the nodes' CIDR."""
+    return {
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": _meta(NAME, namespace),
+        "spec": {
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {"from": [{"ipBlock": {"cidr": c}} for c in apiserver_cidrs],
+                 "ports": [{"protocol": "TCP", "port": CONTAINER_PORT}]},
+                {"ports": [{"protocol": "TCP", "port": METRICS_PORT}]},
+            ],
+        },
+    }
+
+
 def render(namespace: str = NAMESPACE, image: str = DEFAULT_IMAGE, ca_bundle_pem: Optional[bytes] = None,
            url: Optional[str] = None, certs: Optional[CertBundle] = None, node_selector: Optional[dict] = None,
-           tolerations: Optional[list] = None, priority_class: Optional[str] = None) -> list[Manifest]:
+           tolerations: Optional[list] = None, priority_class: Optional[str] = None,
+           apiserver_cidrs: Optional[list] = None) -> list[Manifest]:
     """Every object of the install, in apply order.
 
     `ca_bundle_pem` goes into the webhook's caBundle (defaults to the CA of `certs`); `certs`
     adds the TLS Secret; `url` switches clientConfig to a URL (loopback e2e) instead of the Service.
-    `node_selector`, `tolerations`, `priority_class` go into the Deployment's pod template.
+    `node_selector`, `tolerations`, `priority_class` go into the Deployment's pod template;
+    `apiserver_cidrs` adds the NetworkPolicy that admits only those to the webhook port.
     """
     if ca_bundle_pem is None and certs is not None:
         ca_bundle_pem = certs.ca_cert_pem
@@ -245,6 +266,8 @@ def render(namespace: str = NAMESPACE, image: str = DEFAULT_IMAGE, ca_bundle_pem
         out.append(secret(namespace, certs))
     out += [deployment(namespace, image, node_selector, tolerations, priority_class), service(namespace),
             mutating_webhook_configuration(namespace, ca_bundle_pem, url)]
+    if apiserver_cidrs:
+        out.append(network_policy(namespace, list(apiserver_cidrs)))
     return out
 
 

@@ -245,3 +245,23 @@ def test_cluster_role_lets_the_coordinator_list_everything_its_live_snapshot_rea
         for verb in ("list", "watch"):
             assert any(group in r["apiGroups"] and kind.plural in r["resources"] and verb in r["verbs"]
                        for r in role["rules"]), (kind, verb)
+
+
+# ---- opt-in NetworkPolicy (issue 13) ------------------------------------------------------------------
+def test_apiserver_cidr_renders_a_policy_that_keeps_the_metrics_port_separate():
+    objs = manifests.render(apiserver_cidrs=["10.244.0.1/32", "2001:db8::/64"])
+    (policy,) = [o for o in objs if o["kind"] == "NetworkPolicy"]
+    webhook_rule, metrics_rule = policy["spec"]["ingress"]
+    assert webhook_rule == {"from": [{"ipBlock": {"cidr": "10.244.0.1/32"}}, {"ipBlock": {"cidr": "2001:db8::/64"}}],
+                            "ports": [{"protocol": "TCP", "port": manifests.CONTAINER_PORT}]}
+    assert metrics_rule == {"ports": [{"protocol": "TCP", "port": manifests.METRICS_PORT}]}
+    assert policy["spec"]["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": manifests.NAME}}
+    assert not [o for o in manifests.render() if o["kind"] == "NetworkPolicy"]  # opt-in only
+
+
+def test_apiserver_cidr_flag_normalises_and_refuses_what_is_not_a_cidr():
+    result = invoke("install", "--dry-run", "-o", "json", "--apiserver-cidr", "10.244.0.1")
+    assert result.exit_code == 0, result.output
+    assert '"cidr": "10.244.0.1/32"' in result.output
+    bad = invoke("install", "--dry-run", "--apiserver-cidr", "10.0.0.300/8")
+    assert bad.exit_code == 2 and "'10.0.0.300/8' is not a CIDR" in bad.output

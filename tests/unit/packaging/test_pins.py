@@ -1,0 +1,25 @@
+"""One dependency set: the image's hash-pinned requirements (hack/image/requirements.txt) are the
+versions constraints.txt pins for the pip install, the tests and the krew zipapp."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _pins(path: Path) -> dict:
+    out = {}
+    for line in path.read_text().splitlines():
+        m = re.match(r"^([A-Za-z0-9_.-]+)==([^\s\\;]+)", line)
+        if m:
+            out[re.sub(r"[-_.]+", "-", m.group(1)).lower()] = m.group(2)
+    return out
+
+
+def test_the_image_installs_the_pinned_versions():
+    image, pinned = _pins(REPO / "hack/image/requirements.txt"), _pins(REPO / "constraints.txt")
+    assert image and pinned
+    assert {n: v for n, v in image.items() if n in pinned} == {n: pinned[n] for n in image if n in pinned}
+    unpinned = sorted(set(image) - set(pinned))
+    assert not unpinned, f"the image installs {unpinned}, which constraints.txt does not pin"
