@@ -63,6 +63,14 @@ NODE_OUT="$OUT-node"
 NODE_BIN_DIR="$NODE_OUT/bin"
 NODE_BINARIES="kubelet kube-proxy kube-scheduler"
 
+# The linker flags that give Kubernetes binaries their version (kubectl version, /version).
+k8s_ldflags() {
+  local minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
+  local k8s_pkg="k8s.io/component-base/version"
+  printf '%s' "-s -w -X $k8s_pkg.gitVersion=$K8S_VERSION -X $k8s_pkg.gitMajor=1 -X $k8s_pkg.gitMinor=$minor"
+  printf '%s' " -X $k8s_pkg.gitTreeState=clean -X $k8s_pkg.buildDate=1970-01-01T00:00:00Z"
+}
+
 is_complete() {
   [ -f "$OUT/.complete" ] || return 1
   local b
@@ -111,11 +119,8 @@ build() {
     explain_go_failure "$log" "go mod download"
   fi
 
-  local minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
-  local k8s_pkg="k8s.io/component-base/version"
-  local ldflags="-s -w"
-  ldflags+=" -X $k8s_pkg.gitVersion=$K8S_VERSION -X $k8s_pkg.gitMajor=1 -X $k8s_pkg.gitMinor=$minor"
-  ldflags+=" -X $k8s_pkg.gitTreeState=clean -X $k8s_pkg.buildDate=1970-01-01T00:00:00Z"
+  local ldflags
+  ldflags="$(k8s_ldflags)"
   ldflags+=" -X volcano.sh/volcano/pkg/version.Version=$VOLCANO_VERSION"
   ldflags+=" -X volcano.sh/volcano/pkg/version.GitSHA=module-$VOLCANO_VERSION"
 
@@ -179,11 +184,8 @@ build_node() {
   if ! go mod download >>"$log" 2>&1; then
     explain_go_failure "$log" "go mod download"
   fi
-  local minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
-  local k8s_pkg="k8s.io/component-base/version"
-  local ldflags="-s -w"
-  ldflags+=" -X $k8s_pkg.gitVersion=$K8S_VERSION -X $k8s_pkg.gitMajor=1 -X $k8s_pkg.gitMinor=$minor"
-  ldflags+=" -X $k8s_pkg.gitTreeState=clean -X $k8s_pkg.buildDate=1970-01-01T00:00:00Z"
+  local ldflags
+  ldflags="$(k8s_ldflags)"
   local tmp="$NODE_OUT/bin.tmp"
   rm -rf "$tmp"; mkdir -p "$tmp"
   if ! go build -p 2 -trimpath -ldflags "$ldflags" -o "$tmp/" \
