@@ -30,9 +30,9 @@ from tests.e2e.helpers import wait_for
 from tests.harness import NPU_RESOURCE
 from tests.harness.controlplane import REPO_ROOT
 from tests.harness.realnode import NODE_LABEL, local_processes
+from kubectl_repack.api.gates import (GATED_AT_ANNOTATION, PLACEMENT_GATE, PLANNED_NODE_ANNOTATION,
+                                      RELOCATION_RUN_ANNOTATION)
 from kubectl_repack.deploy import manifests
-from webhook.admission import GATED_AT_ANNOTATION, PLANNED_NODE_ANNOTATION, RELOCATION_RUN_ANNOTATION
-from webhook.relocations import PLACEMENT_GATE
 
 pytestmark = pytest.mark.e2e
 
