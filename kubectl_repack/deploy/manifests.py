@@ -264,10 +264,10 @@ def render(namespace: str = NAMESPACE, image: str = DEFAULT_IMAGE, ca_bundle_pem
            cluster_role_binding(namespace), lease_role(namespace), lease_role_binding(namespace)]
     if certs is not None:
         out.append(secret(namespace, certs))
+    if apiserver_cidrs:  # before the pod serves; uninstall, in reverse, removes it after the webhook
+        out.append(network_policy(namespace, list(apiserver_cidrs)))
     out += [deployment(namespace, image, node_selector, tolerations, priority_class), service(namespace),
             mutating_webhook_configuration(namespace, ca_bundle_pem, url)]
-    if apiserver_cidrs:
-        out.append(network_policy(namespace, list(apiserver_cidrs)))
     return out
 
 

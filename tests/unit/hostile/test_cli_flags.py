@@ -57,7 +57,8 @@ BY_NAME = {
     "--server": ["ftp://10.0.0.1", "https://", "http://:6443", "https://host:port"],
     "--tolerations": ["=v", "k:Sometimes", "[{\"key\": 1, \"bogus\": 2}]", "[{\"k\": 1, \"k\": 2}]", "[1]",
                       "[" * 100 + "]" * 100],
-    "--priority-class": DNS_NAMES,  # snapshot -o is a file, the others a Choice
+    "--priority-class": DNS_NAMES,
+    "--apiserver-cidr": ["bogus", "10.0.0.300/8", "10.0.0.0/33", "fd00::/129", ""],  # snapshot -o is a file, the others a Choice
 }
 # Options whose every string is acceptable syntax; what they name is only known when the cluster is
 # reached (like kubectl, a missing --kubeconfig is an error of the connection, exit 1, and offline
