@@ -47,6 +47,12 @@ def foreign_providers(core, mine):
                   if n.metadata.name not in mine and (n.status.allocatable or {}).get(NPU_RESOURCE, "0") != "0")
 
 
+# How long the seed's jobs may take to run. Usually seconds; under a loaded 2-core machine (image
+# builds, other suites) vc-scheduler was seen taking over 90 s twice in about ten full runs, with
+# nothing in its log: a layout that is merely slow must not fail the test that needs it.
+SCHEDULE_TIMEOUT = 240.0
+
+
 def build_seed_layout(api, fake_nodes, ns, nodes):
     """The seed's 3-node layout in namespace `ns` on `nodes` (3 names). Returns
     {"batch": {pod: (node, uid)}, "protected": {pod: (node, uid)}}."""
@@ -57,7 +63,8 @@ def build_seed_layout(api, fake_nodes, ns, nodes):
     custom.create_namespaced_custom_object(
         "batch.volcano.sh", "v1alpha1", ns, "jobs",
         vcjob("ascend-batch-training", ELIGIBLE, [("worker", 2, 1)], {"accelerator-pool": "ascend-npu"}))
-    batch = wait_for("ascend-batch-training Running", lambda: running_on(core, ns, "ascend-batch-training"))
+    batch = wait_for("ascend-batch-training Running", lambda: running_on(core, ns, "ascend-batch-training"),
+                     timeout=SCHEDULE_TIMEOUT)
     assert {n for n, _ in batch.values()} == {nodes[0]}, batch
     protected = {}
     for node, job, tasks in ((nodes[1], "online-serving-critical", [("entry", 1, 4), ("worker", 1, 3)]),
@@ -66,7 +73,7 @@ def build_seed_layout(api, fake_nodes, ns, nodes):
         custom.create_namespaced_custom_object(
             "batch.volcano.sh", "v1alpha1", ns, "jobs",
             vcjob(job, PROTECTED, tasks, {"kubernetes.io/hostname": node}))
-        placed = wait_for(f"{job} Running", lambda job=job: running_on(core, ns, job))
+        placed = wait_for(f"{job} Running", lambda job=job: running_on(core, ns, job), timeout=SCHEDULE_TIMEOUT)
         assert {n for n, _ in placed.values()} == {node}, placed
         protected.update(placed)
     # The PodGroups must carry the jobs' labels before the planner reads them.

@@ -29,6 +29,7 @@ from kubectl_repack.cli import main
 from tests.harness import NPU_RESOURCE, npu_node
 from tests.harness.controlplane import REPO_ROOT
 from tests.e2e.helpers import vcjob, wait_for
+from tests.e2e.execute_helpers import SCHEDULE_TIMEOUT
 
 pytestmark = pytest.mark.e2e
 
@@ -101,7 +102,8 @@ def seed(control_plane, node_agent):
         custom.create_namespaced_custom_object(
             "batch.volcano.sh", "v1alpha1", ns, "jobs",
             vcjob("ascend-batch-training", ELIGIBLE, [("worker", 2, 1)], {"accelerator-pool": "ascend-npu"}))
-        placed = wait_for("ascend-batch-training Running", lambda: _running_on(core, ns, "ascend-batch-training"))
+        placed = wait_for("ascend-batch-training Running", lambda: _running_on(core, ns, "ascend-batch-training"),
+                          timeout=SCHEDULE_TIMEOUT)
         assert set(placed.values()) == {NODES[0]}, placed
 
         for node, job, tasks in ((NODES[1], "online-serving-critical", [("entry", 1, 4), ("worker", 1, 3)]),
@@ -111,7 +113,7 @@ def seed(control_plane, node_agent):
             custom.create_namespaced_custom_object(
                 "batch.volcano.sh", "v1alpha1", ns, "jobs",
                 vcjob(job, PROTECTED, tasks, {"kubernetes.io/hostname": node}))
-            placed = wait_for(f"{job} Running", lambda job=job: _running_on(core, ns, job))
+            placed = wait_for(f"{job} Running", lambda job=job: _running_on(core, ns, job), timeout=SCHEDULE_TIMEOUT)
             assert set(placed.values()) == {node}, placed
 
         # Every job's PodGroup exists and carries its job's labels (the scope selectors use them).
