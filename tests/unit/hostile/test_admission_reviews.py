@@ -1,5 +1,6 @@
 """Hostile AdmissionReviews, generated: every field of a review of a replacement pod (one that
-matches a relocation record, so the webhook reads all of it), replaced by values of the wrong type;
+matches a relocation record, so the webhook reads all of it), replaced by values of the wrong type,
+removed, or (strings) 100,000 characters long;
 plus bodies that are not JSON, nested 50,000 deep, or carry integers past the digit limit. The
 oracle for the webhook: never a 5xx; 400 with a JSON `reason`, or 200 allowing the pod (fail open)
 with the request's uid echoed when the uid itself is intact. The webhook never refuses a pod.
@@ -19,12 +20,19 @@ from .test_snapshot_objects import WRONG, _leaves, _render, _set
 BASE = review_request(rs_pod("web-7f8d9c", "7f8d9c"), uid="hostile-uid")
 
 
+_DELETE = object()  # the field removed
+
+
 def _cases():
     for path, value in _leaves(BASE):
         if not path or value is None:
             continue
         for n, bad in enumerate(WRONG.get(type(value), [])):
             yield pytest.param(path, bad, id=f"{_render(path)}={json.dumps(bad)[:16]}#{n}")
+        if not isinstance(path[-1], int):
+            yield pytest.param(path, _DELETE, id=f"{_render(path)} removed")
+        if isinstance(value, str):
+            yield pytest.param(path, "x" * 100_000, id=f"{_render(path)}=100k chars")
 
 
 CASES = list(_cases())
@@ -53,13 +61,19 @@ def test_the_base_review_gates_the_replacement(client):
 
 
 def test_there_are_hundreds_of_cases():
-    assert len(CASES) >= 100
+    assert len(CASES) >= 200
 
 
 @pytest.mark.parametrize("path, bad", CASES)
 def test_mutated_field_never_fails_the_webhook(client, path, bad):
     review = copy.deepcopy(BASE)
-    _set(review, path, bad)
+    if bad is _DELETE:
+        parent = review
+        for element in path[:-1]:
+            parent = parent[element]
+        del parent[path[-1]]
+    else:
+        _set(review, path, bad)
     _check(client.post("/mutate", data=json.dumps(review), content_type="application/json"),
            uid_intact=path[:2] != ("request", "uid"))
 
