@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from .filters import DYNAMIC_FILTERS, FILTERS, STATIC_FILTERS, run_filters
-from .receivers import IDLE, MAYBE, SURE, ReceiverIndex, receiver_key
+from .receivers import IDLE, MAYBE, OPENED, SURE, ReceiverIndex, receiver_key
 
 END = ("end",)   # a start key after every receiver: only changed nodes can take the pod
 
@@ -27,16 +27,19 @@ class Evaluation:
 class CandidateEvaluator:
     """The receiver side of planning and the placement of one candidate's pods."""
 
-    def __init__(self, prep, state, optimized, closed=frozenset()):
+    def __init__(self, prep, state, optimized, closed=frozenset(), opened=frozenset()):
         self.prep = prep
         self.snap = prep.snapshot
         self.R = prep.resource
         self.state = state
         self.optimized = optimized
         self.brute = not optimized          # walk a freshly sorted receiver list instead of the index
-        self.receivers = set(prep.occupied) - set(closed)
+        self.receivers = (set(prep.occupied) - set(closed)) | set(opened)
         self.receiving = set()
-        self.idle = set(prep.idle) - set(closed)   # receivers only while a consolidation tries them
+        # Idle nodes (no R yet): receivers only while a consolidation tries them, except those an
+        # improvement pass opens from the start (`opened`: receivers after every occupied node).
+        self.opened = set(opened)
+        self.idle = set(prep.idle) - set(closed) - self.opened
         self.plan_groups = set()            # PodGroups the committed plan disrupts
         self.overlay = set()                # receivers whose index key is stale (see _ordered)
         # Future vacate cost of a MAYBE node: its R held by PodGroups the plan does not disrupt yet.
@@ -55,6 +58,8 @@ class CandidateEvaluator:
             return receiver_key(node, free, SURE)
         if node in self.idle:
             return receiver_key(node, free, IDLE)
+        if node in self.opened:
+            return receiver_key(node, free, OPENED)
         cost = self.cost_now.get(node, 0)
         if extra:
             rs = self.prep.group_r.get(node)
@@ -76,7 +81,8 @@ class CandidateEvaluator:
             if g not in self.plan_groups:
                 out |= self.prep.nodes_of_group.get(g, set())
         out.discard(vacating)
-        return {n for n in out if n in self.receivers and n not in self.receiving and n not in self.idle}
+        return {n for n in out if n in self.receivers and n not in self.receiving and n not in self.idle
+                and n not in self.opened}
 
     def disrupt(self, groups):
         """The committed plan now disrupts `groups`: re-price their nodes. Returns {node: old key}."""

@@ -28,6 +28,11 @@ MAX_CHECKS = 400    # feasibility evaluations on the initial snapshot
 MAX_PASSES = 40
 SEARCH_WORK = 2000   # local-search passes x candidates: 40 passes up to 50 candidates, 10 at 200,
 MIN_PASSES = 10      # and none above 200 candidates (a few passes rarely find anything there)
+MAX_OPENINGS = 8     # passes that open idle nodes from the start
+# The order of a proposal pass: by moved R alone, the fewest first (ties: more R freed, then name).
+# Only ever chooses which nodes a GANG-3 pass may vacate, never a plan's order (GANG-3's weights
+# decide that, unchanged).
+SIZE_ORDER = (0.0, 0.0, 0.0, 1.0, 0.0)
 
 
 def budget_bound(planner) -> bool:
@@ -160,17 +165,45 @@ def alternatives(prep, greedy_net, feasible):
     return out[:MAX_ALTERNATIVES]
 
 
+def idle_classes(prep):
+    """Idle nodes grouped by what a pod can tell apart (static-filter class and allocatable), each
+    group in name order; groups in the order of their first node."""
+    groups = {}
+    for n in sorted(prep.idle):
+        node = prep.snapshot.node_by_name[n]
+        groups.setdefault((prep.class_of.get(n), tuple(sorted(node.allocatable.items()))), []).append(n)
+    return list(groups.values())
+
+
+def openings(best):
+    """Open idle nodes from the start (PLAN-2 rule 1: a pass that fills them must free more net
+    nodes to win): for each class of interchangeable idle nodes, the first k of them, k = 1, 2, ...,
+    the classes taken in turn. Consolidation alone opens idle nodes only once no occupied receiver
+    takes anything more, after the occupied nodes have been packed for the pods at hand."""
+    prep = best.prep
+    allowed = frozenset(prep.candidates) if best.allowed is None else best.allowed
+    classes = [[n for n in names if n not in best.closed] for names in idle_classes(prep)]
+    out = []
+    for k in range(1, max((len(c) for c in classes), default=0) + 1):
+        for names in classes:
+            if len(names) >= k and len(out) < MAX_OPENINGS:
+                out.append((allowed, best.closed, frozenset(names[:k])))
+    return out
+
+
 def neighbours(best, initial):
-    """Small changes to the pass that produced `best`, each a new (allowed, closed) pair:
+    """Small changes to the pass that produced `best`, each a new (allowed, closed, opened) triple:
 
     - leave out a node `best` vacated whose pods took a receiver that a pod left without one
       (NoFeasibleReceiver at the end) could have used on the snapshot as it was;
     - close a candidate that received pods (ReceivingMoves), so it stays free to be vacated;
-    - close an idle node a consolidation filled, so that consolidation looks elsewhere.
+    - close an idle node a consolidation filled, so that consolidation looks elsewhere;
+    - open one more idle node of a class from the start, or stop opening one.
     Most often-blocking first.
     """
     prep = best.prep
     allowed = frozenset(prep.candidates) if best.allowed is None else best.allowed
+    closed, opened = best.closed, best.opened
     pods = {p.key: p for c in prep.candidates for p in prep.r_pods[c]}
     verdicts = sorted(best.verdicts.values(), key=lambda v: v.node)
     stuck = [v for v in verdicts if v.reason == "NoFeasibleReceiver"][:MAX_SEEDS]
@@ -186,30 +219,47 @@ def neighbours(best, initial):
                 hosts[n] = n != v.node and n in initial.receivers and initial.hosts(n, pod)
             if hosts[n]:
                 counts[m.from_node] = counts.get(m.from_node, 0) + 1
-    out = [(allowed - {x}, best.closed) for x in sorted(counts, key=lambda x: (-counts[x], x))]
+    out = [(allowed - {x}, closed, opened) for x in sorted(counts, key=lambda x: (-counts[x], x))]
     received = {}
     for m in best.moves:
         if m.to_node in prep.groups_of and m.to_node not in best.freed:
             received[m.to_node] = received.get(m.to_node, 0) + 1
-    out += [(allowed, best.closed | {t}) for t in sorted(received, key=lambda t: (received[t], t))]
+    out += [(allowed, closed | {t}, opened) for t in sorted(received, key=lambda t: (received[t], t))]
     # idle nodes a consolidation filled, to let it take others
-    out += [(allowed, best.closed | {t}) for t in best.reoccupied]
+    out += [(allowed, closed | {t}, opened) for t in best.reoccupied if t not in opened]
+    # one more idle node of each class opened from the start; one fewer
+    for names in idle_classes(prep):
+        more = [n for n in names if n not in opened and n not in closed]
+        if more:
+            out.append((allowed, closed, opened | {more[0]}))
+    out += [(allowed, closed, opened - {t}) for t in sorted(opened)]
     # then every other vacated node, latest round first
-    out += [(allowed - {x}, best.closed) for x in reversed(best.freed) if x not in counts]
+    out += [(allowed - {x}, closed, opened) for x in reversed(best.freed) if x not in counts]
     return out
 
 
 def improve(greedy, make_planner):
     """The best of the greedy pass and the alternatives (ties keep the earlier pass).
 
-    With a binding budget, the budget's alternatives are tried first. A local search follows:
-    neighbours of the best pass so far, moving to the first that is better, at most MAX_PASSES
-    passes and at most SEARCH_WORK / candidates; none when that allows fewer than MIN_PASSES.
+    Plans compare by net nodes freed, then by idle nodes re-occupied (PLAN-2 rule 1: fill an idle
+    node only when that raises net freed), then by GANG-3 disruption of the whole plan.
+    With a binding budget, the budget's alternatives are tried first. Then, on clusters small
+    enough for a search (at most SEARCH_WORK / candidates passes per search, none when that
+    allows fewer than MIN_PASSES, never more than MAX_PASSES):
+
+    - passes that open idle nodes from the start (`openings`);
+    - proposals: a pass that takes the candidates with the fewest R first (cluster-autoscaler's
+      scale-down order; `make_planner(..., by_size=True)`), without and with each opening, tells
+      which nodes can be vacated together; the GANG-3 pass restricted to those nodes (and those
+      idle nodes) is the proposal. The size order only chooses the restriction, never the plan;
+    - a local search: neighbours of a pass, moving to the first that is better, from the best
+      pass so far and again from the best proposal when that is another pass (greedy moves
+      cannot be undone, so a second start reaches plans the first does not).
     """
     prep = greedy.prep
 
     def key(p):
-        return (-net_freed(p), weighted_disruption(p))
+        return (-net_freed(p), len(p.reoccupied), weighted_disruption(p))
 
     def above(p):
         return len(prep.occupied) - net_freed(p) > prep.minimum.value
@@ -217,17 +267,50 @@ def improve(greedy, make_planner):
     best, best_key = greedy, key(greedy)
     if not above(best):
         return best
-    initial = make_planner(None, frozenset()).ev
+    initial = make_planner(None, frozenset(), frozenset()).ev
     if budget_bound(greedy):
         for members in alternatives(prep, net_freed(greedy), _Feasible(initial)):
-            alt = make_planner(members, frozenset()).run_rounds()
+            alt = make_planner(members, frozenset(), frozenset()).run_rounds()
             if key(alt) < best_key:
                 best, best_key = alt, key(alt)
     limit = min(MAX_PASSES, SEARCH_WORK // max(len(prep.candidates), 1))
     if limit < MIN_PASSES:
         return best
-    seen, passes = set(), 0
-    while passes < limit and above(best):
+    seen = set()
+    start = best
+    variants = openings(start)
+    for variant in variants:
+        if not above(best):
+            return best
+        seen.add(variant)
+        alt = make_planner(*variant).run_rounds()
+        if key(alt) < best_key:
+            best, best_key = alt, key(alt)
+    proposal = None
+    for opened in [frozenset()] + [v[2] for v in variants]:
+        sized = make_planner(None, frozenset(), opened, by_size=True).run_rounds()
+        variant = (frozenset(sized.freed), frozenset(), frozenset(sized.reoccupied))
+        if variant in seen:
+            continue
+        seen.add(variant)
+        alt = make_planner(*variant).run_rounds()
+        if proposal is None or key(alt) < key(proposal):
+            proposal = alt
+    for origin in (best, proposal):
+        if origin is None or not above(best):
+            break
+        found = search(origin, key, limit, seen, initial, make_planner)
+        if key(found) < best_key:
+            best, best_key = found, key(found)
+    return best
+
+
+def search(origin, key, limit, seen, initial, make_planner):
+    """First-improvement local search from `origin` over `neighbours`, at most `limit` passes."""
+    prep = origin.prep
+    best, best_key = origin, key(origin)
+    passes = 0
+    while passes < limit and len(prep.occupied) - net_freed(best) > prep.minimum.value:
         moved = False
         for variant in neighbours(best, initial):
             if variant in seen:

@@ -12,9 +12,9 @@ and turns the chosen pass into a `Plan` with the outcome and its reasons. Where 
 """
 from .cost import DEFAULT_WEIGHTS
 from .frag import frag_percent, percent_int
-from .improve import improve
-from .plan_types import (REASON_INSUFFICIENT, REASON_NO_FRAGMENTATION, REASON_RECOMMENDED, NodeVerdict, Plan,
-                         PodMove, RunSpec)
+from .improve import SIZE_ORDER, improve
+from .plan_types import (ABOVE_BUDGET, ABOVE_NO_GAIN, ABOVE_NO_RECEIVER, ABOVE_SCOPE, REASON_INSUFFICIENT,
+                         REASON_NO_FRAGMENTATION, REASON_RECOMMENDED, NodeVerdict, Plan, PodMove, RunSpec)
 from .prepare import prepare
 from .rounds import Planner
 
@@ -37,29 +37,33 @@ def plan(snapshot, spec, weights=DEFAULT_WEIGHTS, optimized=True) -> Plan:
             p.verdicts[c] = NodeVerdict(c, False, "MinimumReached", "no fragmentation: nothing to vacate")
         return finish(p)
     greedy = Planner(prep, weights, optimized).run_rounds()
-    best = improve(greedy, lambda allowed, closed: Planner(prep, weights, optimized, allowed, closed))
+
+    def make_planner(allowed, closed, opened, by_size=False):
+        return Planner(prep, SIZE_ORDER if by_size else weights, optimized, allowed, closed, opened)
+    best = improve(greedy, make_planner)
     return finish(best)
 
 
-def above_minimum(p, occupied_after) -> str:
-    """One line: why the plan stops above theoreticalMin ("" when it does not)."""
+def above_minimum(p, occupied_after):
+    """(reason code, one line): why the plan stops above theoreticalMin (("", "") when it does not).
+    Codes: plan_types.ABOVE_MINIMUM_REASONS."""
     prep = p.prep
     gap = occupied_after - prep.minimum.value
     if gap <= 0:
-        return ""
+        return "", ""
     head = f"stops {gap} node(s) above the theoretical minimum {prep.minimum.value}: "
     verdicts = [p.verdicts[n] for n in sorted(p.verdicts) if not p.verdicts[n].vacated]
     # A candidate a better restricted pass left out (NotSelected) counts as over budget when it is.
     budget = [p._over_budget(v.node) if v.reason == "NotSelected" else v for v in verdicts
               if v.reason == "BudgetExceeded" or (v.reason == "NotSelected" and p._over_budget(v.node) is not None)]
     if budget:
-        return head + f"budget spent ({budget[0].message}" + (f"; {len(budget) - 1} more node(s) likewise)"
-                                                               if len(budget) > 1 else ")")
+        return ABOVE_BUDGET, head + f"budget spent ({budget[0].message}" + (
+            f"; {len(budget) - 1} more node(s) likewise)" if len(budget) > 1 else ")")
     stuck = [v for v in verdicts if v.reason == "NoFeasibleReceiver"]
     if stuck:
         v = stuck[0]
         more = f"; {len(stuck) - 1} more node(s) have a pod without a receiver" if len(stuck) > 1 else ""
-        return head + f"no feasible receiver for pod {v.pod} on {v.node} ({v.filter or 'no room'}){more}"
+        return ABOVE_NO_RECEIVER, head + f"no feasible receiver for pod {v.pod} on {v.node} ({v.filter or 'no room'}){more}"
     outside = len(prep.occupied) - len(prep.candidates) - len(prep.blocked)
     blocked = {}
     for v in verdicts:
@@ -70,12 +74,12 @@ def above_minimum(p, occupied_after) -> str:
         if outside:
             parts.append(f"{outside} occupied node(s) outside scope.nodes")
         parts += [f"{n} node(s) {r}" for r, n in sorted(blocked.items())]
-        return head + "scope (" + ", ".join(parts) + ")"
+        return ABOVE_SCOPE, head + "scope (" + ", ".join(parts) + ")"
     left = [v.node for v in verdicts if v.reason == "NotSelected"]
     if left:
-        return head + (f"no remaining candidate can be added ({len(left)} left out, e.g. {left[0]}: plans that "
-                       f"vacate them free no more nodes)")
-    return head + "no remaining candidate can be vacated"
+        return ABOVE_NO_GAIN, head + (f"no remaining candidate can be added ({len(left)} left out, e.g. {left[0]}: "
+                                      f"plans that vacate them free no more nodes)")
+    return ABOVE_NO_GAIN, head + "no remaining candidate can be vacated"
 
 
 def finish(p) -> Plan:
@@ -88,7 +92,7 @@ def finish(p) -> Plan:
     fa = frag_percent(occupied_after, minimum.value, providers)
     improvement = fb - fa
     freed = f"{len(p.freed)} node(s)" + (f" (re-occupying {len(p.reoccupied)} idle)" if p.reoccupied else "")
-    why = above_minimum(p, occupied_after) if fb > 0 else ""
+    why_code, why = above_minimum(p, occupied_after) if fb > 0 else ("", "")
     if fb == 0:
         outcome = REASON_NO_FRAGMENTATION
         msg = (f"{R}: {len(prep.occupied)} of {providers} provider nodes occupied, equal to the theoretical minimum"
@@ -131,4 +135,4 @@ def finish(p) -> Plan:
     return Plan(R, outcome, msg, providers, len(prep.occupied), occupied_after, minimum.value,
                 minimum.exact, fb, fa, tuple(p.moves), tuple(p.freed), verdicts, p.rounds,
                 prep.resolved_podgroups, prep.resolved_nodes, tuple(notes), owners, cards,
-                tuple(p.reoccupied), why)
+                tuple(p.reoccupied), why, why_code)

@@ -15,6 +15,14 @@ REASON_RECOMMENDED = "RepackRecommended"
 REASON_NO_FRAGMENTATION = "NoFragmentation"
 REASON_INSUFFICIENT = "InsufficientImprovement"
 
+# Plan.above_minimum_reason: why a plan stops above theoreticalMin, for callers that act on it
+# (Plan.above_minimum is the sentence for people).
+ABOVE_BUDGET = "BudgetSpent"                  # maxPerRun (or what one RepackRun's status holds)
+ABOVE_NO_RECEIVER = "NoFeasibleReceiver"      # a pod of a remaining candidate fits no receiver
+ABOVE_SCOPE = "Scope"                         # nodes outside scope.nodes or blocked (scope.podGroups, pins)
+ABOVE_NO_GAIN = "NoFurtherGain"               # candidates remain, but no plan that vacates them frees more
+ABOVE_MINIMUM_REASONS = (ABOVE_BUDGET, ABOVE_NO_RECEIVER, ABOVE_SCOPE, ABOVE_NO_GAIN)
+
 
 @dataclass(frozen=True)
 class PodMove:
@@ -107,6 +115,7 @@ class Plan:
     cards: dict = field(default_factory=dict)         # node -> (allocatable, used before, used after)
     reoccupied: tuple = ()                            # idle nodes the plan fills (more donors than them)
     above_minimum: str = ""                           # one line: why the plan stops above theoreticalMin
+    above_minimum_reason: str = ""                    # its code, one of ABOVE_MINIMUM_REASONS ("" at the minimum)
 
     @property
     def moved_cards(self) -> int:

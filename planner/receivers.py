@@ -2,7 +2,8 @@
 
 Order for one pod: (1) never the node being vacated; an idle node (no R at all) only in the
 consolidation phase, where more donors than idle nodes must vacate onto them to count (tier IDLE,
-after every occupied node); (2) nodes that will surely stay occupied first (tier SURE: non-movable R pods,
+after every occupied node), or when an improvement pass opens it from the start (tier OPENED, after
+the occupied nodes that may be vacated: the pass counts only if it frees more net nodes); (2) nodes that will surely stay occupied first (tier SURE: non-movable R pods,
 outside scope.nodes, already receiving moves); (3) among nodes that may be vacated later (tier
 MAYBE), the ones with the higher future vacate cost first, priced on the plan so far: the R held
 by pods of PodGroups the plan (this candidate included) does not already disrupt; (4) best fit:
@@ -14,7 +15,7 @@ reject.
 import bisect
 import heapq
 
-SURE, MAYBE, IDLE = 0, 1, 2
+SURE, MAYBE, OPENED, IDLE = 0, 1, 2, 3
 
 
 def receiver_key(node, free, tier, cost=0):

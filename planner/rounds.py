@@ -37,15 +37,15 @@ class Planner:
     """One planning pass over a Prepared snapshot. `allowed` restricts which candidates may be
     vacated; `closed` nodes take no pods (the improvement phase keeps them free to be vacated)."""
 
-    def __init__(self, prep, weights, optimized, allowed=None, closed=frozenset()):
+    def __init__(self, prep, weights, optimized, allowed=None, closed=frozenset(), opened=frozenset()):
         self.prep = prep
         self.run = prep.run
         self.R = prep.resource
         self.weights = weights
         self.optimized = optimized
-        self.allowed, self.closed = allowed, closed
+        self.allowed, self.closed, self.opened = allowed, closed, opened
         self.state = SimulatedState(prep.snapshot)
-        self.ev = CandidateEvaluator(prep, self.state, optimized, closed)
+        self.ev = CandidateEvaluator(prep, self.state, optimized, closed, opened)
         self.gangs = prep.gangs
         self.verdicts = dict(prep.blocked)
         self.notes = []
@@ -153,8 +153,9 @@ class Planner:
             self.state.move(p, to)
             self.moves.append(PodMove(p, chosen, to, p.requests[R], self.rnd))
             self.ev.receiving.add(to)
-            if to in self.ev.idle:
+            if to in self.ev.idle or to in self.ev.opened:
                 self.ev.idle.discard(to)
+                self.ev.opened.discard(to)
                 self.reoccupied.append(to)
                 self.occupied_now += 1
         self.state.commit()

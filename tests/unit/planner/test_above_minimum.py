@@ -5,6 +5,7 @@ import gc
 
 from planner import load_objects, plan
 from planner.gcpause import paused_gc
+from planner.plan_types import ABOVE_BUDGET, ABOVE_NO_RECEIVER, ABOVE_SCOPE
 from tests.builders import gang, node, spec
 
 PROTECTED = {"repack.volcano.sh/protected": "true"}
@@ -25,6 +26,7 @@ def test_budget_spent():
     assert p.above_minimum.startswith("stops 2 node(s) above the theoretical minimum 1: budget spent (vacating ")
     assert "maxPerRun.podGroups is 1; 1 more node(s) likewise)" in p.above_minimum
     assert p.above_minimum in p.status()["conditions"][0]["message"]
+    assert p.above_minimum_reason == ABOVE_BUDGET          # callers act on the code, not on the sentence
 
 
 def test_no_feasible_receiver_names_the_pod():
@@ -37,6 +39,7 @@ def test_no_feasible_receiver_names_the_pod():
     assert p.above_minimum == ("stops 1 node(s) above the theoretical minimum 1: no feasible receiver for pod "
                                "default/j-worker-0 on a (NodeAffinity)")
     assert p.message.endswith(p.above_minimum)
+    assert p.above_minimum_reason == ABOVE_NO_RECEIVER
 
 
 def test_scope():
@@ -44,17 +47,19 @@ def test_scope():
     assert p.freed_nodes == ("a",)
     assert p.above_minimum == ("stops 2 node(s) above the theoretical minimum 1: scope (3 occupied node(s) "
                                "outside scope.nodes)")
+    assert p.above_minimum_reason == ABOVE_SCOPE
 
 
 def test_blocked_by_podgroup_scope():
     p = plan(three_small_jobs(), spec(scope={"podGroups": {"include": {"names": ["default/ja-pg"]}}}))
     assert p.freed_nodes == ("a",)
     assert p.above_minimum.endswith("scope (3 node(s) PodGroupOutOfScope)")
+    assert p.above_minimum_reason == ABOVE_SCOPE
 
 
 def test_nothing_said_at_the_minimum():
     p = plan(three_small_jobs(), spec(scope=UNPROTECTED_ONLY))
-    assert p.occupied_after == p.minimum and p.above_minimum == ""
+    assert p.occupied_after == p.minimum and p.above_minimum == "" and p.above_minimum_reason == ""
 
 
 def test_plan_leaves_gc_alone(monkeypatch):
