@@ -286,6 +286,7 @@ def improve(greedy, make_planner):
         alt = make_planner(*variant).run_rounds()
         if key(alt) < best_key:
             best, best_key = alt, key(alt)
+    first = best
     proposal = None
     for opened in [frozenset()] + [v[2] for v in variants]:
         sized = make_planner(None, frozenset(), opened, by_size=True).run_rounds()
@@ -296,17 +297,22 @@ def improve(greedy, make_planner):
         alt = make_planner(*variant).run_rounds()
         if proposal is None or key(alt) < key(proposal):
             proposal = alt
-    for origin in (best, proposal):
-        if origin is None or not above(best):
+        if key(alt) < best_key:
+            best, best_key = alt, key(alt)
+    passes = 0
+    for origin in (first, proposal) if key(first) <= key(proposal or first) else (proposal, first):
+        if origin is None or not above(best) or passes >= limit:
             break
-        found = search(origin, key, limit, seen, initial, make_planner)
+        found, used = search(origin, key, limit - passes, seen, initial, make_planner)
+        passes += used
         if key(found) < best_key:
             best, best_key = found, key(found)
     return best
 
 
 def search(origin, key, limit, seen, initial, make_planner):
-    """First-improvement local search from `origin` over `neighbours`, at most `limit` passes."""
+    """First-improvement local search from `origin` over `neighbours`, at most `limit` passes:
+    (the best pass found, passes made)."""
     prep = origin.prep
     best, best_key = origin, key(origin)
     passes = 0
@@ -325,4 +331,4 @@ def search(origin, key, limit, seen, initial, make_planner):
                 break
         if not moved:
             break
-    return best
+    return best, passes
