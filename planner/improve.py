@@ -52,6 +52,13 @@ def net_freed(planner) -> int:
     return len(planner.freed) - len(planner.reoccupied)
 
 
+def plan_key(planner):
+    """How passes compare, lower first: most net nodes freed, then fewest idle nodes re-occupied
+    (PLAN-2 rule 1: fill an idle node only when that raises net freed), then least GANG-3
+    disruption of the whole plan."""
+    return (-net_freed(planner), len(planner.reoccupied), weighted_disruption(planner))
+
+
 def _card_fit(prep, cands, limit):
     """The candidates with the fewest cards that fit `limit` together (all of them when None)."""
     ordered = sorted(cands, key=lambda c: (prep.cards_of[c], c))
@@ -241,11 +248,10 @@ def neighbours(best, initial):
 def improve(greedy, make_planner):
     """The best of the greedy pass and the alternatives (ties keep the earlier pass).
 
-    Plans compare by net nodes freed, then by idle nodes re-occupied (PLAN-2 rule 1: fill an idle
-    node only when that raises net freed), then by GANG-3 disruption of the whole plan.
+    Plans compare by `plan_key`: net nodes freed, then idle nodes re-occupied, then GANG-3.
     With a binding budget, the budget's alternatives are tried first. Then, on clusters small
-    enough for a search (at most SEARCH_WORK / candidates passes per search, none when that
-    allows fewer than MIN_PASSES, never more than MAX_PASSES):
+    enough for a search (SEARCH_WORK / candidates passes of local search, never more than
+    MAX_PASSES; nothing of what follows when that allows fewer than MIN_PASSES):
 
     - passes that open idle nodes from the start (`openings`);
     - proposals: a pass that takes the candidates with the fewest R first (cluster-autoscaler's
@@ -253,13 +259,11 @@ def improve(greedy, make_planner):
       which nodes can be vacated together; the GANG-3 pass restricted to those nodes (and those
       idle nodes) is the proposal. The size order only chooses the restriction, never the plan;
     - a local search: neighbours of a pass, moving to the first that is better, from the best
-      pass so far and again from the best proposal when that is another pass (greedy moves
-      cannot be undone, so a second start reaches plans the first does not).
+      pass before the proposals and from the best proposal, the better start first, sharing the
+      passes (greedy moves cannot be undone, so a second start reaches plans the first does not).
     """
     prep = greedy.prep
-
-    def key(p):
-        return (-net_freed(p), len(p.reoccupied), weighted_disruption(p))
+    key = plan_key
 
     def above(p):
         return len(prep.occupied) - net_freed(p) > prep.minimum.value

@@ -26,3 +26,22 @@ def test_size_ordered_proposal_within_a_card_budget():
     p = plan(load_objects(generate(80, 8008, profile="base")), ALL_VARIANTS["cards32"])
     assert net(p) == 8
     assert p.moved_cards <= 32
+
+
+def test_at_the_same_net_freed_a_pass_that_reoccupies_no_idle_node_wins():
+    # PLAN-2 rule 1: filling an idle node must raise net freed; a pass that frees one node more by
+    # filling one idle node, with less disruption, does not beat the pass that fills none.
+    from types import SimpleNamespace
+
+    from planner.cost import DEFAULT_WEIGHTS, GangInfo
+    from planner.improve import plan_key
+    gangs = {"default/g": GangInfo("default/g", "default/Job/g", 2, 0, 2, {"default/p": 1, "default/q": 1})}
+    pod = SimpleNamespace(namespace="default", group_name="g", key="default/p")
+    plain = SimpleNamespace(freed=["a", "b"], reoccupied=[], moves=[SimpleNamespace(pod=pod)], gangs=gangs,
+                            weights=DEFAULT_WEIGHTS)
+    filling = SimpleNamespace(freed=["a", "b", "c"], reoccupied=["spare"], moves=[], gangs=gangs,
+                              weights=DEFAULT_WEIGHTS)
+    assert plan_key(plain) < plan_key(filling)
+    more = SimpleNamespace(freed=["a", "b", "c", "d"], reoccupied=["spare"], moves=[], gangs=gangs,
+                           weights=DEFAULT_WEIGHTS)
+    assert plan_key(more) < plan_key(plain)       # it does when it raises net freed
