@@ -331,6 +331,25 @@ class ControlPlane:
             f"--v={self.verbosity}",
         ])
 
+    def restart_controllers(self, timeout: float = 120.0) -> None:
+        """Stop and start kube-controller-manager, vc-controller-manager and vc-scheduler (same
+        commands, same logs) and wait until they serve again.
+
+        For tests that take the API server down: client-go reflectors back off for up to 30 s
+        after such an outage, and an object whose create and status change both fall in that
+        window is first seen already changed. Volcano's job controller acts on PodGroup *updates*
+        only, so a VCJob created then may never get its pods (seen in CI on 2026-11-30: the Job of
+        the next test had no PodGroup after 240 s; reproduced locally: PodGroup Inqueue, no pods).
+        Fresh processes start from a full list, as a real control plane's would after a restart.
+        """
+        names = ("kube-controller-manager", "vc-controller-manager", "vc-scheduler")
+        for name in names:
+            self.components[name].stop()
+        for name in names:
+            self.components[name].start()
+        self.write_state()
+        self._wait_controllers(time.monotonic() + timeout)
+
     def _wait_controllers(self, deadline: float) -> None:
         unverified = ssl._create_unverified_context()  # components serve self-signed certs
         self._wait(deadline, "kube-controller-manager",
