@@ -20,6 +20,8 @@ from kubectl_repack.deploy.certs import CA_CRT, TLS_CRT, TLS_KEY, CertBundle
 
 NAMESPACE = "repack-system"
 NAME = "repack-webhook"
+# The RepackRun controller (issue 12): its own Deployment and ServiceAccount, the only one that may evict.
+CONTROLLER_NAME = "repack-controller"
 SECRET_NAME = "repack-webhook-tls"
 WEBHOOK_NAME = "placement.repack.volcano.sh"
 CONFIG_NAME = "repack-placement"
