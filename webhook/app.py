@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional, Protocol
 from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from webhook.admission import AdmissionReviewError, review_outcome
+from webhook.admission import AdmissionReviewError, review_outcome, stamp_run
 from kubectl_repack.api.matching import DEFAULT_SCHEDULER_NAMES
 from kubectl_repack.api.relocations import RecordKey, RelocationIndex
 from webhook.metrics import Metrics
@@ -51,8 +51,11 @@ def _fail_open(uid: str) -> dict:
 
 def create_app(index_provider: IndexProvider, lease_provider: Callable[[datetime], bool],
                metrics: Optional[Metrics] = None, clock: Callable[[], datetime] = _utcnow,
-               scheduler_names: frozenset[str] = DEFAULT_SCHEDULER_NAMES) -> Flask:
-    """Build the Flask app: /mutate (POST), /healthz, /readyz, /metrics."""
+               scheduler_names: frozenset[str] = DEFAULT_SCHEDULER_NAMES,
+               signing_key: Callable[[], Optional[bytes]] = lambda: None) -> Flask:
+    """Build the Flask app: /mutate and /stamp-run (POST), /healthz, /readyz, /metrics.
+
+    `signing_key()` is the key of the RepackRun creator stamp (None while it cannot be read)."""
     app = Flask("repack-webhook")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     metrics = metrics if metrics is not None else Metrics()
@@ -105,6 +108,25 @@ def create_app(index_provider: IndexProvider, lease_provider: Callable[[datetime
             return jsonify(outcome.response)
         finally:
             metrics.observe_latency(time.perf_counter() - started)
+
+    @app.post("/stamp-run")
+    def stamp() -> Response:
+        """RepackRun CREATE: record who creates the run (kubectl_repack.api.control)."""
+        try:
+            body = json.loads(request.get_data(cache=False) or b"")
+        except (ValueError, UnicodeDecodeError) as exc:
+            return bad_request(f"body is not valid JSON: {exc}")
+        except RecursionError:
+            return bad_request("body is not valid JSON: nested too deeply")
+        try:
+            key = signing_key()
+        except Exception:  # noqa: BLE001 - no key: the stamp is removed, never forged
+            log.exception("reading the RepackRun signing key")
+            key = None
+        try:
+            return jsonify(stamp_run(body, key))
+        except AdmissionReviewError as exc:
+            return bad_request(str(exc))
 
     @app.get("/healthz")
     def healthz() -> Response:

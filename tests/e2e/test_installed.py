@@ -176,7 +176,7 @@ def test_installed_pod_runs_on_the_real_node_from_the_built_image(installed, rea
 
     # The API server calls the webhook through its Service, trusting the CA install generated.
     reg = client.AdmissionregistrationV1Api(api)
-    (hook,) = reg.read_mutating_webhook_configuration(manifests.CONFIG_NAME).webhooks
+    hook, _stamp = reg.read_mutating_webhook_configuration(manifests.CONFIG_NAME).webhooks
     assert hook.client_config.url is None
     assert (hook.client_config.service.namespace, hook.client_config.service.name) == (NAMESPACE, manifests.NAME)
     secret = core.read_namespaced_secret(manifests.SECRET_NAME, NAMESPACE)

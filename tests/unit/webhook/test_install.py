@@ -36,7 +36,8 @@ def test_dry_run_renders_every_object_crd_first():
     objs = dry_run()
     assert [o["kind"] for o in objs] == [
         "CustomResourceDefinition", "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
-        "RoleBinding", "Secret", "Deployment", "Service", "MutatingWebhookConfiguration"]
+        "RoleBinding", "Secret", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+        "Deployment", "Service", "Deployment", "MutatingWebhookConfiguration"]
     assert objs[0]["metadata"]["name"] == "repackruns.repack.volcano.sh"
     deploy = by_kind(objs, "Deployment")[0]
     commands = [c["command"] for c in deploy["spec"]["template"]["spec"]["containers"]]
@@ -46,7 +47,7 @@ def test_dry_run_renders_every_object_crd_first():
 def test_webhook_configuration_fails_open_and_trusts_the_generated_ca(tmp_path):
     objs = dry_run("--namespace", "repack-ops", "--cert-dir", str(tmp_path))
     (mwc,) = by_kind(objs, "MutatingWebhookConfiguration")
-    (hook,) = mwc["webhooks"]
+    hook, stamp = mwc["webhooks"]
     assert hook["failurePolicy"] == "Ignore"
     assert hook["sideEffects"] == "None"
     assert hook["timeoutSeconds"] <= 5
