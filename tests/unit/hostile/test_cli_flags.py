@@ -26,6 +26,7 @@ BASE_ARGS = {
     "apply": ["-f", EXECUTE],
     "status": ["some-run"],
     "cancel": ["some-run"],
+    "doctor": [],
     "snapshot": ["-o", "/tmp/repack-hostile-snapshot.json"],
     "install": ["--dry-run"],
     "uninstall": ["--dry-run"],
