@@ -19,7 +19,7 @@ Checks:
   rbac-patch          you may patch RepackRuns (kubectl repack cancel)
   volcano-crds        Volcano's PodGroup and Queue CRDs are installed
   volcano-scheduler   a Volcano scheduler was seen acting (its Lease, or a PodGroup
-                      condition in the last 24h)
+                      status it wrote in the last 24h)
 
 \b
 Exit codes:

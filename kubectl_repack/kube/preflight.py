@@ -12,7 +12,7 @@ Each check answers one question with a `Check` (OK, FAIL or WARN, what was seen,
   coordinator          the placement coordinator's Lease is held and fresh
   rbac-<verb>          SelfSubjectAccessReview: the caller may <verb> repackruns
   volcano-crds         Volcano's PodGroup and Queue CRDs are installed
-  volcano-scheduler    a Volcano scheduler was seen acting: its Lease, else a recent PodGroup condition
+  volcano-scheduler    a Volcano scheduler was seen acting: its Lease, else a recent PodGroup status write
 
 The verdicts are pure functions of the objects read (unit-tested on canned objects); `run_checks`
 reads them. One check's error (API refusal, unreachable, unexpected data) is that check's FAIL and
@@ -347,9 +347,29 @@ def volcano_crds_verdict(found: Mapping) -> Check:
     return Check("volcano-crds", OK, f"{', '.join(found)} installed")
 
 
+def _scheduler_marks(pg: Mapping) -> list:
+    """(time, what) of every trace a scheduler left on a PodGroup: its conditions' transitions, and
+    status writes by a scheduler in managedFields (vc-scheduler moves a PodGroup to Inqueue without
+    any condition)."""
+    marks = []
+    for c in as_map(pg.get("status")).get("conditions") or ():
+        t = parse_time(as_map(c).get("lastTransitionTime"))
+        if t is not None:
+            marks.append((t, f"condition {as_map(c).get('type')}"))
+    for m in as_map(pg.get("metadata")).get("managedFields") or ():
+        m = as_map(m)
+        manager = str(m.get("manager") or "")
+        if "sched" not in manager or not (m.get("subresource") == "status" or "f:status" in as_map(m.get("fieldsV1"))):
+            continue
+        t = parse_time(m.get("time"))
+        if t is not None:
+            marks.append((t, f"status written by {manager}"))
+    return marks
+
+
 def scheduler_verdict(leases: Sequence[Mapping], podgroups: Sequence[Mapping], now: dt.datetime) -> Check:
-    """A scheduler seen acting: a fresh scheduler Lease in volcano-system, else the newest
-    PodGroup condition transition (vc-scheduler writes them) within SCHEDULER_RECENT."""
+    """A scheduler seen acting: a fresh scheduler Lease in volcano-system, else the newest trace it
+    left on a PodGroup (a condition transition, a status write) within SCHEDULER_RECENT."""
     name = "volcano-scheduler"
     stale = ""
     for lease in leases:
@@ -365,19 +385,19 @@ def scheduler_verdict(leases: Sequence[Mapping], podgroups: Sequence[Mapping], n
     newest, where = None, ""
     for pg in podgroups:
         meta = as_map(pg.get("metadata"))
-        for c in as_map(pg.get("status")).get("conditions") or ():
-            t = parse_time(as_map(c).get("lastTransitionTime"))
-            if t is not None and (newest is None or t > newest):
-                newest, where = t, f"PodGroup {meta.get('namespace')}/{meta.get('name')} {as_map(c).get('type')}"
+        ref = f"PodGroup {meta.get('namespace')}/{meta.get('name')}"
+        for when, what in _scheduler_marks(pg):
+            if newest is None or when > newest:
+                newest, where = when, f"{ref} {what}"
     fix = f"kubectl -n {VOLCANO_NAMESPACE} get pods; kubectl -n {VOLCANO_NAMESPACE} logs deployment/volcano-scheduler"
     if newest is None:
-        return Check(name, WARN, f"{stale}no PodGroup has a condition yet: no sign of a Volcano scheduler "
-                                 "acting (fine on a cluster with no gang yet)", fix)
+        return Check(name, WARN, f"{stale}no PodGroup status written by a scheduler: no sign of a Volcano "
+                                 "scheduler acting (fine on a cluster with no gang yet)", fix)
     ago = age((now - newest).total_seconds())
     if now - newest > SCHEDULER_RECENT:
-        return Check(name, WARN, f"{stale}the newest PodGroup condition changed {ago} ago ({where}): no sign of "
-                                 "a Volcano scheduler acting in the last 24h", fix)
-    return Check(name, OK, f"a PodGroup condition changed {ago} ago ({where})")
+        return Check(name, WARN, f"{stale}the newest scheduler trace on a PodGroup is {ago} old ({where}): no "
+                                 "sign of a Volcano scheduler acting in the last 24h", fix)
+    return Check(name, OK, f"last seen {ago} ago: {where}")
 
 
 # ---- reading ------------------------------------------------------------------------------------

@@ -169,11 +169,24 @@ def test_volcano_verdicts():
                 "status": {"conditions": [{"type": ctype, "lastTransitionTime": when.strftime("%Y-%m-%dT%H:%M:%SZ")}]}}
     other = lease("x", NOW, name="kube-scheduler", namespace="volcano-system")
     recent = pf.scheduler_verdict([other], [pg(NOW - dt.timedelta(days=3)), pg(NOW - dt.timedelta(minutes=12))], NOW)
-    assert recent.ok is True and recent.detail == "a PodGroup condition changed 12m ago (PodGroup a/pg Scheduled)"
+    assert recent.ok is True and recent.detail == "last seen 12m ago: PodGroup a/pg condition Scheduled"
     old = pf.scheduler_verdict([lease("x", NOW - dt.timedelta(hours=1), name="vc-scheduler")],
                                [pg(NOW - dt.timedelta(days=3))], NOW)
-    assert old.ok is None and "is not held or expired" in old.detail and "changed 3d ago" in old.detail
+    assert old.ok is None and "is not held or expired" in old.detail and "is 3d old" in old.detail
     assert pf.scheduler_verdict([], [], NOW).ok is None
+
+
+def test_a_scheduler_status_write_without_condition_counts():
+    """vc-scheduler moves a PodGroup to Inqueue without a condition: its managedFields entry says so."""
+    def pg(manager, fields):
+        return {"metadata": {"namespace": "a", "name": "pg", "managedFields": [
+            {"manager": "kubectl", "operation": "Update", "time": "2026-07-30T07:59:59Z", "fieldsV1": {"f:spec": {}}},
+            {"manager": manager, "operation": "Update", "time": "2026-07-30T07:59:30Z", "fieldsV1": fields}]},
+            "status": {"phase": "Inqueue"}}
+    seen = pf.scheduler_verdict([], [pg("vc-scheduler", {"f:status": {"f:phase": {}}})], NOW)
+    assert seen.ok is True and seen.detail == "last seen 30s ago: PodGroup a/pg status written by vc-scheduler"
+    assert pf.scheduler_verdict([], [pg("vc-controller-manager", {"f:status": {}})], NOW).ok is None
+    assert pf.scheduler_verdict([], [pg("vc-scheduler", {"f:metadata": {}})], NOW).ok is None
 
 
 def test_guarded_turns_any_error_into_that_checks_fail():
