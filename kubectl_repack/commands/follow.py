@@ -17,6 +17,19 @@ from kubectl_repack.api.run import (EVICTION_REJECTED, PHASE_PENDING, as_map, is
 from kubectl_repack.errors import ClusterAPIError, NotFound
 
 
+class _Silent:
+    """A TextIO that drops everything: where progress goes with -o (the object is the whole output)."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+SILENT = _Silent()
+
+
 def progress_key(run: dict) -> tuple:
     """What a reader wants to hear about when it changes: phase, reason, message and the counts
     (relocations, evicted, replacements bound, rejected). While Pending the message is left out, so

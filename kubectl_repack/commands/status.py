@@ -42,16 +42,6 @@ def _duration(ctx, param, value):
                                  ctx=ctx, param=param) from e
 
 
-class _Silent:
-    """Where progress goes with -o: nowhere (the object is the whole output, as with apply -o)."""
-
-    def write(self, text):
-        pass
-
-    def flush(self):
-        pass
-
-
 @click.command("status", epilog=EPILOG)
 @click.argument("name", type=RUN_NAME)
 @click.option("-w", "--watch", is_flag=True,
@@ -76,12 +66,12 @@ def command(name, watch, timeout, output, allow_missing):
     store = runs.RunStore(settings().api())
     code = EXIT_OK
     if watch:
-        from .follow import follow
+        from .follow import SILENT, follow
 
         limit = timeout if timeout is not None else parse_duration(DEFAULT_WATCH_TIMEOUT)
         quiet = output is not None
         try:
-            obj = follow(store, name, limit, _Silent() if quiet else sys.stderr,
+            obj = follow(store, name, limit, SILENT if quiet else sys.stderr,
                          tty=not quiet and sys.stderr.isatty())
         except KeyboardInterrupt:
             click.echo(f"stopped following; the run goes on in the cluster: kubectl repack status {name} -w",
