@@ -16,7 +16,8 @@ Each check answers one question with a `Check` (OK, FAIL or WARN, what was seen,
 
 The verdicts are pure functions of the objects read (unit-tested on canned objects); `run_checks`
 reads them. One check's error (API refusal, unreachable, unexpected data) is that check's FAIL and
-never stops the others. Certificates are read with a small DER walk (the krew zipapp carries no
+never stops the others; a 403 is a WARN (it says what the caller may read, not what the cluster
+lacks), and CRD presence then falls back on API discovery, which every user may read. Certificates are read with a small DER walk (the krew zipapp carries no
 compiled code, so no `cryptography` here).
 """
 from __future__ import annotations
@@ -34,7 +35,7 @@ from kubectl_repack.api.gates import COORDINATOR_LEASE_NAME
 from kubectl_repack.api.lease import LeaseRecord
 from kubectl_repack.api.run import GROUP, PLURAL, VERSION, as_map
 from kubectl_repack.api.times import parse_time, utcnow
-from kubectl_repack.errors import NotFound, RepackError
+from kubectl_repack.errors import ClusterAPIError, NotFound, RepackError
 
 from .client import request
 
@@ -466,7 +467,24 @@ class Preflight:
     def crd(self) -> Check:
         from kubectl_repack.schema import load_crd
 
-        return crd_verdict(self.reader.crd(CRD_NAME), load_crd())
+        try:
+            return crd_verdict(self.reader.crd(CRD_NAME), load_crd())
+        except ClusterAPIError as e:
+            if e.status != 403:
+                raise
+        # Reading CRDs is an admin's right; API discovery is everyone's: served, yes or no.
+        served = self.served(GROUP, VERSION)
+        if PLURAL not in served:
+            return Check("crd", FAIL, f"{GROUP}/{VERSION} {PLURAL} is not served: the RepackRun CRD is not "
+                                      "installed", INSTALL)
+        return Check("crd", WARN, f"{GROUP}/{VERSION} {PLURAL} is served; the CRD itself is not readable with "
+                                  "your credentials, so whether it is this plugin's version is not checked",
+                     "run kubectl repack doctor as a cluster admin")
+
+    def served(self, group: str, version: str) -> set:
+        """The resources API discovery lists for group/version (empty when it is not served)."""
+        doc = self.reader.get(f"/apis/{group}/{version}")
+        return {str(as_map(r).get("name")) for r in as_map(doc).get("resources") or ()}
 
     def webhook(self) -> Check:
         return webhook_verdict(self.reader.webhook_config())
@@ -533,10 +551,22 @@ class Preflight:
         return access_verdict(access, review)
 
     def volcano_crds(self) -> Check:
-        return volcano_crds_verdict({name: self.reader.crd(name) for name in VOLCANO_CRDS})
+        try:
+            return volcano_crds_verdict({name: self.reader.crd(name) for name in VOLCANO_CRDS})
+        except ClusterAPIError as e:
+            if e.status != 403:
+                raise
+        served = self.served("scheduling.volcano.sh", "v1beta1")   # discovery, as for crd
+        return volcano_crds_verdict({name: ({} if name.partition(".")[0] in served else None)
+                                     for name in VOLCANO_CRDS})
 
     def scheduler(self) -> Check:
-        leases = self.reader.items(f"/apis/coordination.k8s.io/v1/namespaces/{VOLCANO_NAMESPACE}/leases")
+        try:
+            leases = self.reader.items(f"/apis/coordination.k8s.io/v1/namespaces/{VOLCANO_NAMESPACE}/leases")
+        except ClusterAPIError as e:
+            if e.status != 403:
+                raise
+            leases = []   # Volcano's namespace is not everyone's to read: the PodGroups may still tell
         podgroups = [] if any(SCHEDULER_LEASE_PATTERN.search(str(as_map(x.get("metadata")).get("name")))
                               and LeaseRecord.from_dict(x).is_fresh(self.now) for x in leases) \
             else self.reader.items("/apis/scheduling.volcano.sh/v1beta1/podgroups")
@@ -547,6 +577,11 @@ def guarded(name: str, fn: Callable[[], Check]) -> Check:
     """fn(), or a FAIL of check `name` saying what went wrong: one check never stops the others."""
     try:
         return fn()
+    except ClusterAPIError as e:
+        if e.status == 403:   # not an answer about the cluster, only about what the caller may read
+            return Check(name, WARN, f"cannot check with your credentials: {e}",
+                         "run kubectl repack doctor as a cluster admin")
+        return Check(name, FAIL, f"cannot check: {e}")
     except RepackError as e:
         return Check(name, FAIL, f"cannot check: {e}")
     except Exception as e:  # noqa: BLE001 - unexpected data must not hide the other checks' answers

@@ -192,12 +192,17 @@ def test_a_scheduler_status_write_without_condition_counts():
 def test_guarded_turns_any_error_into_that_checks_fail():
     from kubectl_repack.errors import ClusterAPIError
 
-    def api_error():
-        raise ClusterAPIError("GET /x: forbidden (HTTP 403)", 403)
+    def api_error(status):
+        def fn():
+            raise ClusterAPIError(f"GET /x: no (HTTP {status})", status)
+        return fn
 
     def bug():
         return {}["missing"]
-    assert pf.guarded("crd", api_error) == pf.Check("crd", False, "cannot check: GET /x: forbidden (HTTP 403)")
+    assert pf.guarded("crd", api_error(500)) == pf.Check("crd", False, "cannot check: GET /x: no (HTTP 500)")
+    assert pf.guarded("crd", api_error(403)) == pf.Check(
+        "crd", None, "cannot check with your credentials: GET /x: no (HTTP 403)",
+        "run kubectl repack doctor as a cluster admin")
     assert pf.guarded("crd", bug).detail == "cannot check: KeyError: 'missing'"
 
 
@@ -281,6 +286,29 @@ def test_errors_stay_with_their_check():
     assert checks["controller"].ok is True and checks["webhook"].ok is True
     gets = [p for m, p in cluster.paths if m == "GET"]
     assert len(gets) == len(set(gets))                     # each object read once
+
+
+def test_crds_not_readable_fall_back_on_discovery():
+    objects = installed()
+    for name in ("repackruns.repack.volcano.sh", "podgroups.scheduling.volcano.sh", "queues.scheduling.volcano.sh"):
+        objects[f"{CRDS}/{name}"] = 403
+    objects["/apis/repack.volcano.sh/v1alpha1"] = {"resources": [{"name": "repackruns"}, {"name": "repackruns/status"}]}
+    objects["/apis/scheduling.volcano.sh/v1beta1"] = {"resources": [{"name": "podgroups"}, {"name": "queues"}]}
+    checks = {c.name: c for c in pf.run_checks(Cluster(objects).api, now=NOW)}
+    assert checks["crd"].ok is None and checks["crd"].detail.startswith(
+        "repack.volcano.sh/v1alpha1 repackruns is served; the CRD itself is not readable")
+    assert checks["volcano-crds"].ok is True
+    objects["/apis/coordination.k8s.io/v1/namespaces/volcano-system/leases"] = 403
+    objects["/apis/scheduling.volcano.sh/v1beta1/podgroups"] = {"items": [{
+        "metadata": {"namespace": "a", "name": "pg", "managedFields": [
+            {"manager": "vc-scheduler", "time": "2026-07-30T07:58:00Z", "fieldsV1": {"f:status": {}}}]}}]}
+    checks = {c.name: c for c in pf.run_checks(Cluster(objects).api, now=NOW)}
+    assert checks["volcano-scheduler"].ok is True and "2m ago" in checks["volcano-scheduler"].detail
+    objects.pop("/apis/repack.volcano.sh/v1alpha1")
+    objects["/apis/scheduling.volcano.sh/v1beta1"] = {"resources": [{"name": "podgroups"}]}
+    checks = {c.name: c for c in pf.run_checks(Cluster(objects).api, now=NOW)}
+    assert checks["crd"].ok is False and "is not served" in checks["crd"].detail
+    assert checks["volcano-crds"].ok is False and "queues.scheduling.volcano.sh not found" in checks["volcano-crds"].detail
 
 
 def test_namespace_from_the_environment(monkeypatch):
