@@ -43,7 +43,7 @@ from typing import Any, Callable, Optional, Sequence
 import planner
 from planner.gcpause import paused_gc
 from kubectl_repack.api.control import (CONTROLLER_LEASE_NAME, FINALIZER, UntrustedCreator, cancel_requested,
-                                        executed_locally, verified_creator)
+                                        executed_locally, run_durations, verified_creator)
 from kubectl_repack.api.run import MODE_DRY_RUN, MODE_EXECUTE, Reason, is_finished, phase_of
 from kubectl_repack.api.times import parse_duration, rfc3339, utcnow
 from kubectl_repack.engine.executor import Executor
@@ -180,6 +180,11 @@ class Controller:
             self.drop_finalizer(self._engine(record).fail(name, Reason.INVALID_SPEC,
                                                           f"the planner refuses the spec: {e}"))
             return False
+        try:
+            durations = run_durations(run, parse_duration)
+        except ValueError as e:
+            self.drop_finalizer(self._engine(record).fail(name, Reason.INVALID_SPEC, str(e)))
+            return False
         if not (run.get("metadata") or {}).get("deletionTimestamp"):
             self.add_finalizer(run)
 
@@ -195,7 +200,8 @@ class Controller:
                 return f"no trustworthy creator record: {e}; nothing was evicted"
             return self.authorize_as(creator, namespaces)
 
-        request = ApplyRequest(name, None, wait=False, timeout=self.execution_timeout)
+        request = ApplyRequest(name, None, wait=False, timeout=durations.get("timeout", self.execution_timeout),
+                               cooldown=durations.get("cooldown"))
         kwargs = {"clock": self.clock} if self.clock else {}
         result = apply_run(request, self.runs, _GuardedLease(self.lease, self.leading), self.cluster, self.cluster,
                            _Log(), me=holder_identity(name, host=os.environ.get("POD_NAME")),

@@ -28,6 +28,10 @@ EXECUTOR_LOCAL = "local"
 CREATOR_ANNOTATION = "repack.volcano.sh/creator"
 CREATOR_SIGNATURE_ANNOTATION = "repack.volcano.sh/creator-signature"
 FINALIZER = "repack.volcano.sh/stop-before-delete"
+# Set by `kubectl repack apply` (anyone may): the run's execution deadline from its start, and the
+# cluster-wide cooldown to store (as `apply --local --cooldown` does). Durations like "10m".
+TIMEOUT_ANNOTATION = "repack.volcano.sh/execution-timeout"
+COOLDOWN_ANNOTATION = "repack.volcano.sh/execute-cooldown"
 CONTROLLER_LEASE_NAME = "repack-controller"
 SIGNING_SECRET_NAME = "repack-run-signing-key"
 SIGNING_SECRET_KEY = "key"
@@ -122,3 +126,17 @@ def executed_locally(run: Optional[Mapping[str, Any]]) -> bool:
 
 def is_execute(run: Optional[Mapping[str, Any]]) -> bool:
     return as_map(as_map(run).get("spec")).get("mode") == MODE_EXECUTE
+
+
+def run_durations(run: Optional[Mapping[str, Any]], parse) -> dict:
+    """{'timeout': ..., 'cooldown': ...} from the run's annotations, parsed with `parse` (a duration
+    parser raising ValueError); only those present. A bad value raises ValueError naming the annotation."""
+    ann = as_map(as_map(as_map(run).get("metadata")).get("annotations"))
+    out = {}
+    for key, annotation in (("timeout", TIMEOUT_ANNOTATION), ("cooldown", COOLDOWN_ANNOTATION)):
+        if ann.get(annotation) is not None:
+            try:
+                out[key] = parse(str(ann[annotation]))
+            except (ValueError, OverflowError) as e:
+                raise ValueError(f"metadata.annotations[{annotation}]: {ann[annotation]!r}: {e}") from None
+    return out

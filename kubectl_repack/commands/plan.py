@@ -11,6 +11,7 @@ import click
 import planner
 from planner.gcpause import paused_gc
 from kubectl_repack import render
+from kubectl_repack.api.control import EXECUTOR_ANNOTATION, EXECUTOR_LOCAL
 from kubectl_repack.api.run import MODE_DRY_RUN, Reason
 from kubectl_repack.kube import objects, runs
 from kubectl_repack.errors import ValidationError
@@ -119,6 +120,8 @@ def command(file, resource, min_improvement, max_podgroups, max_cards, podgroup_
     saved = ""
     if save:
         store = runs.RunStore(settings().api())
+        # this command writes the plan itself: the in-cluster controller leaves the run alone
+        run["metadata"].setdefault("annotations", {})[EXECUTOR_ANNOTATION] = EXECUTOR_LOCAL
         store.create(run)
         run = store.write_status(run["metadata"]["name"], run["status"])
         saved = f"repackrun.repack.volcano.sh/{run['metadata']['name']}"

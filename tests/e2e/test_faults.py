@@ -169,7 +169,7 @@ def test_api_outage_longer_than_the_lease_stops_the_run_before_its_next_eviction
     assert not lease_obj.spec.holder_identity       # released on the way out (the API was back by then)
 
     # `apply --resume` continues from the records: only the second victim is evicted now.
-    r = cli(control_plane.kubeconfig, "apply", "--resume", name, "--cooldown", "0s", "-o", "json")
+    r = cli(control_plane.kubeconfig, "apply", "--local", "--resume", name, "--cooldown", "0s", "-o", "json")
     assert r.exit_code in (0, 5), r.output
     st = json.loads(r.stdout)["status"]
     assert [rec["eviction"]["phase"] for rec in st["relocations"]] == ["Accepted", "Accepted"]

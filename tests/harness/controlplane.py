@@ -239,10 +239,37 @@ class ControlPlane:
         self._launch("etcd", argv)
         self._wait(deadline, "etcd", lambda: _http_ok(f"{client}/health", expect=b'"true"'))
 
+    # Every Eviction call, with its request body (the victim's UID is in deleteOptions.preconditions)
+    # and answer code: tests count evictions per victim from what the API server did, not from
+    # what a client says it did. Nothing else is logged.
+    AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Request
+    verbs: ["create"]
+    resources:
+      - group: ""
+        resources: ["pods/eviction"]
+  - level: None
+"""
+
+    @property
+    def audit_log(self) -> str:
+        """The API server's audit log (JSON lines; see AUDIT_POLICY)."""
+        return os.path.join(self.log_dir, "audit.log")
+
     def _start_apiserver(self, deadline: float) -> None:
         pki = self.pki
+        policy = os.path.join(self.run_dir, "audit-policy.yaml")
+        with open(policy, "w") as f:
+            f.write(self.AUDIT_POLICY)
         argv = [
             self.binaries["kube-apiserver"],
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={self.audit_log}",
+            "--audit-log-format=json",
+            "--audit-log-mode=blocking",   # an event is on disk when the call returns
             f"--etcd-servers=http://127.0.0.1:{self.ports['etcd']}",
             f"--bind-address={self.api_host}",
             f"--advertise-address={self.api_host}",
