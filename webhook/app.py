@@ -19,7 +19,7 @@ from werkzeug.exceptions import HTTPException
 from webhook.admission import AdmissionReviewError, review_outcome
 from kubectl_repack.api.matching import DEFAULT_SCHEDULER_NAMES
 from kubectl_repack.api.relocations import RecordKey, RelocationIndex
-from webhook.metrics import Metrics
+from webhook.metrics import WebhookMetrics
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +50,12 @@ def _fail_open(uid: str) -> dict:
 
 
 def create_app(index_provider: IndexProvider, lease_provider: Callable[[datetime], bool],
-               metrics: Optional[Metrics] = None, clock: Callable[[], datetime] = _utcnow,
+               metrics: Optional[WebhookMetrics] = None, clock: Callable[[], datetime] = _utcnow,
                scheduler_names: frozenset[str] = DEFAULT_SCHEDULER_NAMES) -> Flask:
     """Build the Flask app: /mutate (POST), /healthz, /readyz, /metrics."""
     app = Flask("repack-webhook")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
-    metrics = metrics if metrics is not None else Metrics()
+    metrics = metrics if metrics is not None else WebhookMetrics()
     app.extensions["repack_metrics"] = metrics
 
     def bad_request(reason: str, status: int = 400) -> Response:
@@ -118,7 +118,8 @@ def create_app(index_provider: IndexProvider, lease_provider: Callable[[datetime
 
     @app.get("/metrics")
     def metrics_view() -> Response:
-        return Response(metrics.render(), mimetype="text/plain; version=0.0.4")
+        body, content_type = metrics.exposition(request.headers.get("Accept"))
+        return Response(body, content_type=content_type)
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:
