@@ -111,7 +111,10 @@ class _PerRequest:
     def _headers(self, headers):
         if not self.groups:
             return headers
-        from urllib3 import HTTPHeaderDict
+        try:
+            from urllib3 import HTTPHeaderDict
+        except ImportError:  # urllib3 1.26 (which an older kubernetes client allows): same class, its items()
+            from urllib3._collections import HTTPHeaderDict  # also yields one pair per value
 
         out = HTTPHeaderDict(headers or {})
         out.discard("Impersonate-Group")
