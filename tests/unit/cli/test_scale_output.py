@@ -196,3 +196,17 @@ def test_live_plan_on_a_terminal_shows_listing_and_rounds_then_clears(monkeypatc
     assert "planning: round 1 of at most 1" in shown
     assert r.stderr.endswith(CLEAR)  # the line is gone before the result
     assert CLEAR not in r.stdout and "Freed nodes:    1 (ascend-node-01)" in r.stdout
+
+
+def test_snapshot_shows_listing_progress_only_on_a_terminal(monkeypatch, tmp_path):
+    _serve_seed_pages(monkeypatch)
+    r = run("snapshot", "-o", tmp_path / "a.json")
+    assert r.exit_code == 0, r.output
+    assert CLEAR not in r.stderr and r.stderr.startswith("wrote ")
+    monkeypatch.setattr(progress_mod, "REDRAW_SECONDS", 0.0)
+    monkeypatch.setattr(progress_mod, "is_terminal", lambda stream: True)
+    r = run("snapshot", "-o", tmp_path / "b.json")
+    assert r.exit_code == 0, r.output
+    shown = r.stderr.split(CLEAR)
+    assert "listing pods: 2" in shown and shown[-1].startswith("wrote ")
+    assert (tmp_path / "a.json").read_text() == (tmp_path / "b.json").read_text()
