@@ -35,6 +35,9 @@ class Settings:
         if self._api is None:
             from kubectl_repack.kube import client
 
+            if self.as_group and not self.as_user:  # as kubectl, before anything is sent
+                raise click.UsageError("--as-group needs --as: groups are impersonated together with a user")
+
             self._api = client.connect(self.kubeconfig, self.context, client.Overrides(
                 server=self.server, token=self.token, insecure=self.insecure_skip_tls_verify,
                 as_user=self.as_user, as_groups=tuple(self.as_group), request_timeout=self.request_timeout))

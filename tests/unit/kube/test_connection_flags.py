@@ -105,6 +105,13 @@ def test_groups_given_after_the_command_win_and_without_groups_none_are_sent(api
     assert all("impersonate-group" not in h and "impersonate-user" not in h for _, _, h in server.requests)
 
 
+def test_groups_without_a_user_are_refused_before_anything_is_sent(api_server):
+    server = api_server()
+    r = repack("status", "x", "--server", server.url, "--as-group", "system:masters")
+    assert r.returncode == 2 and r.stderr.startswith("error: --as-group needs --as"), r.stderr
+    assert server.requests == []
+
+
 @pytest.mark.parametrize("flag", ["1", "1s", "1000ms", "0.5s"])
 def test_request_timeout_gives_up_on_a_slow_server(api_server, flag):
     server = api_server(delay=4)
