@@ -182,6 +182,13 @@ Transport = Callable[[str, str, dict, Any, Any], HTTPResponse]
 It raises urllib3's errors (timeouts, refused connections) as the real one does."""
 
 
+class _Text(str):
+    """A decoded body that may be decoded again (a no-op)."""
+
+    def decode(self, encoding="utf-8", errors="strict"):
+        return str(self)
+
+
 class _TransportREST:
     """The ApiClient's `rest_client` interface over a Transport."""
 
@@ -200,9 +207,10 @@ class _TransportREST:
         resp = RESTResponse(raw)
         if _new_client():
             return resp  # the ApiClient reads it and raises for the status itself
-        # The older rest client raises for a non-2xx answer and decodes preloaded bodies.
+        # The older rest client raises for a non-2xx answer and decodes preloaded bodies (up to 35;
+        # from 36.0 the ApiClient decodes them itself: _Text serves both).
         if _preload_content:
-            resp.data = raw.data.decode("utf8") if isinstance(raw.data, bytes) else raw.data
+            resp.data = _Text(raw.data.decode("utf8") if isinstance(raw.data, bytes) else raw.data)
         if not 200 <= raw.status <= 299:
             raise ApiException(http_resp=resp)
         return resp if _preload_content else raw
