@@ -122,18 +122,16 @@ class _PerRequest:
             out.add("Impersonate-Group", group)
         return out
 
-    def request(self, method, url, query_params=None, headers=None, body=None, post_params=None,
-                _preload_content=True, _request_timeout=None):
-        return self.inner.request(method, url, query_params=query_params, headers=self._headers(headers),
-                                  body=body, post_params=post_params, _preload_content=_preload_content,
-                                  _request_timeout=self._timeout(_request_timeout))
+    # Keyword arguments pass through as given: the two generations' rest clients take different ones
+    # (query_params and _preload_content only up to 36).
+    def request(self, method, url, **kwargs):
+        kwargs["headers"] = self._headers(kwargs.get("headers"))
+        kwargs["_request_timeout"] = self._timeout(kwargs.get("_request_timeout"))
+        return self.inner.request(method, url, **kwargs)
 
     def _verb(method):
-        def call(self, url, headers=None, query_params=None, post_params=None, body=None, _preload_content=True,
-                 _request_timeout=None):
-            return self.request(method, url, query_params=query_params, headers=headers, body=body,
-                                post_params=post_params, _preload_content=_preload_content,
-                                _request_timeout=_request_timeout)
+        def call(self, url, **kwargs):
+            return self.request(method, url, **kwargs)
         return call
 
     GET, HEAD, OPTIONS = _verb("GET"), _verb("HEAD"), _verb("OPTIONS")
