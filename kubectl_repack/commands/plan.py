@@ -73,7 +73,8 @@ Exit codes: 0 evaluated (any outcome), 1 runtime error (cluster, snapshot file),
               help="Exit 3 when the outcome is not RepackRecommended (NoFragmentation, InsufficientImprovement).")
 @output_option(OUTPUT_YAML, OUTPUT_JSON, OUTPUT_WIDE, templates=True,
                help_text="yaml|json: the complete RepackRun object; wide: the summary plus blocked "
-                         "candidates and rounds; name|jsonpath=...|jsonpath-as-json=...|custom-columns=...: "
+                         "candidates, rounds and every node in the card map (by default only the nodes "
+                         "that change); name|jsonpath=...|jsonpath-as-json=...|custom-columns=...: "
                          "the RepackRun as kubectl prints these. Default: a readable summary.")
 @template_options
 @cluster_options
