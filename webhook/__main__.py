@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional, Sequence
 from kubectl_repack.api.gates import COORDINATOR_LEASE_NAME
 from kubectl_repack.deploy.certs import TLS_CRT, TLS_KEY
 from webhook.lease import LeaseState
-from webhook.metrics import Metrics
+from webhook.metrics import WebhookMetrics
 from webhook.relocations import RelocationStore
 
 log = logging.getLogger("webhook")
@@ -67,7 +67,7 @@ def build(args: argparse.Namespace, start_watches: bool = True):
     if start_watches:
         RepackRunWatcher(store, api_client).start()
         LeaseWatcher(lease, args.lease_namespace, args.lease_name, api_client).start()
-    return create_app(store, lease.fresh, Metrics(), signing_key=SigningKey(api_client, args.lease_namespace))
+    return create_app(store, lease.fresh, WebhookMetrics(), signing_key=SigningKey(api_client, args.lease_namespace))
 
 
 class SigningKey:
@@ -164,7 +164,7 @@ def missing_extra(server: str) -> str:
     plugin without a web server unless asked."""
     import importlib.util
 
-    needed = ["flask"] + (["gunicorn"] if server == "gunicorn" else [])
+    needed = ["flask", "prometheus_client"] + (["gunicorn"] if server == "gunicorn" else [])
     missing = [name for name in needed if importlib.util.find_spec(name) is None]
     if not missing:
         return ""

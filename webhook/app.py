@@ -19,7 +19,7 @@ from werkzeug.exceptions import HTTPException
 from webhook.admission import AdmissionReviewError, review_outcome, stamp_run
 from kubectl_repack.api.matching import DEFAULT_SCHEDULER_NAMES
 from kubectl_repack.api.relocations import RecordKey, RelocationIndex
-from webhook.metrics import Metrics
+from webhook.metrics import WebhookMetrics
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def _fail_open(uid: str) -> dict:
 
 
 def create_app(index_provider: IndexProvider, lease_provider: Callable[[datetime], bool],
-               metrics: Optional[Metrics] = None, clock: Callable[[], datetime] = _utcnow,
+               metrics: Optional[WebhookMetrics] = None, clock: Callable[[], datetime] = _utcnow,
                scheduler_names: frozenset[str] = DEFAULT_SCHEDULER_NAMES,
                signing_key: Callable[[], Optional[bytes]] = lambda: None) -> Flask:
     """Build the Flask app: /mutate and /stamp-run (POST), /healthz, /readyz, /metrics.
@@ -58,7 +58,7 @@ def create_app(index_provider: IndexProvider, lease_provider: Callable[[datetime
     `signing_key()` is the key of the RepackRun creator stamp (None while it cannot be read)."""
     app = Flask("repack-webhook")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
-    metrics = metrics if metrics is not None else Metrics()
+    metrics = metrics if metrics is not None else WebhookMetrics()
     app.extensions["repack_metrics"] = metrics
 
     def bad_request(reason: str, status: int = 400) -> Response:
@@ -140,7 +140,8 @@ def create_app(index_provider: IndexProvider, lease_provider: Callable[[datetime
 
     @app.get("/metrics")
     def metrics_view() -> Response:
-        return Response(metrics.render(), mimetype="text/plain; version=0.0.4")
+        body, content_type = metrics.exposition(request.headers.get("Accept"))
+        return Response(body, content_type=content_type)
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:

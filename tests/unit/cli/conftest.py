@@ -118,7 +118,7 @@ def fake_cluster(monkeypatch):
         return "api"
 
     monkeypatch.setattr(kclient, "connect", connect)
-    monkeypatch.setattr(kobjects, "read_snapshot", lambda api, kinds=kobjects.SNAPSHOT_KINDS:
+    monkeypatch.setattr(kobjects, "read_snapshot", lambda api, kinds=kobjects.SNAPSHOT_KINDS, progress=None:
                         copy.deepcopy(state["objects"]))
     monkeypatch.setattr(kruns, "RunStore", state["store"])
     return state

@@ -41,7 +41,7 @@ SELECTORS = ["a in (b", "=x", "a=b=c", "!", "a,,b", "a notin b", "a in ()", "bad
 QUANTITIES = ["lots", "-1", "8 cards", "2GB", "", "1e99999"]
 # Values an option of this meaning must refuse, by its long name.
 BY_NAME = {
-    "--timeout": DURATIONS, "--cooldown": DURATIONS, "--eviction-retry-timeout": DURATIONS,
+    "--timeout": DURATIONS, "--request-timeout": DURATIONS + ["-1", "1.5"], "--cooldown": DURATIONS, "--eviction-retry-timeout": DURATIONS,
     "--name": DNS_NAMES, "--resume": DNS_NAMES,
     "--filename": ["/nonexistent/run.yaml", ""],
     "--resource": ["cpu", "nvidia", ""],
