@@ -79,8 +79,9 @@ class Controller:
     def __init__(self, api, runs, cluster, lease, elector, key: Callable[[], Optional[bytes]],
                  events: Callable[[dict], Callable[[str, str, bool], None]],
                  authorize_as: Callable[[Any, list], str], interval: float = DEFAULT_INTERVAL,
-                 execution_timeout=None, clock=None):
+                 execution_timeout=None, clock=None, patch_run: Optional[Callable[[str, list], None]] = None):
         self.api, self.runs, self.cluster, self.lease, self.elector = api, runs, cluster, lease, elector
+        self.patch_run = patch_run or self._patch    # JSON patch of a run's metadata (finalizer)
         self.key, self.events, self.authorize_as = key, events, authorize_as
         self.interval = interval
         self.execution_timeout = execution_timeout or parse_duration(DEFAULT_EXECUTION_TIMEOUT)
@@ -218,7 +219,7 @@ class Controller:
             return
         ops = [{"op": "test", "path": "/metadata/resourceVersion", "value": meta.get("resourceVersion")},
                {"op": "add", "path": "/metadata/finalizers", "value": current + [FINALIZER]}]
-        self._patch(meta["name"], ops)
+        self.patch_run(meta["name"], ops)
 
     def drop_finalizer(self, run: dict) -> None:
         meta = run.get("metadata") or {}
@@ -227,7 +228,7 @@ class Controller:
             return
         ops = [{"op": "test", "path": "/metadata/finalizers", "value": current},
                {"op": "replace", "path": "/metadata/finalizers", "value": [f for f in current if f != FINALIZER]}]
-        self._patch(meta["name"], ops)
+        self.patch_run(meta["name"], ops)
 
     def _patch(self, name: str, ops: list) -> None:
         from kubectl_repack.api.run import GROUP, PLURAL, VERSION
