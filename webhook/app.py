@@ -71,12 +71,9 @@ def create_app(index_provider: IndexProvider, lease_provider: Callable[[datetime
     def mutate() -> Response:
         started = time.perf_counter()
         try:
-            try:
-                body = json.loads(request.get_data(cache=False) or b"")
-            except (ValueError, UnicodeDecodeError) as exc:
-                return bad_request(f"body is not valid JSON: {exc}")
-            except RecursionError:
-                return bad_request("body is not valid JSON: nested too deeply")
+            body, problem = _json_body()
+            if problem:
+                return bad_request(problem)
             now = clock()
             gate_allowed = bool(lease_provider(now))
             try:
@@ -112,12 +109,9 @@ def create_app(index_provider: IndexProvider, lease_provider: Callable[[datetime
     @app.post("/stamp-run")
     def stamp() -> Response:
         """RepackRun CREATE: record who creates the run (kubectl_repack.api.control)."""
-        try:
-            body = json.loads(request.get_data(cache=False) or b"")
-        except (ValueError, UnicodeDecodeError) as exc:
-            return bad_request(f"body is not valid JSON: {exc}")
-        except RecursionError:
-            return bad_request("body is not valid JSON: nested too deeply")
+        body, problem = _json_body()
+        if problem:
+            return bad_request(problem)
         try:
             key = signing_key()
         except Exception:  # noqa: BLE001 - no key: the stamp is removed, never forged
@@ -150,6 +144,16 @@ def create_app(index_provider: IndexProvider, lease_provider: Callable[[datetime
         return resp
 
     return app
+
+
+def _json_body() -> tuple:
+    """(the request's JSON body, '') or (None, why it is not JSON)."""
+    try:
+        return json.loads(request.get_data(cache=False) or b""), ""
+    except (ValueError, UnicodeDecodeError) as exc:
+        return None, f"body is not valid JSON: {exc}"
+    except RecursionError:
+        return None, "body is not valid JSON: nested too deeply"
 
 
 def _pod_name(body: Any) -> str:

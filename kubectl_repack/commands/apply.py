@@ -20,10 +20,10 @@ from kubectl_repack import render, schema
 from kubectl_repack.api.control import COOLDOWN_ANNOTATION, EXECUTOR_ANNOTATION, EXECUTOR_LOCAL, TIMEOUT_ANNOTATION
 from kubectl_repack.api.run import (MODE_EXECUTE, NOT_RECOMMENDED, PHASE_FAILED, PHASE_SUCCEEDED, is_finished,
                                     relocations, run_reason)
-from kubectl_repack.api.times import parse_duration, rfc3339, utcnow
+from kubectl_repack.api.times import rfc3339, utcnow
 from kubectl_repack.errors import ClusterAPIError, ValidationError
 
-from .options import (OUTPUT_JSON, OUTPUT_YAML, RUN_NAME, cluster_options, output_option, settings, stamp,
+from .options import (OUTPUT_JSON, OUTPUT_YAML, RUN_NAME, cluster_options, duration, output_option, settings, stamp,
                       template_options)
 from .runspec import QuickFlags, build_run
 
@@ -60,14 +60,6 @@ Examples:
 """
 
 
-def _duration(ctx, param, value):
-    if value is None:
-        return None
-    try:
-        return parse_duration(value)
-    except (ValueError, OverflowError) as e:  # OverflowError: more days than a timedelta holds
-        raise click.BadParameter(str(e) if isinstance(e, ValueError) else f"{value!r} is too long a duration",
-                                 ctx=ctx, param=param) from e
 
 
 class _Reporter:
@@ -155,13 +147,13 @@ def _emit(run: dict, output, note: str = "", allow_missing: bool = True) -> None
 @click.option("--wait/--no-wait", default=True, show_default=True,
               help="Follow the run to its end (while another Execute holds the Lease or the cooldown runs: "
                    "keep waiting), or return at once (exit 4 while it is not finished).")
-@click.option("--timeout", callback=_duration, default="10m", show_default=True, metavar="DURATION",
+@click.option("--timeout", callback=duration, default="10m", show_default=True, metavar="DURATION",
               help="Execution deadline (status.executionDeadline: evictions, retries, placement), and the "
                    "longest wait for the Lease.")
-@click.option("--cooldown", callback=_duration, default=None, metavar="DURATION",
+@click.option("--cooldown", callback=duration, default=None, metavar="DURATION",
               help="Cluster-wide pause after an Execute before the next may start (default: the stored "
                    "setting, else 10m). Given, it is stored as the new setting.")
-@click.option("--eviction-retry-timeout", callback=_duration, default="60s", show_default=True,
+@click.option("--eviction-retry-timeout", callback=duration, default="60s", show_default=True,
               metavar="DURATION", help="How long an eviction refused by a PodDisruptionBudget (429) is retried "
                                        "(--local; in the cluster the controller's setting).")
 @output_option(OUTPUT_YAML, OUTPUT_JSON, templates=True,

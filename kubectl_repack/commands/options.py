@@ -268,3 +268,16 @@ def stamp(now: str) -> str:
 
 __all__ = ["Template", "TEMPLATE_KINDS", "OUTPUT_NAME", "template_options", "IntRange", "RUN_NAME", "NAMESPACE", "IMAGE_REF", "Settings", "settings", "cluster_options", "output_option", "now_option", "now_or_current",
            "stamp", "OUTPUT_YAML", "OUTPUT_JSON", "OUTPUT_WIDE", "NOW_ENV"]
+
+
+def duration(ctx, param, value):
+    """click callback: a duration flag ("30s", "10m", "1h30m") as a timedelta; usage error otherwise."""
+    from kubectl_repack.api.times import parse_duration
+
+    if value is None:
+        return None
+    try:
+        return parse_duration(value)
+    except (ValueError, OverflowError) as e:  # OverflowError: more days than a timedelta holds
+        raise click.BadParameter(str(e) if isinstance(e, ValueError) else f"{value!r} is too long a duration",
+                                 ctx=ctx, param=param) from e

@@ -11,7 +11,7 @@ from kubectl_repack.api.run import is_finished, phase_of, run_reason
 from kubectl_repack.api.times import format_duration, parse_duration
 from kubectl_repack.kube import runs
 
-from .options import (OUTPUT_JSON, OUTPUT_YAML, RUN_NAME, cluster_options, output_option, settings,
+from .options import (OUTPUT_JSON, OUTPUT_YAML, RUN_NAME, cluster_options, duration, output_option, settings,
                       template_options)
 
 EXIT_OK, EXIT_NOT_FINISHED, EXIT_INTERRUPTED = 0, 4, 130
@@ -32,21 +32,13 @@ Examples:
 """
 
 
-def _duration(ctx, param, value):
-    if value is None:
-        return None
-    try:
-        return parse_duration(value)
-    except (ValueError, OverflowError) as e:  # OverflowError: more days than a timedelta holds
-        raise click.BadParameter(str(e) if isinstance(e, ValueError) else f"{value!r} is too long a duration",
-                                 ctx=ctx, param=param) from e
 
 
 @click.command("status", epilog=EPILOG)
 @click.argument("name", type=RUN_NAME)
 @click.option("-w", "--watch", is_flag=True,
               help="Follow the run until it finishes (progress on stderr), then print it.")
-@click.option("--timeout", callback=_duration, default=None, metavar="DURATION",
+@click.option("--timeout", callback=duration, default=None, metavar="DURATION",
               help=f"With -w: stop following after this long (exit 4). Default {DEFAULT_WATCH_TIMEOUT}.")
 @output_option(OUTPUT_YAML, OUTPUT_JSON, templates=True,
                help_text="yaml|json|name|jsonpath=...|jsonpath-as-json=...|custom-columns=...: the RepackRun "
