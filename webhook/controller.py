@@ -32,9 +32,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import secrets
 import signal
-import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -50,7 +48,7 @@ from kubectl_repack.engine.executor import Executor
 from kubectl_repack.engine.mutex import holder_identity
 from kubectl_repack.engine.workflow import ApplyRequest, apply_run
 from kubectl_repack.errors import ClusterAPIError, Conflict, NotFound, RepackError, SpecError
-from webhook.election import DEFAULT_LEASE_DURATION, LeaderElector
+from webhook.election import DEFAULT_LEASE_DURATION, LeaderElector, process_identity
 
 log = logging.getLogger("webhook.controller")
 
@@ -316,8 +314,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (ValueError, RepackError) as e:
         log.error("%s", e)
         return 2
-    identity = args.identity or (f"{os.environ.get('POD_NAME') or socket.gethostname()}_{os.getpid()}_"
-                                 f"{secrets.token_hex(4)}")
+    identity = process_identity(args.identity)
     elector = LeaderElector(LeaseClient(api, args.namespace, args.lease_name), identity, lease_duration)
     key_cache: dict = {}
 

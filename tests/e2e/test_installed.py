@@ -416,12 +416,12 @@ def test_seed_flow_with_kubectl_apply_is_reconciled_in_the_cluster(
         FIGURES["guarded_dryrun_jsonpath"] = guarded
 
         # 3. The Execute, applied with kubectl and watched with `kubectl get repackrun -w`.
-        watch = subprocess.Popen([control_plane.cp.binaries["kubectl"], f"--kubeconfig={control_plane.kubeconfig}",
-                                  "get", "repackrun", names["execute"], "-w"], stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, text=True)
         t0 = time.monotonic()
         _kubectl_apply(control_plane, _sample("ascend-execute-001.yaml", names["execute"],
                                               eviction={"gracePeriodSeconds": 0}), tmp_path)
+        watch = subprocess.Popen([control_plane.cp.binaries["kubectl"], f"--kubeconfig={control_plane.kubeconfig}",
+                                  "get", "repackrun", names["execute"], "-w"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True)
         run = wait_for("the Execute to end", lambda: _finished(api, names["execute"]), timeout=300)
         FIGURES["kubectl_apply_to_succeeded_seconds"] = round(time.monotonic() - t0, 1)
         time.sleep(2)
