@@ -141,7 +141,11 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
         if why and not (current.get("status") or {}).get("relocations"):
             return ApplyResult(engine.fail(name, Reason.CANCELLED, f"{why} while Pending: nothing was evicted"))
         if decision.reason != last_reason:
-            engine.mark_pending(name, decision.reason, decision.message)
+            # A started run stays Running while it waits (a fail-over waits for the dead holder's
+            # Lease to expire): Pending would tell the webhook and coordinator to stop steering the
+            # replacements of pods it has already evicted.
+            if not (current.get("status") or {}).get("relocations"):
+                engine.mark_pending(name, decision.reason, decision.message)
             last_reason = decision.reason
             reporter.note(f"waiting: {decision.reason}: {decision.message}")
         left = (give_up - clock.now()).total_seconds()

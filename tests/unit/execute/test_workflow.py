@@ -194,3 +194,16 @@ def test_an_allowed_creator_runs_as_before():
     result = apply_run(ApplyRequest("run-1", execute_run()), store, mutex, cluster, cluster, notes, clock=clock,
                        authorize=lambda namespaces: "")
     assert result.run["status"]["phase"] == "Succeeded" and len(cluster.calls) == 2
+
+
+def test_a_started_run_waiting_for_the_lease_stays_running():
+    """After a fail-over the new holder waits for the dead one's Lease: the run it continues must
+    stay Running, or the webhook and coordinator stop steering the pods already evicted."""
+    run = execute_run()
+    run["status"] = {"phase": "Running", "relocations": [{"namespace": "demo"}],
+                     "conditions": [{"type": "Progressing", "status": "True", "reason": "Executing",
+                                     "message": "executing", "lastTransitionTime": "2026-07-30T07:00:00Z"}]}
+    busy = LeaseDecision(False, Reason.ANOTHER_RUN_ACTIVE, "the dead holder's Lease", 20)
+    clock, cluster, store, mutex, notes = setup(busy, runs=[run])
+    result = apply_run(ApplyRequest("run-1", wait=False), store, mutex, cluster, cluster, notes, clock=clock)
+    assert result.pending and store.runs["run-1"]["status"]["phase"] == "Running"
