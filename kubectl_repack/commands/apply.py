@@ -205,7 +205,7 @@ def _apply_local(api, name, spec_run, wait, timeout, cooldown, eviction_retry_ti
     if spec_run is not None:   # an installed controller leaves a run this process carries out alone
         spec_run["metadata"].setdefault("annotations", {})[EXECUTOR_ANNOTATION] = EXECUTOR_LOCAL
     warning = _no_webhook_warning(api)
-    if warning and not quiet:
+    if warning:   # stderr, also with -o (stdout then carries only the object)
         click.echo(f"warning: {warning}", err=True)
     cluster = LiveCluster(api)
     reporter = _Reporter(quiet, sys.stderr.isatty())

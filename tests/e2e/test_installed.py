@@ -368,7 +368,10 @@ def test_seed_flow_with_kubectl_apply_is_reconciled_in_the_cluster(
     eviction rights is refused (SubjectAccessReview as the creator the webhook recorded), the
     DryRuns are planned in the cluster and answer the seed's jsonpath queries, the Execute frees
     node 01 while `kubectl get repackrun -w` watches, ascend-large-training then runs there, and a
-    run waiting for the cooldown is cancelled with `kubectl repack cancel`."""
+    run waiting for the cooldown is cancelled with `kubectl repack cancel`.
+
+    The seed also places a Kthena ModelServing; it cannot run here (its Go module is not served by
+    the module proxy this machine reaches), so this test uses the seed's VCJob parts only."""
     from tests.e2e.execute_helpers import build_seed_layout, delete_runs, get_run, reason_of, unique, vcjob
 
     api = control_plane.api_client
