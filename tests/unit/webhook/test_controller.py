@@ -125,3 +125,19 @@ def test_nothing_happens_without_leadership():
     ctl, store, cluster, events, patches, _ = make([dry_run(), stamped(execute_run())], leader=False)
     tick(ctl)
     assert all("status" not in r for r in store.runs.values()) and cluster.calls == [] and not patches
+
+
+def test_a_spec_the_crd_accepts_but_the_planner_refuses_ends_invalid_spec_naming_the_field():
+    bad_selector = {"include": {"selector": {"matchExpressions": [{"key": "a", "operator": "In", "values": []}]}}}
+    execute = execute_run("exec-bad")
+    execute["spec"]["scope"] = {"nodes": bad_selector}
+    dry = dry_run("dry-bad")
+    dry["spec"]["scope"] = {"nodes": copy.deepcopy(bad_selector)}
+    ctl, store, cluster, *_ = make([stamped(execute), dry])
+    tick(ctl)
+    for name in ("exec-bad", "dry-bad"):
+        st = store.runs[name]["status"]
+        assert st["phase"] == "Failed", st
+        assert [c["reason"] for c in st["conditions"] if c["type"] == "Failed"] == ["InvalidSpec"]
+        assert "spec.scope.nodes.include.selector.matchExpressions[0].values" in st["message"], st["message"]
+    assert cluster.calls == []
