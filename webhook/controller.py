@@ -89,7 +89,19 @@ class Controller:
         self.last_tick = time.monotonic()
 
     # -- the loop --
+    def keep_leading(self) -> None:
+        """Acquire/renew the leader Lease on its own thread: planning a large cluster takes longer
+        than the Lease lasts, and leadership must not lapse (stopping the running Execute) meanwhile."""
+        period = max(0.5, min(self.interval, self.elector.duration / 3.0))
+        while not self.stop_event.is_set():
+            try:
+                self.elector.ensure()
+            except Exception:  # noqa: BLE001 - a failed renewal is retried; leadership lapses by itself
+                log.exception("leader election")
+            self.stop_event.wait(period)
+
     def run(self) -> None:
+        threading.Thread(target=self.keep_leading, name="leader-election", daemon=True).start()
         while not self.stop_event.is_set():
             try:
                 self.tick()
@@ -104,7 +116,7 @@ class Controller:
         self.elector.release()
 
     def tick(self) -> None:
-        if not self.elector.ensure():
+        if not self.elector.is_leader:      # kept by keep_leading (tests may call ensure themselves)
             return
         runs = sorted(self.runs.list(), key=_created)
         for run in runs:

@@ -13,6 +13,8 @@ KEY = b"s" * 32
 
 
 class Elector:
+    duration = 15
+
     def __init__(self, leader=True):
         self.is_leader = leader
         self.released = False
@@ -141,3 +143,24 @@ def test_a_spec_the_crd_accepts_but_the_planner_refuses_ends_invalid_spec_naming
         assert [c["reason"] for c in st["conditions"] if c["type"] == "Failed"] == ["InvalidSpec"]
         assert "spec.scope.nodes.include.selector.matchExpressions[0].values" in st["message"], st["message"]
     assert cluster.calls == []
+
+
+def test_leadership_is_renewed_while_a_tick_is_busy():
+    import threading
+    import time
+
+    ctl, store, *_ = make([])
+    ctl.interval = 0.5
+    renewals = []
+    ctl.elector.ensure = lambda: renewals.append(time.monotonic()) or True
+    release = threading.Event()
+    store.list = lambda: (release.wait(5), [])[1]      # a tick that takes long (planning a large cluster)
+    runner = threading.Thread(target=ctl.run)
+    runner.start()
+    time.sleep(1.8)
+    busy_renewals = len(renewals)
+    release.set()
+    ctl.stop_event.set()
+    runner.join(10)
+    assert busy_renewals >= 3, renewals         # every 0.5 s although the first tick had not returned
+    assert ctl.elector.released
