@@ -32,7 +32,8 @@ setup(
                  "import-linter>=2.0"],
         "bench": ["highspy>=1.7", "matplotlib>=3.8"],
         # The in-cluster process (repack-webhook): a CLI user does not install a web server.
-        "webhook": ["flask>=3.0", "gunicorn>=27.0,<28"],
+        # prometheus_client: the webhook's and the coordinator's /metrics (with process and GC metrics).
+        "webhook": ["flask>=3.0", "gunicorn>=27.0,<28", "prometheus_client>=0.20"],
     },
     entry_points={
         "console_scripts": [

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import json
 from fractions import Fraction
+from typing import Optional
 
 from planner import documents
 from planner.frag import percent_int
+from planner.plan_types import ABOVE_BUDGET
 
 from kubectl_repack.api.run import MODE_DRY_RUN, relocations
 
 GAP = "   "
+WIDTH = 80              # lists of names are wrapped to this many columns
 MAP_WIDTH = 32          # card cells drawn per node before the bar is scaled down
 NONE = "<none>"
 
@@ -129,28 +132,95 @@ def card_bar(total: int, used: int) -> str:
     return "[" + "#" * filled + "." * (cells - filled) + "]"
 
 
-def card_map(plan) -> str:
-    """Per provider node: cards, the before -> after bars, and what happened to it."""
+def _what(plan, node, freed, receiving) -> str:
+    total, before, after = plan.cards[node]
+    if node in freed:
+        return "freed"
+    if node in receiving:
+        return f"+{after - before}"
+    if before == 0:
+        return "empty"
+    return ""
+
+
+def card_map(plan, wide: bool = True) -> str:
+    """Per provider node: cards, the before -> after bars, and what happened to it. Not `wide`:
+    only the nodes whose cards change, then one line counting the others (at 2,000 nodes the full
+    map is 2,000 lines)."""
     freed = set(plan.freed_nodes)
     receiving = {m.to_node for m in plan.moves}
     rows = []
+    unchanged = 0
     for node in sorted(plan.cards):
         total, before, after = plan.cards[node]
-        if node in freed:
-            what = "freed"
-        elif node in receiving:
-            what = f"+{after - before}"
-        elif before == 0:
-            what = "empty"
-        else:
-            what = ""
-        rows.append([node, total, f"{card_bar(total, before)} -> {card_bar(total, after)}", what])
-    if not rows:
-        return ""
-    name_w = max(len(r[0]) for r in rows)
-    cards_w = max(len(str(r[1])) for r in rows)
-    bar_w = max(len(r[2]) for r in rows)
-    return "\n".join(f"{r[0]:<{name_w}}  {r[1]:>{cards_w}}  {r[2]:<{bar_w}}  {r[3]}".rstrip() for r in rows)
+        if not wide and before == after and node not in freed:
+            unchanged += 1
+            continue
+        rows.append([node, total, f"{card_bar(total, before)} -> {card_bar(total, after)}",
+                     _what(plan, node, freed, receiving)])
+    lines = []
+    if rows:
+        name_w = max(len(r[0]) for r in rows)
+        cards_w = max(len(str(r[1])) for r in rows)
+        bar_w = max(len(r[2]) for r in rows)
+        lines = [f"{r[0]:<{name_w}}  {r[1]:>{cards_w}}  {r[2]:<{bar_w}}  {r[3]}".rstrip() for r in rows]
+    if unchanged:
+        lines.append(f"{unchanged} unchanged (-o wide)")
+    return "\n".join(lines)
+
+
+# ---------- node pools ----------
+
+# Labels that name a node's pool or group, most specific first: the cloud providers' and Karpenter's.
+# Then any label whose name ends in "pool" or "nodegroup" (accelerator-pool, node-pool, ...), then the
+# instance type; without any of them, nodes are grouped by their card count.
+POOL_LABELS = ("karpenter.sh/nodepool", "cloud.google.com/gke-nodepool", "eks.amazonaws.com/nodegroup",
+               "kubernetes.azure.com/agentpool", "agentpool", "alibabacloud.com/nodepool-id",
+               "node.kubernetes.io/nodepool")
+_FALLBACK_POOL_LABEL = "node.kubernetes.io/instance-type"
+
+
+def _pool_label(label_keys) -> str:
+    for key in POOL_LABELS:
+        if key in label_keys:
+            return key
+    generic = sorted(k for k in label_keys
+                     if k.rsplit("/", 1)[-1].lower().replace("_", "-").endswith(("pool", "nodegroup", "node-group")))
+    if generic:
+        return generic[0]
+    return _FALLBACK_POOL_LABEL if _FALLBACK_POOL_LABEL in label_keys else ""
+
+
+def node_pools(snapshot, resource: str) -> tuple[str, dict]:
+    """How the provider nodes of `resource` are grouped into pools ("label KEY", or "card count"),
+    and each node's pool."""
+    nodes = [n for n in snapshot.nodes if n.allocatable.get(resource)]
+    keys = {k for n in nodes for k in (n.labels or {})}
+    key = _pool_label(keys)
+    if key:
+        return f"label {key}", {n.name: str((n.labels or {}).get(key) or NONE) for n in nodes}
+    return "card count", {n.name: f"{n.allocatable.get(resource)}-card" for n in nodes}
+
+
+def pool_table(plan, pools: dict) -> str:
+    """One line per pool: nodes, cards, cards in use and empty nodes before -> after, freed and
+    receiving nodes."""
+    freed = set(plan.freed_nodes)
+    receiving = {m.to_node for m in plan.moves}
+    acc: dict = {}
+    for node, (total, before, after) in plan.cards.items():
+        a = acc.setdefault(pools.get(node, NONE), [0, 0, 0, 0, 0, 0, 0, 0])
+        a[0] += 1
+        a[1] += total
+        a[2] += before
+        a[3] += after
+        a[4] += before == 0
+        a[5] += after == 0
+        a[6] += node in freed
+        a[7] += node in receiving
+    rows = [[pool, a[0], a[1], f"{a[2]} -> {a[3]}", f"{a[4]} -> {a[5]}", a[6], a[7]]
+            for pool, a in sorted(acc.items())]
+    return table(["POOL", "NODES", "CARDS", "USED", "EMPTY NODES", "FREED", "RECEIVING"], rows)
 
 
 # ---------- plan ----------
@@ -198,8 +268,11 @@ def blocked_table(plan) -> str:
     return table(["NODE", "REASON", "POD", "FILTER", "MESSAGE"], rows)
 
 
-def plan_summary(run: dict, plan, source: str, wide: bool = False, saved: str = "") -> str:
-    """The human summary of a planning pass (default output; `wide` adds verdicts and rounds)."""
+def plan_summary(run: dict, plan, source: str, wide: bool = False, saved: str = "",
+                 pools: Optional[tuple] = None) -> str:
+    """The human summary of a planning pass (default output; `wide` adds verdicts and rounds, and
+    maps every node instead of only those that change). `pools`, from `node_pools`, adds one
+    summary line per node pool."""
     spec = run.get("spec") or {}
     goal = (spec.get("goals") or [{}])[0]
     need = goal.get("minFragImprovementPercent") or 0
@@ -246,7 +319,10 @@ def plan_summary(run: dict, plan, source: str, wide: bool = False, saved: str = 
     if plan.notes:
         out += "\nNOTES\n" + "".join(f"- {n}\n" for n in plan.notes)
     if plan.cards:
-        out += f"\nCARDS ({plan.resource} per node: before -> after)\n" + card_map(plan) + "\n"
+        if pools:
+            how, by_node = pools
+            out += f"\nPOOLS (by {how})\n" + pool_table(plan, by_node) + "\n"
+        out += f"\nCARDS ({plan.resource} per node: before -> after)\n" + card_map(plan, wide) + "\n"
     return out
 
 
@@ -263,12 +339,20 @@ def _what_would_recommend(plan, need: int, improvement: Fraction) -> str:
     budget = [v for v in plan.verdicts if v.reason == "BudgetExceeded"]
     if budget:
         reasons.append(f"maxPerRun keeps {len(budget)} more node(s) from being vacated ({budget[0].message})")
-    elif "budget spent" in plan.above_minimum:  # the planner's own sentence (planner.plan.above_minimum)
+    elif plan.above_minimum_reason == ABOVE_BUDGET:
         reasons.append("a larger maxPerRun would let it vacate more nodes (see Above minimum)")
     return "; ".join(reasons) or "see the message above"
 
 
 # ---------- status of a stored run ----------
+
+def wrap_names(names, width: int = WIDTH, indent: str = "  ") -> str:
+    """Names separated by commas, wrapped to `width` columns (a name is never split)."""
+    import textwrap
+
+    return textwrap.fill(", ".join(names), width=width, initial_indent=indent, subsequent_indent=indent,
+                         break_long_words=False, break_on_hyphens=False)
+
 
 def _cell(v):
     if v is None or v == "":
@@ -316,13 +400,23 @@ def run_status(obj: dict) -> str:
         ["Freed nodes", _cell(summary.get("freedNodeCount")), _cell(result.get("freedNodeCount"))],
         ["Moved cards", _cell(summary.get("movedCardCount")), _cell(result.get("movedCardCount"))],
         ["Verified", "-", _cell(result.get("metricsVerified"))],
-        ["Freed", ", ".join(plan.get("freedNodes") or []) or "-", ", ".join(result.get("freedNodes") or []) or "-"],
     ]
+    freed_plan, freed_result = plan.get("freedNodes") or [], result.get("freedNodes") or []
+    freed_row = ["Freed", ", ".join(freed_plan) or "-", ", ".join(freed_result) or "-"]
+    long_freed = len(table(["", "PLAN", "RESULT"], [freed_row]).splitlines()[-1]) > WIDTH
+    if long_freed:  # one cell per list would make a line thousands of columns wide: listed below
+        freed_row = ["Freed", f"{len(freed_plan)} node(s), below" if freed_plan else "-",
+                     f"{len(freed_result)} node(s), below" if freed_result else "-"]
+    rows.append(freed_row)
     scope = summary.get("resolvedScope")
     if scope:
         rows.append(["Scope", f"{scope.get('podGroupCount', 0)} PodGroup(s), {scope.get('nodeCount', 0)} node(s)",
                      "-"])
     out += "\n" + table(["", "PLAN", "RESULT"], rows) + "\n"
+    if long_freed:
+        for label, names in (("PLAN", freed_plan), ("RESULT", freed_result)):
+            if names:
+                out += f"\nFREED NODES ({label}, {len(names)})\n" + wrap_names(names) + "\n"
     moves = plan.get("moves") or []
     if moves:
         mrows = []
@@ -350,8 +444,8 @@ def run_status(obj: dict) -> str:
     return out
 
 
-__all__ = ["no_provider_warning", "table", "canonical_run", "to_yaml", "to_json", "dump", "card_bar", "card_map", "moves_table",
-           "blocked_table", "plan_summary", "run_status"]
+__all__ = ["no_provider_warning", "node_pools", "pool_table", "table", "canonical_run", "to_yaml", "to_json", "dump", "card_bar", "card_map", "moves_table",
+           "blocked_table", "plan_summary", "run_status", "wrap_names"]
 
 
 def no_provider_warning(snapshot, resource: str) -> str:

@@ -22,11 +22,13 @@ __all__ = ["plan", "Plan", "PodMove", "NodeVerdict", "RunSpec", "REASON_RECOMMEN
            "REASON_INSUFFICIENT"]
 
 
-def plan(snapshot, spec, weights=DEFAULT_WEIGHTS, optimized=True) -> Plan:
+def plan(snapshot, spec, weights=DEFAULT_WEIGHTS, optimized=True, progress=None) -> Plan:
     """Plan a repack of `snapshot` for a RepackRun `spec` (a dict as in the CRD, or a RunSpec).
 
     Pure: reads the snapshot, returns a Plan. Callers that plan large clusters may pause cyclic GC
-    around loading and planning (`planner.gcpause.paused_gc`).
+    around loading and planning (`planner.gcpause.paused_gc`). `progress`, if given, is told where
+    a long pass is: progress("round", k, at most n) in the first pass, progress("alternative", i,
+    None) for each further pass the improvement phase tries; it must not raise.
     """
     run = spec if isinstance(spec, RunSpec) else RunSpec.from_spec(spec)
     prep = prepare(snapshot, run)
@@ -36,9 +38,16 @@ def plan(snapshot, spec, weights=DEFAULT_WEIGHTS, optimized=True) -> Plan:
         for c in prep.candidates:
             p.verdicts[c] = NodeVerdict(c, False, "MinimumReached", "no fragmentation: nothing to vacate")
         return finish(p)
-    greedy = Planner(prep, weights, optimized).run_rounds()
+    first = Planner(prep, weights, optimized)
+    first.progress = progress
+    greedy = first.run_rounds()
+    passes = 0
 
     def make_planner(allowed, closed, opened, by_size=False):
+        nonlocal passes
+        passes += 1
+        if progress is not None:
+            progress("alternative", passes, None)
         return Planner(prep, SIZE_ORDER if by_size else weights, optimized, allowed, closed, opened)
     best = improve(greedy, make_planner)
     return finish(best)

@@ -56,6 +56,7 @@ class Planner:
         self.live = set(prep.candidates if allowed is None else (c for c in prep.candidates if c in allowed))
         self.occupied_now = len(prep.occupied)
         self.rnd = 0
+        self.progress = None          # progress("round", k, at most n): see planner.plan
         self.consolidation_left = max(CONSOLIDATION_TRACES_MIN,
                                       CONSOLIDATION_TRACES_PER_CANDIDATE * len(prep.candidates))
 
@@ -197,6 +198,8 @@ class Planner:
         over_budget = set()
         while self.live and not self._minimum_reached():
             self.rnd += 1
+            if self.progress is not None:
+                self.progress("round", self.rnd, len(self.prep.candidates))
             entries = []
             for c in sorted(self.live):
                 if c in over_budget or not self.ev.evaluate(c).feasible:
@@ -393,6 +396,8 @@ class Planner:
         pool = self.pool
         while self.live and not self._minimum_reached():
             self.rnd += 1
+            if self.progress is not None:
+                self.progress("round", self.rnd, len(self.prep.candidates))
             for c in self.prep.interpod & self.live:
                 pool.unknown(c)
             if not pool.rescore():

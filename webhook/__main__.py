@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional, Sequence
 from kubectl_repack.api.gates import COORDINATOR_LEASE_NAME
 from kubectl_repack.deploy.certs import TLS_CRT, TLS_KEY
 from webhook.lease import LeaseState
-from webhook.metrics import Metrics
+from webhook.metrics import WebhookMetrics
 from webhook.relocations import RelocationStore
 
 log = logging.getLogger("webhook")
@@ -67,7 +67,27 @@ def build(args: argparse.Namespace, start_watches: bool = True):
     if start_watches:
         RepackRunWatcher(store, api_client).start()
         LeaseWatcher(lease, args.lease_namespace, args.lease_name, api_client).start()
-    return create_app(store, lease.fresh, Metrics())
+    return create_app(store, lease.fresh, WebhookMetrics(), signing_key=SigningKey(api_client, args.lease_namespace))
+
+
+class SigningKey:
+    """The RepackRun stamp key from its Secret (created by the controller): read once, and while it
+    is missing at most every `retry` seconds (each RepackRun CREATE asks)."""
+
+    def __init__(self, api_client: Any, namespace: str, retry: float = 5.0):
+        self.api, self.namespace, self.retry = api_client, namespace, retry
+        self.key: Optional[bytes] = None
+        self.tried = float("-inf")
+
+    def __call__(self) -> Optional[bytes]:
+        import time
+
+        from kubectl_repack.kube.incluster import read_signing_key
+
+        if self.key is None and time.monotonic() - self.tried >= self.retry:
+            self.tried = time.monotonic()
+            self.key = read_signing_key(self.api, self.namespace)
+        return self.key
 
 
 class _HandshakeInThreadContext(ssl.SSLContext):
@@ -144,7 +164,7 @@ def missing_extra(server: str) -> str:
     plugin without a web server unless asked."""
     import importlib.util
 
-    needed = ["flask"] + (["gunicorn"] if server == "gunicorn" else [])
+    needed = ["flask", "prometheus_client"] + (["gunicorn"] if server == "gunicorn" else [])
     missing = [name for name in needed if importlib.util.find_spec(name) is None]
     if not missing:
         return ""

@@ -24,7 +24,9 @@ from kubectl_repack.api.gates import (GATED_AT_ANNOTATION, PLACEMENT_GATE, PLACE
                                       PLANNED_NODE_ANNOTATION, RELOCATION_INDEX_ANNOTATION,
                                       RELOCATION_RUN_ANNOTATION, RELOCATION_VICTIM_ANNOTATION,
                                       REPLACEMENT_PODGROUP_ANNOTATION, escape_pointer)
+from kubectl_repack.api.control import CREATOR_ANNOTATION, CREATOR_SIGNATURE_ANNOTATION, Creator, stamp_annotations
 from kubectl_repack.api.matching import DEFAULT_SCHEDULER_NAMES, Match, match
+from kubectl_repack.api.run import GROUP as RUN_GROUP, PLURAL as RUN_PLURAL
 from kubectl_repack.api.relocations import RelocationIndex
 from kubectl_repack.api.times import rfc3339
 from kubectl_repack.errors import RepackError
@@ -53,6 +55,7 @@ class AdmissionRequest(TypedDict, total=False):
     operation: str
     object: dict
     dryRun: bool
+    userInfo: dict
 
 
 class AdmissionResponse(TypedDict, total=False):
@@ -199,3 +202,41 @@ def review_outcome(admission_review: Any, index: RelocationIndex, gate_allowed: 
 def review(admission_review: Any, index: RelocationIndex, gate_allowed: bool, now: datetime) -> AdmissionReview:
     """AdmissionReview v1 in, AdmissionReview v1 out: always allowed, JSONPatch for a replacement."""
     return review_outcome(admission_review, index, gate_allowed, now).response
+
+
+# --- RepackRun CREATE: the creator stamp (kubectl_repack.api.control) ----------------------------
+def _is_run_create(request: Mapping[str, Any]) -> bool:
+    resource = request.get("resource")
+    return (isinstance(resource, Mapping) and request.get("operation") == "CREATE"
+            and resource.get("group") == RUN_GROUP and resource.get("resource") == RUN_PLURAL
+            and not request.get("subResource"))
+
+
+def stamp_run(admission_review: Any, key: Optional[bytes]) -> AdmissionReview:
+    """Allowed always; for a RepackRun CREATE a JSONPatch writing the creator stamp from the
+    request's userInfo (signed with `key`). Without a key (not loaded yet) the patch only removes
+    whatever stamp the user pre-filled, so the controller will refuse to evict for the run rather
+    than trust it. Raises AdmissionReviewError for malformed input."""
+    request = _validate(admission_review)
+    uid = request["uid"]
+    if not _is_run_create(request):
+        return _response(uid, [])
+    run = request.get("object")
+    if not isinstance(run, Mapping):
+        raise AdmissionReviewError(f"AdmissionReview.request.object of repackrun CREATE {uid} is missing or not an object")
+    meta = run.get("metadata") if isinstance(run.get("metadata"), Mapping) else {}
+    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else None
+    name = str(meta.get("name") or request.get("name") or "")
+    if key is None or not name:
+        # generateName: the name is chosen after admission, so nothing can be signed for it
+        ops: list = [{"op": "remove", "path": "/metadata/annotations/" + escape_pointer(k)}
+                     for k in (CREATOR_ANNOTATION, CREATOR_SIGNATURE_ANNOTATION)
+                     if annotations is not None and k in annotations]
+        out = _response(uid, ops)
+        if not name:
+            out["response"]["warnings"] = ["repack: a RepackRun created with generateName gets no creator record, "
+                                           "so an Execute run will not evict; give metadata.name"]
+        return out
+    creator = Creator.from_user_info(request.get("userInfo"))
+    wanted = stamp_annotations(key, name, run.get("spec"), creator)
+    return _response(uid, build_patch(run, wanted, gate=False))

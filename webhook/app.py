@@ -16,10 +16,10 @@ from typing import Any, Callable, Optional, Protocol
 from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from webhook.admission import AdmissionReviewError, review_outcome
+from webhook.admission import AdmissionReviewError, review_outcome, stamp_run
 from kubectl_repack.api.matching import DEFAULT_SCHEDULER_NAMES
 from kubectl_repack.api.relocations import RecordKey, RelocationIndex
-from webhook.metrics import Metrics
+from webhook.metrics import WebhookMetrics
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +50,15 @@ def _fail_open(uid: str) -> dict:
 
 
 def create_app(index_provider: IndexProvider, lease_provider: Callable[[datetime], bool],
-               metrics: Optional[Metrics] = None, clock: Callable[[], datetime] = _utcnow,
-               scheduler_names: frozenset[str] = DEFAULT_SCHEDULER_NAMES) -> Flask:
-    """Build the Flask app: /mutate (POST), /healthz, /readyz, /metrics."""
+               metrics: Optional[WebhookMetrics] = None, clock: Callable[[], datetime] = _utcnow,
+               scheduler_names: frozenset[str] = DEFAULT_SCHEDULER_NAMES,
+               signing_key: Callable[[], Optional[bytes]] = lambda: None) -> Flask:
+    """Build the Flask app: /mutate and /stamp-run (POST), /healthz, /readyz, /metrics.
+
+    `signing_key()` is the key of the RepackRun creator stamp (None while it cannot be read)."""
     app = Flask("repack-webhook")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
-    metrics = metrics if metrics is not None else Metrics()
+    metrics = metrics if metrics is not None else WebhookMetrics()
     app.extensions["repack_metrics"] = metrics
 
     def bad_request(reason: str, status: int = 400) -> Response:
@@ -68,12 +71,9 @@ def create_app(index_provider: IndexProvider, lease_provider: Callable[[datetime
     def mutate() -> Response:
         started = time.perf_counter()
         try:
-            try:
-                body = json.loads(request.get_data(cache=False) or b"")
-            except (ValueError, UnicodeDecodeError) as exc:
-                return bad_request(f"body is not valid JSON: {exc}")
-            except RecursionError:
-                return bad_request("body is not valid JSON: nested too deeply")
+            body, problem = _json_body()
+            if problem:
+                return bad_request(problem)
             now = clock()
             gate_allowed = bool(lease_provider(now))
             try:
@@ -106,6 +106,22 @@ def create_app(index_provider: IndexProvider, lease_provider: Callable[[datetime
         finally:
             metrics.observe_latency(time.perf_counter() - started)
 
+    @app.post("/stamp-run")
+    def stamp() -> Response:
+        """RepackRun CREATE: record who creates the run (kubectl_repack.api.control)."""
+        body, problem = _json_body()
+        if problem:
+            return bad_request(problem)
+        try:
+            key = signing_key()
+        except Exception:  # noqa: BLE001 - no key: the stamp is removed, never forged
+            log.exception("reading the RepackRun signing key")
+            key = None
+        try:
+            return jsonify(stamp_run(body, key))
+        except AdmissionReviewError as exc:
+            return bad_request(str(exc))
+
     @app.get("/healthz")
     def healthz() -> Response:
         return Response("ok\n", mimetype="text/plain")
@@ -118,7 +134,8 @@ def create_app(index_provider: IndexProvider, lease_provider: Callable[[datetime
 
     @app.get("/metrics")
     def metrics_view() -> Response:
-        return Response(metrics.render(), mimetype="text/plain; version=0.0.4")
+        body, content_type = metrics.exposition(request.headers.get("Accept"))
+        return Response(body, content_type=content_type)
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:
@@ -127,6 +144,16 @@ def create_app(index_provider: IndexProvider, lease_provider: Callable[[datetime
         return resp
 
     return app
+
+
+def _json_body() -> tuple:
+    """(the request's JSON body, '') or (None, why it is not JSON)."""
+    try:
+        return json.loads(request.get_data(cache=False) or b""), ""
+    except (ValueError, UnicodeDecodeError) as exc:
+        return None, f"body is not valid JSON: {exc}"
+    except RecursionError:
+        return None, "body is not valid JSON: nested too deeply"
 
 
 def _pod_name(body: Any) -> str:

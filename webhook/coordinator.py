@@ -29,9 +29,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import secrets
 import signal
-import socket
 import threading
 import time
 from datetime import datetime, timedelta
@@ -42,7 +40,7 @@ from kubectl_repack.api.run import goal_resource, is_active_execute, ttl_expired
 from kubectl_repack.api.times import parse_duration, utcnow
 from kubectl_repack.errors import ClusterAPIError, NotFound, RepackError
 from kubectl_repack.kube.objects import FILTER_KINDS
-from webhook.election import DEFAULT_LEASE_DURATION, LeaderElector
+from webhook.election import DEFAULT_LEASE_DURATION, LeaderElector, process_identity
 from webhook.metrics import Metrics
 from webhook.placement import Decision, LiveFit, Replacement, decide, find_record_in, record_fields, replacement_of
 
@@ -264,9 +262,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     metrics = Metrics()
     if args.metrics_port:
         _serve_metrics(metrics, args.metrics_port)
-    # unique per process instance: hostname and PID repeat across pods and host-network containers
-    identity = args.identity or (f"{os.environ.get('POD_NAME') or socket.gethostname()}_{os.getpid()}_"
-                                 f"{secrets.token_hex(4)}")
+    identity = process_identity(args.identity)
     elector = LeaderElector(LeaseClient(api, args.namespace, args.lease_name), identity, lease_duration)
     coordinator = Coordinator(LiveCluster(api), RunStore(api), elector, placement_lease, interval, metrics=metrics)
 

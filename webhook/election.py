@@ -6,6 +6,9 @@ The webhook gates pods only while this Lease is fresh, so leadership must end wh
 from __future__ import annotations
 
 import logging
+import os
+import secrets
+import socket
 from datetime import datetime, timedelta
 from typing import Callable, Optional
 
@@ -17,6 +20,12 @@ from kubectl_repack.kube.lease import LeaseClient
 log = logging.getLogger("webhook.election")
 
 DEFAULT_LEASE_DURATION = 15          # seconds; the webhook gates only while this is fresh
+
+
+def process_identity(explicit: Optional[str] = None) -> str:
+    """The holder identity of this process: unique per process instance, since hostname and PID
+    repeat across pods and host-network containers."""
+    return explicit or f"{os.environ.get('POD_NAME') or socket.gethostname()}_{os.getpid()}_{secrets.token_hex(4)}"
 
 
 class LeaderElector:

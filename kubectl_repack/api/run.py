@@ -66,6 +66,11 @@ class Reason:
     # status.relocations do not match status.plan.moves (edited through repackruns/status): nothing
     # is evicted on their word
     INVALID_RECORDS = "RelocationRecordsInvalid"
+    # in-cluster runs (api.control): stopped by the cancel annotation or a delete; a spec the CRD
+    # accepts but the planner refuses; a creator who may not evict (or no trustworthy creator record)
+    CANCELLED = "Cancelled"
+    INVALID_SPEC = "InvalidSpec"
+    NOT_AUTHORIZED = "EvictionNotAuthorized"
 
 
 ALL_REASONS = frozenset(v for k, v in vars(Reason).items() if k.isupper())

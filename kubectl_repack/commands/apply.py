@@ -1,7 +1,11 @@
-"""`kubectl repack apply`: carry out an Execute RepackRun with the user's own credentials.
+"""`kubectl repack apply`: an Execute RepackRun, carried out in the cluster (default) or here (--local).
 
-The command validates locally and wires the workflow (kubectl_repack.engine.workflow) to the
-cluster; what happens in which order, and why, is documented there.
+Default: validate, plan locally on live state and print the plan to expect, check that the
+in-cluster controller runs, create the run (the admission webhook records who created it), and
+follow it until it ends (webhook.controller carries it out; Ctrl-C stops the following only).
+`--local` keeps the foreground execution with the user's own credentials (the workflow in
+kubectl_repack.engine.workflow, whose docstring gives the order and why) for clusters without the
+in-cluster part.
 """
 from __future__ import annotations
 
@@ -11,26 +15,33 @@ import time
 import click
 
 import planner
+from planner.gcpause import paused_gc
 from kubectl_repack import render, schema
-from kubectl_repack.api.run import (MODE_EXECUTE, NOT_RECOMMENDED, PHASE_FAILED, PHASE_SUCCEEDED, relocations,
-                                    run_reason)
-from kubectl_repack.api.times import parse_duration, rfc3339, utcnow
-from kubectl_repack.errors import ValidationError
+from kubectl_repack.api.control import COOLDOWN_ANNOTATION, EXECUTOR_ANNOTATION, EXECUTOR_LOCAL, TIMEOUT_ANNOTATION
+from kubectl_repack.api.run import (MODE_EXECUTE, NOT_RECOMMENDED, PHASE_FAILED, PHASE_SUCCEEDED, is_finished,
+                                    relocations, run_reason)
+from kubectl_repack.api.times import rfc3339, utcnow
+from kubectl_repack.errors import ClusterAPIError, ValidationError
 
-from .options import (OUTPUT_JSON, OUTPUT_YAML, RUN_NAME, cluster_options, output_option, settings, stamp,
+from .options import (OUTPUT_JSON, OUTPUT_YAML, RUN_NAME, cluster_options, duration, output_option, settings, stamp,
                       template_options)
 from .runspec import QuickFlags, build_run
 
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, EXIT_NOT_RECOMMENDED, EXIT_WAITING, EXIT_RUN_FAILED = 0, 1, 2, 3, 4, 5
 
 EPILOG = """\b
+Where it runs: by default the in-cluster controller (`kubectl repack install`) carries the run
+out and apply follows it; --local carries it out from this process instead (it stops when this
+process stops; `apply --local --resume NAME` continues it).
+
+\b
 Exit codes:
   0  the run Succeeded (ExecutionCompleted or ExecutionCompletedWithAlternativePlacement)
   1  runtime error (cluster unreachable or refusing); the run can be continued with --resume
   2  usage or validation error (nothing was sent)
   3  the live re-plan recommended nothing (NoFragmentation, InsufficientImprovement): no eviction
-  4  the run is Pending: another Execute holds the Lease or the cooldown runs (--no-wait, or
-     --timeout passed while waiting)
+  4  the run is not finished: Pending (another Execute holds the Lease or the cooldown runs)
+     or still running when --timeout passed (--no-wait: not followed)
   5  the run ended Failed (reason in its Failed condition, e.g. EvictionBlockedByPDB)
 
 \b
@@ -43,19 +54,12 @@ evicted at least one pod.
 Examples:
   kubectl repack apply -f ascend-execute-001.yaml
   kubectl repack apply -f ascend-guarded-dryrun.yaml --mode Execute --name ascend-execute-002
-  kubectl repack apply --resume ascend-execute-001
+  kubectl repack apply --resume ascend-execute-001      (follow it again)
+  kubectl repack apply -f run.yaml --local              (no in-cluster controller)
   kubectl repack apply -f run.yaml --no-wait -o json
 """
 
 
-def _duration(ctx, param, value):
-    if value is None:
-        return None
-    try:
-        return parse_duration(value)
-    except (ValueError, OverflowError) as e:  # OverflowError: more days than a timedelta holds
-        raise click.BadParameter(str(e) if isinstance(e, ValueError) else f"{value!r} is too long a duration",
-                                 ctx=ctx, param=param) from e
 
 
 class _Reporter:
@@ -133,38 +137,39 @@ def _emit(run: dict, output, note: str = "", allow_missing: bool = True) -> None
 @click.option("-f", "--filename", "file", metavar="RUN.yaml",
               help="The Execute RepackRun (YAML or JSON; '-' reads stdin).")
 @click.option("--resume", metavar="NAME", type=RUN_NAME,
-              help="Continue the existing Execute RepackRun NAME from its records.")
+              help="Follow the existing Execute RepackRun NAME again (with --local: continue it from its records).")
 @click.option("--mode", type=click.Choice([MODE_EXECUTE]),
               help="Set spec.mode (lets a reviewed DryRun file be executed; use with --name).")
 @click.option("--name", metavar="NAME", type=RUN_NAME, help="metadata.name of the run (overrides the file's).")
+@click.option("--local", is_flag=True,
+              help="Carry the run out from this process with your credentials, not in the cluster (for "
+                   "clusters without `kubectl repack install`; it stops when this process stops).")
 @click.option("--wait/--no-wait", default=True, show_default=True,
-              help="While another Execute holds the Lease or the cooldown runs: wait and retry, or exit 4.")
-@click.option("--timeout", callback=_duration, default="10m", show_default=True, metavar="DURATION",
+              help="Follow the run to its end (while another Execute holds the Lease or the cooldown runs: "
+                   "keep waiting), or return at once (exit 4 while it is not finished).")
+@click.option("--timeout", callback=duration, default="10m", show_default=True, metavar="DURATION",
               help="Execution deadline (status.executionDeadline: evictions, retries, placement), and the "
-                   "longest --wait for the Lease.")
-@click.option("--cooldown", callback=_duration, default=None, metavar="DURATION",
+                   "longest wait for the Lease.")
+@click.option("--cooldown", callback=duration, default=None, metavar="DURATION",
               help="Cluster-wide pause after an Execute before the next may start (default: the stored "
                    "setting, else 10m). Given, it is stored as the new setting.")
-@click.option("--eviction-retry-timeout", callback=_duration, default="60s", show_default=True,
-              metavar="DURATION", help="How long an eviction refused by a PodDisruptionBudget (429) is retried.")
+@click.option("--eviction-retry-timeout", callback=duration, default="60s", show_default=True,
+              metavar="DURATION", help="How long an eviction refused by a PodDisruptionBudget (429) is retried "
+                                       "(--local; in the cluster the controller's setting).")
 @output_option(OUTPUT_YAML, OUTPUT_JSON, templates=True,
                help_text="yaml|json|name|jsonpath=...|jsonpath-as-json=...|custom-columns=...: the final "
                          "RepackRun object, no progress display. Default: a summary.")
 @template_options
 @cluster_options
-def command(file, resume, mode, name, wait, timeout, cooldown, eviction_retry_timeout, output, allow_missing):
+def command(file, resume, mode, name, local, wait, timeout, cooldown, eviction_retry_timeout, output,
+            allow_missing):
     """Execute a repack: re-plan on live state and move pods through the Eviction API.
 
     One Execute runs at a time per cluster (a Lease in repack-system), with a cooldown after each.
-    Every relocation is recorded in the RepackRun before its eviction, so a killed apply is
-    continued by `apply --resume NAME` (or by applying the same run again) without evicting any
-    pod twice.
+    Every relocation is recorded in the RepackRun before its eviction, so a stopped run is
+    continued from its records without evicting any pod twice: by the in-cluster controller
+    after a restart, or with --local by `apply --local --resume NAME`.
     """
-    from kubectl_repack.engine.execute_lease import ExecuteLease
-    from kubectl_repack.engine.workflow import ApplyRequest, apply_run
-    from kubectl_repack.kube.objects import LiveCluster
-    from kubectl_repack.kube.runs import RunStore
-
     if bool(file) == bool(resume):
         raise click.UsageError("give either -f RUN.yaml or --resume NAME")
     quiet = render.prints_object(output)
@@ -182,8 +187,26 @@ def command(file, resume, mode, name, wait, timeout, cooldown, eviction_retry_ti
         name = run["metadata"]["name"]
     else:
         name = resume
-
     api = settings().api()
+    if local:
+        _apply_local(api, name, spec_run, wait, timeout, cooldown, eviction_retry_timeout, output, allow_missing,
+                     quiet)
+    else:
+        _apply_in_cluster(api, name, spec_run, wait, timeout, cooldown, output, allow_missing, quiet)
+
+
+def _apply_local(api, name, spec_run, wait, timeout, cooldown, eviction_retry_timeout, output, allow_missing,
+                 quiet) -> None:
+    from kubectl_repack.engine.execute_lease import ExecuteLease
+    from kubectl_repack.engine.workflow import ApplyRequest, apply_run
+    from kubectl_repack.kube.objects import LiveCluster
+    from kubectl_repack.kube.runs import RunStore
+
+    if spec_run is not None:   # an installed controller leaves a run this process carries out alone
+        spec_run["metadata"].setdefault("annotations", {})[EXECUTOR_ANNOTATION] = EXECUTOR_LOCAL
+    warning = _no_webhook_warning(api)
+    if warning:   # stderr, also with -o (stdout then carries only the object)
+        click.echo(f"warning: {warning}", err=True)
     cluster = LiveCluster(api)
     reporter = _Reporter(quiet, sys.stderr.isatty())
     request = ApplyRequest(name, spec_run, wait=wait, timeout=timeout, cooldown=cooldown,
@@ -194,3 +217,75 @@ def command(file, resume, mode, name, wait, timeout, cooldown, eviction_retry_ti
         reporter.done()
     _emit(result.run, output, result.note, allow_missing)
     raise click.exceptions.Exit(EXIT_WAITING if result.pending else _exit_code(result.run))
+
+
+def _no_webhook_warning(api) -> str:
+    """Why replacements will not be steered ('' when the placement webhook is installed, or when
+    this user may not read webhook configurations: then nothing is known either way)."""
+    from kubectl_repack.deploy.manifests import CONFIG_NAME
+    from kubectl_repack.errors import ClusterAPIError, NotFound
+    from kubectl_repack.kube.client import request
+
+    try:
+        request(api, "GET", f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{CONFIG_NAME}")
+    except NotFound:
+        return (f"no placement webhook is installed (MutatingWebhookConfiguration {CONFIG_NAME}): the scheduler "
+                "alone places the replacements, which may land back on the nodes being emptied "
+                "(NodesNotFreed); `kubectl repack install` adds it")
+    except ClusterAPIError:
+        return ""
+    return ""
+
+
+def _apply_in_cluster(api, name, spec_run, wait, timeout, cooldown, output, allow_missing, quiet) -> None:
+    from kubectl_repack.api.control import executed_locally
+    from kubectl_repack.api.times import format_duration
+    from kubectl_repack.kube.objects import LiveSource
+    from kubectl_repack.kube.preflight import FAIL, Preflight
+    from kubectl_repack.kube.runs import RunStore
+
+    from .follow import SILENT, follow
+
+    store = RunStore(api)
+    info = SILENT if quiet else sys.stderr
+    if spec_run is not None:
+        check = Preflight(api).controller()
+        if check.ok is FAIL:
+            raise ClusterAPIError(f"{check.detail}; `kubectl repack install` runs it, or carry the run out from here "
+                                  f"with --local")
+        # The plan to expect: the controller plans again when it starts (EXEC-1), on the state of then.
+        with paused_gc():
+            source = LiveSource(api)
+            result = planner.plan(source.snapshot(), planner.RunSpec.from_spec(spec_run["spec"]))
+        expected = dict(spec_run, status=result.status(rfc3339(utcnow())))
+        summary = render.plan_summary(expected, result, source.description)
+        click.echo(summary, nl=False, err=quiet)
+        if result.outcome in NOT_RECOMMENDED:
+            if not quiet:
+                click.echo(f"nothing to execute ({result.outcome}): no RepackRun was created", err=True)
+            raise click.exceptions.Exit(EXIT_NOT_RECOMMENDED)
+        ann = spec_run["metadata"].setdefault("annotations", {})
+        ann[TIMEOUT_ANNOTATION] = format_duration(timeout)
+        if cooldown is not None:
+            ann[COOLDOWN_ANNOTATION] = format_duration(cooldown)
+        store.create(spec_run)
+        click.echo(f"repackrun.repack.volcano.sh/{name} created; the in-cluster controller carries it out", err=True)
+    else:
+        existing = store.get(name)
+        if executed_locally(existing):
+            raise ValidationError([f"repackrun {name} is carried out by `kubectl repack apply --local` (annotation "
+                                   f"{EXECUTOR_ANNOTATION}={EXECUTOR_LOCAL}); continue it with "
+                                   f"`kubectl repack apply --local --resume {name}`"])
+    if not wait:
+        run = store.get(name)
+        _emit(run, output, f"not following (--no-wait): kubectl repack status {name} -w", allow_missing)
+        raise click.exceptions.Exit(_exit_code(run))
+    try:
+        run = follow(store, name, timeout, info, tty=not quiet and sys.stderr.isatty())
+    except KeyboardInterrupt:
+        click.echo(f"\nstopped following; the run goes on in the cluster: kubectl repack status {name} -w", err=True)
+        raise click.exceptions.Exit(130)
+    note = "" if is_finished(run) else (f"repackrun {name} is not finished after --timeout {format_duration(timeout)}; "
+                                        f"it goes on in the cluster: kubectl repack status {name} -w")
+    _emit(run, output, note, allow_missing)
+    raise click.exceptions.Exit(_exit_code(run))

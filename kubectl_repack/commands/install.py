@@ -297,7 +297,6 @@ def wait_for_deployment(api, namespace: str, name: str, timeout: float, poll: fl
     """Polls the Deployment until `deployment_ready`; on timeout raises InstallNotReady naming
     every container that is not ready (and why), read from the Deployment's pods."""
     from kubectl_repack.errors import NotFound
-    from kubectl_repack.deploy import manifests
 
     path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
     deadline = clock() + timeout
@@ -312,7 +311,7 @@ def wait_for_deployment(api, namespace: str, name: str, timeout: float, poll: fl
         if clock() >= deadline:
             break
         sleep(poll)
-    selector = ",".join(f"{k}={v}" for k, v in {"app.kubernetes.io/name": manifests.NAME}.items())
+    selector = f"app.kubernetes.io/name={name}"   # each Deployment's pods carry their own name
     pods = _request(api, "GET", f"/api/v1/namespaces/{namespace}/pods",
                     query=[("labelSelector", selector)]).get("items") or []
     problems = [p for pod in pods for p in _pod_problems(pod)]
@@ -396,12 +395,14 @@ def command(namespace, image, node_selector, tolerations, priority_class, apiser
             continue
         server_side_apply(api, obj)
         click.echo(f"{describe(obj)} serverside-applied")
-    deployments = [o for o in objs if o["kind"] == "Deployment"]
+    deployments = [o["metadata"] for o in objs if o["kind"] == "Deployment"]
     if wait and deployments:
-        dep = deployments[0]["metadata"]
-        click.echo(f"waiting up to {timeout:.0f}s for deployment {dep['namespace']}/{dep['name']} to be Ready ...")
-        wait_for_deployment(api, dep["namespace"], dep["name"], timeout)
-        click.echo(f"deployment.apps/{dep['name']} Ready")
+        started = time.monotonic()
+        for dep in deployments:   # one --timeout for all of them
+            left = max(1.0, timeout - (time.monotonic() - started))
+            click.echo(f"waiting up to {left:.0f}s for deployment {dep['namespace']}/{dep['name']} to be Ready ...")
+            wait_for_deployment(api, dep["namespace"], dep["name"], left)
+            click.echo(f"deployment.apps/{dep['name']} Ready")
 
 
 @click.command("uninstall")
@@ -415,9 +416,14 @@ def uninstall_command(namespace, include_crd, dry_run):
     """Remove the webhook and coordinator (and with --include-crd the RepackRun CRD)."""
     # The NetworkPolicy is listed whether or not install made one (--apiserver-cidr): not found is fine.
     objs = manifests_for(namespace, "unused", None, None, {"apiserver_cidrs": ["0.0.0.0/32"]})
-    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": _secret_name(), "namespace": namespace}}
+    from kubectl_repack.api.control import SIGNING_SECRET_NAME
+    from kubectl_repack.deploy.manifests import CONTROLLER_NAME
+
+    secrets_ = [{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace}}
+                for name in (_secret_name(), SIGNING_SECRET_NAME)]   # the second is made by the controller
     ordered = [o for o in reversed(objs) if o["kind"] != "CustomResourceDefinition"]
-    ordered.insert(ordered.index(next(o for o in ordered if o["kind"] == "Deployment")) + 1, secret)
+    at = ordered.index(next(o for o in ordered if o["kind"] == "Deployment")) + 1
+    ordered[at:at] = secrets_
     if include_crd:
         ordered.append(objs[0])
     # Namespace last among ours: the namespaced objects go with it anyway, but explicitly first.
@@ -436,6 +442,42 @@ def uninstall_command(namespace, include_crd, dry_run):
         if obj["kind"] == "MutatingWebhookConfiguration":
             for pod in release_gates(api):
                 click.echo(f"pod/{pod} placement gate removed")
+        if obj["kind"] == "Deployment" and obj["metadata"]["name"] == CONTROLLER_NAME:
+            for run, finished in release_finalizers(api):
+                click.echo(f"repackrun.repack.volcano.sh/{run} finalizer removed"
+                           + ("" if finished else " (the run is not finished and nothing in the cluster "
+                                                  "carries it on now: `kubectl repack apply --local --resume`)"))
+
+
+def release_finalizers(api) -> list:
+    """Remove the controller's finalizer from every RepackRun: with the controller gone nobody would,
+    and a delete would hang. Returns [(name, finished)]."""
+    from kubectl_repack.api.control import FINALIZER
+    from kubectl_repack.api.run import GROUP, PLURAL, VERSION, is_finished
+
+    released = []
+    try:
+        items = _request(api, "GET", f"/apis/{GROUP}/{VERSION}/{PLURAL}").get("items") or []
+    except ClusterAPIError as e:
+        if e.status == 404:    # no CRD: no runs
+            return released
+        raise
+    for run in items:
+        meta = run["metadata"]
+        current = list(meta.get("finalizers") or [])
+        if FINALIZER not in current:
+            continue
+        ops = [{"op": "test", "path": "/metadata/finalizers", "value": current},
+               {"op": "replace", "path": "/metadata/finalizers", "value": [f for f in current if f != FINALIZER]}]
+        try:
+            _request(api, "PATCH", f"/apis/{GROUP}/{VERSION}/{PLURAL}/{meta['name']}", ops,
+                     content_type="application/json-patch+json")
+        except ClusterAPIError as e:
+            if e.status not in (404, 409, 422):
+                raise
+            continue
+        released.append((meta["name"], is_finished(run)))
+    return released
 
 
 def release_gates(api) -> list[str]:

@@ -26,7 +26,8 @@ class Settings:
     token: Optional[str] = None
     insecure_skip_tls_verify: bool = False
     as_user: Optional[str] = None
-    as_group: Optional[str] = None
+    as_group: tuple = ()
+    request_timeout: Optional[float] = None
     _api: object = None
 
     def api(self):
@@ -34,9 +35,12 @@ class Settings:
         if self._api is None:
             from kubectl_repack.kube import client
 
+            if self.as_group and not self.as_user:  # as kubectl, before anything is sent
+                raise click.UsageError("--as-group needs --as: groups are impersonated together with a user")
+
             self._api = client.connect(self.kubeconfig, self.context, client.Overrides(
                 server=self.server, token=self.token, insecure=self.insecure_skip_tls_verify,
-                as_user=self.as_user, as_group=self.as_group))
+                as_user=self.as_user, as_groups=tuple(self.as_group), request_timeout=self.request_timeout))
         return self._api
 
 
@@ -122,19 +126,39 @@ def _server_url(ctx, param, value):
     return _remember(ctx, param, value)
 
 
-def _one_group(ctx, param, value):
-    if len(value) > 1:
-        raise click.BadParameter("one group at most (the Kubernetes Python client sends one "
-                                 "Impersonate-Group header)", ctx=ctx, param=param)
-    return _remember(ctx, param, value[0] if value else None)
+def _groups(ctx, param, value):
+    if value:  # every group given, each sent as its own header; as for the other flags, the
+        settings(ctx).as_group = tuple(value)  # groups given after the command win over those before
+    return value
+
+
+def _request_timeout(ctx, param, value):
+    """kubectl's --request-timeout: whole seconds ("30") or a duration ("30s", "1m"); 0 = none."""
+    if value is None:
+        return None
+    from kubectl_repack.api.times import parse_duration
+
+    try:
+        seconds = parse_duration(value).total_seconds()
+    except (ValueError, OverflowError) as e:
+        raise click.BadParameter(
+            f"{value!r}: a timeout is a single integer in seconds, or an integer followed by a unit "
+            "(e.g. 1s | 2m | 3h); 0 waits as long as it takes", ctx=ctx, param=param) from e
+    settings(ctx).request_timeout = seconds
+    return seconds
 
 
 def cluster_options(f):
     """kubectl's connection flags: --kubeconfig, --context, --server, --token,
-    --insecure-skip-tls-verify, --as, --as-group (stored in Settings, not passed to the command)."""
-    f = click.option("--as-group", "as_group", metavar="GROUP", multiple=True, callback=_one_group,
+    --insecure-skip-tls-verify, --as, --as-group, --request-timeout (stored in Settings, not passed
+    to the command)."""
+    f = click.option("--request-timeout", "request_timeout", metavar="DURATION", callback=_request_timeout,
                      expose_value=False, is_eager=True,
-                     help="Group to impersonate for the operation (with --as).")(f)
+                     help="How long to wait for each API server request before giving up: whole seconds "
+                          "or a duration (30s, 1m); 0 means no limit. Default: 60s.")(f)
+    f = click.option("--as-group", "as_group", metavar="GROUP", multiple=True, callback=_groups,
+                     expose_value=False, is_eager=True,
+                     help="Group to impersonate for the operation (with --as); repeat for several.")(f)
     f = click.option("--as", "as_user", metavar="USER", callback=_remember, expose_value=False, is_eager=True,
                      help="Username to impersonate for the operation (a user or a service account).")(f)
     f = click.option("--insecure-skip-tls-verify", "insecure_skip_tls_verify", is_flag=True, default=None,
@@ -244,3 +268,16 @@ def stamp(now: str) -> str:
 
 __all__ = ["Template", "TEMPLATE_KINDS", "OUTPUT_NAME", "template_options", "IntRange", "RUN_NAME", "NAMESPACE", "IMAGE_REF", "Settings", "settings", "cluster_options", "output_option", "now_option", "now_or_current",
            "stamp", "OUTPUT_YAML", "OUTPUT_JSON", "OUTPUT_WIDE", "NOW_ENV"]
+
+
+def duration(ctx, param, value):
+    """click callback: a duration flag ("30s", "10m", "1h30m") as a timedelta; usage error otherwise."""
+    from kubectl_repack.api.times import parse_duration
+
+    if value is None:
+        return None
+    try:
+        return parse_duration(value)
+    except (ValueError, OverflowError) as e:  # OverflowError: more days than a timedelta holds
+        raise click.BadParameter(str(e) if isinstance(e, ValueError) else f"{value!r} is too long a duration",
+                                 ctx=ctx, param=param) from e

@@ -11,12 +11,14 @@ import click
 import planner
 from planner.gcpause import paused_gc
 from kubectl_repack import render
+from kubectl_repack.api.control import EXECUTOR_ANNOTATION, EXECUTOR_LOCAL
 from kubectl_repack.api.run import MODE_DRY_RUN, Reason
 from kubectl_repack.kube import objects, runs
 from kubectl_repack.errors import ValidationError
 
 from .options import (OUTPUT_JSON, OUTPUT_WIDE, OUTPUT_YAML, RUN_NAME, IntRange, cluster_options, now_option,
                       now_or_current, output_option, settings, stamp, template_options)
+from .progress import Progress
 from .runspec import QuickFlags, build_run, read_stdin
 
 EPILOG = """\b
@@ -72,7 +74,8 @@ Exit codes: 0 evaluated (any outcome), 1 runtime error (cluster, snapshot file),
               help="Exit 3 when the outcome is not RepackRecommended (NoFragmentation, InsufficientImprovement).")
 @output_option(OUTPUT_YAML, OUTPUT_JSON, OUTPUT_WIDE, templates=True,
                help_text="yaml|json: the complete RepackRun object; wide: the summary plus blocked "
-                         "candidates and rounds; name|jsonpath=...|jsonpath-as-json=...|custom-columns=...: "
+                         "candidates, rounds and every node in the card map (by default only the nodes "
+                         "that change); name|jsonpath=...|jsonpath-as-json=...|custom-columns=...: "
                          "the RepackRun as kubectl prints these. Default: a readable summary.")
 @template_options
 @cluster_options
@@ -100,25 +103,34 @@ def command(file, resource, min_improvement, max_podgroups, max_cards, podgroup_
                                "set mode: DryRun (Execute runs are started by `kubectl repack apply`)"])
     spec = planner.RunSpec.from_spec(run["spec"])  # SpecError exits 2, still before any read
 
+    progress = Progress()  # stderr, and only on a terminal
     if snapshot_file:
         if snapshot_file == "-":
             source = objects.FileSource("-", read_stdin())
         else:
             source = objects.FileSource(snapshot_file)
     else:
-        source = objects.LiveSource(settings().api())
-    with paused_gc():  # many small immutable objects, no cycles: collector passes cost seconds
-        snapshot = source.snapshot()
-    warning = render.no_provider_warning(snapshot, spec.resource)
-    if warning:
-        click.echo(f"warning: {warning}", err=True)
-    with paused_gc():
-        result = planner.plan(snapshot, spec)
+        source = objects.LiveSource(settings().api(), progress=progress if progress.enabled else None)
+    try:
+        progress.step(f"reading {source.description}")
+        with paused_gc():  # many small immutable objects, no cycles: collector passes cost seconds
+            snapshot = source.snapshot()
+        progress.done()
+        warning = render.no_provider_warning(snapshot, spec.resource)
+        if warning:
+            click.echo(f"warning: {warning}", err=True)
+        progress.step("planning")
+        with paused_gc():
+            result = planner.plan(snapshot, spec, progress=progress if progress.enabled else None)
+    finally:
+        progress.done()
     run = dict(run, status=result.status(now))
 
     saved = ""
     if save:
         store = runs.RunStore(settings().api())
+        # this command writes the plan itself: the in-cluster controller leaves the run alone
+        run["metadata"].setdefault("annotations", {})[EXECUTOR_ANNOTATION] = EXECUTOR_LOCAL
         store.create(run)
         run = store.write_status(run["metadata"]["name"], run["status"])
         saved = f"repackrun.repack.volcano.sh/{run['metadata']['name']}"
@@ -129,6 +141,6 @@ def command(file, resource, min_improvement, max_podgroups, max_cards, podgroup_
         click.echo(render.object_output(run, output, allow_missing), nl=False)
     else:
         click.echo(render.plan_summary(run, result, source.description, wide=output == OUTPUT_WIDE,
-                                       saved=saved), nl=False)
+                                       saved=saved, pools=render.node_pools(snapshot, spec.resource)), nl=False)
     if exit_code and result.outcome != Reason.RECOMMENDED:
         raise click.exceptions.Exit(3)

@@ -17,6 +17,7 @@ from kubectl_repack.kube import objects as kube_objects
 from kubectl_repack.errors import RepackError
 
 from .options import cluster_options, settings
+from .progress import Progress
 
 
 def snapshot_list(objects) -> dict:
@@ -45,7 +46,12 @@ def command(out, fmt):
     if out != "-" and not os.path.isdir(os.path.dirname(os.path.abspath(out))):
         raise click.BadParameter(f"cannot write {out}: directory {os.path.dirname(os.path.abspath(out))} "
                                  "does not exist", param_hint="'-o' / '--output'")
-    objects = kube_objects.read_snapshot(settings().api())
+    progress = Progress()  # stderr, and only on a terminal
+    try:
+        objects = (kube_objects.read_snapshot(settings().api(), progress=progress) if progress.enabled
+                   else kube_objects.read_snapshot(settings().api()))
+    finally:
+        progress.done()
     planner.load_objects(objects)  # fail here, not at planning time, if something is unreadable
     text = render.dump(snapshot_list(objects), fmt)
     if out == "-":

@@ -4,10 +4,14 @@
 `--dry-run -o yaml` prints it. `python -m kubectl_repack.deploy.manifests config/webhook` rewrites the
 reference copies under config/webhook/ (no Secret, no caBundle: those are made per install).
 
-RBAC is least privilege by construction: the service account may read what the planner's filters
-need, patch pods (to remove its own gate) and pods/status (nominatedNodeName), write RepackRun
-status, delete finished RepackRuns (ttlSecondsAfterFinished), and use Leases in its own
-namespace only. It can neither evict nor delete pods.
+RBAC is least privilege by construction: the webhook's service account may read what the planner's
+filters need, patch pods (to remove its own gate) and pods/status (nominatedNodeName), write
+RepackRun status, delete finished RepackRuns (ttlSecondsAfterFinished), use Leases in its own
+namespace and read the RepackRun signing key there. It can neither evict nor delete pods.
+
+The RepackRun controller (webhook.controller) runs in its own Deployment with its own service
+account, the only one that may create pods/eviction; it also asks SubjectAccessReviews (may the
+run's creator evict?), records Events, and keeps the signing key Secret of its namespace.
 """
 from __future__ import annotations
 
@@ -20,6 +24,8 @@ from kubectl_repack.deploy.certs import CA_CRT, TLS_CRT, TLS_KEY, CertBundle
 
 NAMESPACE = "repack-system"
 NAME = "repack-webhook"
+# The RepackRun controller (issue 12): its own Deployment and ServiceAccount, the only one that may evict.
+CONTROLLER_NAME = "repack-controller"
 SECRET_NAME = "repack-webhook-tls"
 WEBHOOK_NAME = "placement.repack.volcano.sh"
 CONFIG_NAME = "repack-placement"
@@ -27,6 +33,8 @@ DEFAULT_IMAGE = "ghcr.io/kubectl-repack/repack-webhook:0.1.0"
 CONTAINER_PORT = 8443
 CERT_MOUNT = "/etc/repack-webhook/tls"
 METRICS_PORT = 9090  # the coordinator's /metrics and /healthz (plain HTTP)
+CONTROLLER_HEALTH_PORT = 8081  # the controller's /healthz (plain HTTP)
+STAMP_WEBHOOK_NAME = "creator.repack.volcano.sh"
 RUN_AS = 65532  # the image's numeric USER; stated again so runAsNonRoot is verifiable
 TMP_MOUNT = "/tmp"
 # Why one replica (also written on the Deployment, as the annotation below): the webhook keeps
@@ -67,9 +75,40 @@ def cluster_role_rules() -> list[dict]:
 
 
 def lease_role_rules() -> list[dict]:
-    """Leases only in the webhook's own namespace (leader election and the liveness signal)."""
+    """Leases only in the webhook's own namespace (leader election and the liveness signal), and
+    reading the RepackRun signing key there (the controller creates it)."""
+    from kubectl_repack.api.control import SIGNING_SECRET_NAME
+
     return [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-             "verbs": ["get", "list", "watch", "create", "update"]}]
+             "verbs": ["get", "list", "watch", "create", "update"]},
+            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [SIGNING_SECRET_NAME], "verbs": ["get"]}]
+
+
+def controller_cluster_role_rules() -> list[dict]:
+    """What carrying out a run needs: the planner's reads, pods/eviction, RepackRuns and their
+    status and finalizers, SubjectAccessReviews for the creator, Events."""
+    read = ["get", "list", "watch"]
+    return [
+        {"apiGroups": [""], "resources": ["pods", "namespaces", "nodes", "persistentvolumes",
+                                          "persistentvolumeclaims"], "verbs": read},
+        {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+        {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": read},
+        {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": read},
+        {"apiGroups": ["batch.volcano.sh"], "resources": ["jobs"], "verbs": read},
+        {"apiGroups": ["workload.serving.volcano.sh"], "resources": ["modelservings"], "verbs": read},
+        {"apiGroups": ["repack.volcano.sh"], "resources": ["repackruns"], "verbs": read + ["patch", "update", "delete"]},
+        {"apiGroups": ["repack.volcano.sh"], "resources": ["repackruns/status"], "verbs": ["get", "patch", "update"]},
+        {"apiGroups": ["repack.volcano.sh"], "resources": ["repackruns/finalizers"], "verbs": ["update"]},
+        {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+    ]
+
+
+def controller_role_rules() -> list[dict]:
+    """In its own namespace: Leases (its leader election and the execute mutex) and the signing key."""
+    return [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+             "verbs": ["get", "list", "watch", "create", "update"]},
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create"]}]
 
 
 def namespace_manifest(namespace: str) -> Manifest:
@@ -115,6 +154,68 @@ def secret(namespace: str, certs: CertBundle) -> Manifest:
             ((TLS_CRT, certs.cert_pem), (TLS_KEY, certs.key_pem), (CA_CRT, certs.ca_cert_pem))}
     return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
             "metadata": _meta(SECRET_NAME, namespace), "data": data}
+
+
+def controller_rbac(namespace: str) -> list[Manifest]:
+    """ServiceAccount, ClusterRole(+Binding) and Role(+Binding) of the controller."""
+    meta = _meta(CONTROLLER_NAME)
+    meta["labels"]["app.kubernetes.io/name"] = CONTROLLER_NAME
+    ns_meta = dict(meta, namespace=namespace)
+    subject = [{"kind": "ServiceAccount", "name": CONTROLLER_NAME, "namespace": namespace}]
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": dict(ns_meta)},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": dict(meta),
+         "rules": controller_cluster_role_rules()},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": dict(meta),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": CONTROLLER_NAME},
+         "subjects": subject},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": dict(ns_meta),
+         "rules": controller_role_rules()},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": dict(ns_meta),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": CONTROLLER_NAME},
+         "subjects": subject},
+    ]
+
+
+def controller_deployment(namespace: str, image: str, node_selector: Optional[dict] = None,
+                          tolerations: Optional[list] = None, priority_class: Optional[str] = None) -> Manifest:
+    """The RepackRun controller: one replica, leader-elected (a rolling update's overlap is safe: only
+    the Lease holder acts, and a run continues from its records)."""
+    labels = dict(LABELS, **{"app.kubernetes.io/name": CONTROLLER_NAME})
+    env = [{"name": "REPACK_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+           {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+           {"name": "REPACK_CONTROLLER_HEALTH_PORT", "value": str(CONTROLLER_HEALTH_PORT)}]
+    probe = {"httpGet": {"path": "/healthz", "port": "health", "scheme": "HTTP"}}
+    container = {
+        "name": "controller", "image": image, "imagePullPolicy": "IfNotPresent",
+        "command": ["python", "-m", "webhook.controller"], "env": env,
+        "ports": [{"name": "health", "containerPort": CONTROLLER_HEALTH_PORT, "protocol": "TCP"}],
+        "readinessProbe": {**probe, "periodSeconds": 5},
+        "livenessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 6},
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
+        "volumeMounts": [{"name": "tmp", "mountPath": TMP_MOUNT}],
+        "securityContext": _security_context(),
+    }
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": CONTROLLER_NAME, "enableServiceLinks": False,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+        "volumes": [{"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}],
+        # Evicted pods must get their chance to be re-created while this pod is replaced.
+        "terminationGracePeriodSeconds": 30,
+    }
+    if node_selector:
+        pod_spec["nodeSelector"] = dict(node_selector)
+    if tolerations:
+        pod_spec["tolerations"] = [dict(t) for t in tolerations]
+    if priority_class:
+        pod_spec["priorityClassName"] = priority_class
+    meta = _meta(CONTROLLER_NAME, namespace)
+    meta["labels"] = dict(labels)
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app.kubernetes.io/name": CONTROLLER_NAME}},
+                     "template": {"metadata": {"labels": labels}, "spec": pod_spec}}}
 
 
 def _security_context() -> dict:
@@ -207,6 +308,11 @@ def mutating_webhook_configuration(namespace: str, ca_bundle_pem: Optional[bytes
         client_config = {"service": {"namespace": namespace, "name": NAME, "path": "/mutate", "port": 443}}
     if ca_bundle_pem:
         client_config["caBundle"] = base64.b64encode(ca_bundle_pem).decode()
+    stamp_config = dict(client_config)
+    if url:
+        stamp_config["url"] = url.rsplit("/mutate", 1)[0] + "/stamp-run"
+    else:
+        stamp_config["service"] = dict(client_config["service"], path="/stamp-run")
     return {
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
         "metadata": _meta(CONFIG_NAME),
@@ -224,6 +330,19 @@ def mutating_webhook_configuration(namespace: str, ca_bundle_pem: Optional[bytes
             "namespaceSelector": {"matchExpressions": [{
                 "key": "kubernetes.io/metadata.name", "operator": "NotIn",
                 "values": sorted({"kube-system", namespace})}]},
+        }, {
+            # Who created each RepackRun (kubectl_repack.api.control). Fail open like the pod webhook:
+            # a run created while the webhook is unreachable carries no valid stamp, so the
+            # controller refuses to evict for it; nothing is blocked, nothing is trusted blindly.
+            "name": STAMP_WEBHOOK_NAME,
+            "admissionReviewVersions": ["v1"],
+            "clientConfig": stamp_config,
+            "rules": [{"apiGroups": ["repack.volcano.sh"], "apiVersions": ["v1alpha1"], "operations": ["CREATE"],
+                       "resources": ["repackruns"], "scope": "Cluster"}],
+            "failurePolicy": "Ignore",
+            "sideEffects": "None",
+            "timeoutSeconds": TIMEOUT_SECONDS,
+            "matchPolicy": "Equivalent",
         }],
     }
 
@@ -266,7 +385,9 @@ def render(namespace: str = NAMESPACE, image: str = DEFAULT_IMAGE, ca_bundle_pem
         out.append(secret(namespace, certs))
     if apiserver_cidrs:  # before the pod serves; uninstall, in reverse, removes it after the webhook
         out.append(network_policy(namespace, list(apiserver_cidrs)))
+    out += controller_rbac(namespace)
     out += [deployment(namespace, image, node_selector, tolerations, priority_class), service(namespace),
+            controller_deployment(namespace, image, node_selector, tolerations, priority_class),
             mutating_webhook_configuration(namespace, ca_bundle_pem, url)]
     return out
 
@@ -281,8 +402,8 @@ def to_yaml(manifests: list[Manifest]) -> str:
 FILES = {
     "namespace.yaml": lambda ns, image: [namespace_manifest(ns)],
     "rbac.yaml": lambda ns, image: [service_account(ns), cluster_role(), cluster_role_binding(ns),
-                                    lease_role(ns), lease_role_binding(ns)],
-    "deployment.yaml": lambda ns, image: [deployment(ns, image)],
+                                    lease_role(ns), lease_role_binding(ns)] + controller_rbac(ns),
+    "deployment.yaml": lambda ns, image: [deployment(ns, image), controller_deployment(ns, image)],
     "service.yaml": lambda ns, image: [service(ns)],
     "mutatingwebhookconfiguration.yaml": lambda ns, image: [mutating_webhook_configuration(ns)],
 }

@@ -16,8 +16,8 @@ from planner.gcpause import paused_gc
 
 from kubectl_repack.api.run import (COND_COMPLETE, COND_FAILED, COND_PROGRESSING, EVICTION_ACCEPTED,
                                     EVICTION_INDIRECTLY_REMOVED, EVICTION_IN_PROGRESS, EVICTION_PENDING,
-                                    EVICTION_REJECTED, PHASE_FAILED, PHASE_SUCCEEDED, PLACEMENT_PLACED,
-                                    PLACEMENT_TIMED_OUT, Eviction, Reason, Relocation, derive_phase, goal_resource,
+                                    EVICTION_REJECTED, PHASE_FAILED, PHASE_SUCCEEDED, PLACEMENT_NOMINATED,
+                                    PLACEMENT_PLACED, PLACEMENT_TIMED_OUT, Eviction, Reason, Relocation, derive_phase, goal_resource,
                                     is_finished, relocations, set_condition)
 from kubectl_repack.api.times import parse_time, rfc3339
 from kubectl_repack.errors import RepackError
@@ -48,6 +48,16 @@ class LeaseLost(RepackError):
     """The execute Lease was lost while running: no further eviction may be issued."""
 
 
+class _Cancelled(Exception):
+    """Cancel or delete seen while an eviction was being retried: it is not issued again."""
+
+
+# Event reasons (shown by `kubectl describe repackrun`): one per step the run takes.
+EV_STARTED, EV_EVICTED, EV_EVICTION_BLOCKED = "Started", "Evicted", "EvictionBlocked"
+EV_NOMINATED, EV_PLACED, EV_PLACEMENT_TIMED_OUT = "Nominated", "Placed", "PlacementTimedOut"
+EV_COMPLETED, EV_FAILED, EV_CANCELLED = "Completed", "Failed", "Cancelled"
+
+
 class RecordsChanged(RepackError):
     """A relocation record was replaced or removed under the executor during the run."""
 
@@ -63,16 +73,25 @@ class Executor:
 
     `guard()` is asked before every Eviction call; a message back means stop (e.g. the Lease was
     lost), raising LeaseLost with the records as they are, to be continued by `--resume`.
+    `cancelled(run)` is asked at the same points with the freshest run: a message back (cancel
+    annotation, delete) means no further eviction; the evicted pods' replacements are still
+    tracked, and the run ends Failed/Cancelled saying what was and was not moved.
+    `on_event(reason, message, warning)` hears every step (Events on the RepackRun).
     """
 
     def __init__(self, reader: ClusterReader, evictor: Evictor, runs: RunWriter, clock: Clock = None,
                  options: Options = None, on_progress: Callable[[Progress], None] = None,
-                 guard: Callable[[], Optional[str]] = None):
+                 guard: Callable[[], Optional[str]] = None, cancelled: Callable[[dict], str] = None,
+                 on_event: Callable[[str, str, bool], None] = None):
         self.reader, self.evictor, self.runs = reader, evictor, runs
         self.clock = clock or Clock()
         self.options = options or Options()
         self.on_progress = on_progress or (lambda p: None)
         self.guard = guard or (lambda: None)
+        self.cancelled = cancelled or (lambda run: "")
+        self.on_event = on_event or (lambda reason, message, warning: None)
+        self._cancel = ""
+        self._told: dict = {}   # record index -> last placement phase an event was sent for
 
     # -- status writes (each a read-modify-write of only the fields apply owns) --
     def _update(self, name: str, mutate: Callable[[dict], None]) -> dict:
@@ -103,8 +122,15 @@ class Executor:
             records[index]["eviction"] = Eviction(phase, message).to_dict()
         return self._update(name, mutate)
 
+    def fail(self, name: str, reason: str, message: str) -> dict:
+        """End a run that must not (or cannot) start: Failed with `reason`, nothing evicted."""
+        return self._finish(name, Outcome(PHASE_FAILED, reason, message))
+
     def _finish(self, name: str, outcome: Outcome) -> dict:
         now = rfc3339(self.clock.now())
+        event = (EV_COMPLETED if outcome.phase == PHASE_SUCCEEDED
+                 else EV_CANCELLED if outcome.reason == Reason.CANCELLED else EV_FAILED)
+        self.on_event(event, f"{outcome.reason}: {outcome.message}", outcome.phase != PHASE_SUCCEEDED)
 
         def mutate(st):
             done = COND_COMPLETE if outcome.phase == PHASE_SUCCEEDED else COND_FAILED
@@ -149,7 +175,12 @@ class Executor:
                 set_progressing(st, "True", Reason.EXECUTING, msg, now)
                 st["message"] = msg
             st["phase"] = derive_phase(st)
-        return self._update(name, mutate)
+        run = self._update(name, mutate)
+        if plan.outcome == Reason.RECOMMENDED:
+            self.on_event(EV_STARTED, (run.get("status") or {}).get("message", ""), False)
+        else:
+            self.on_event(EV_COMPLETED, f"{plan.outcome}: live re-plan: {plan.message}; nothing was evicted", False)
+        return run
 
     # -- the main loop --
     def execute(self, name: str) -> dict:
@@ -177,7 +208,7 @@ class Executor:
         if any(r.eviction.evicted for r in relocations(st)):
             ver = verify(self.reader.snapshot_objects(), goal_resource(run),
                          (st.get("plan") or {}).get("freedNodes") or [])
-        return self._finish(name, decide_outcome(st, ver, timed_out, not_started=skipped))
+        return self._finish(name, decide_outcome(st, ver, timed_out, not_started=skipped, cancelled=self._cancel))
 
     def _progress(self, run: dict) -> None:
         relocs = relocations(run)
@@ -220,6 +251,11 @@ class Executor:
             self._progress(run)
             if not todo:
                 continue
+            if not self._cancel:
+                self._cancel = self.cancelled(self.runs.get(name))
+            if self._cancel:
+                run = self._not_evicted(name, run, [i for i, _ in todo], self._cancel)
+                continue
             if self.clock.now() >= deadline:
                 run = self._not_started(name, run, [i for i, _ in todo], deadline)
                 not_started += [i for i, _ in todo]
@@ -232,6 +268,7 @@ class Executor:
                     msg = "; ".join(b.message() for b in blocks)
                     for i, _ in todo:
                         run = self._set_eviction(name, i, EVICTION_REJECTED, msg)
+                    self.on_event(EV_EVICTION_BLOCKED, f"PodGroup {ns}/{group} not moved: {msg}", True)
                     self._progress(run)
                     continue
             # 3. evict one by one; a rejection stops this PodGroup, and so does the deadline
@@ -247,21 +284,38 @@ class Executor:
                     not_started += rest
                     break
                 self._check_guard(name)
+                self._cancel = self.cancelled(self.runs.get(name))
+                if self._cancel:
+                    run = self._not_evicted(name, run, [j for j, _ in todo[pos:]], self._cancel)
+                    break
                 victim = (rec.namespace, rec.victim_pod_name, rec.victim_pod_uid)
                 # write-ahead, and the last look at the record: still the victim we are about to evict
                 run = self._set_eviction(name, i, EVICTION_IN_PROGRESS, victim=victim)
-                verdict, msg = self._evict_with_retry(name, ns, rec.victim_pod_name, rec.victim_pod_uid, grace,
-                                                      deadline)
+                try:
+                    verdict, msg = self._evict_with_retry(name, ns, rec.victim_pod_name, rec.victim_pod_uid, grace,
+                                                          deadline)
+                except _Cancelled:   # only refused (429) attempts so far: the victim still runs
+                    run = self._not_evicted(name, run, [j for j, _ in todo[pos:]], self._cancel)
+                    break
                 if verdict == ACCEPTED:
                     run = self._set_eviction(name, i, EVICTION_ACCEPTED, msg)
+                    self.on_event(EV_EVICTED, f"evicted {rec.victim} (planned node {rec.planned_node_name})", False)
                 elif verdict == GONE:
                     run = self._set_eviction(name, i, EVICTION_INDIRECTLY_REMOVED, msg)
                 else:
                     run = self._set_eviction(name, i, EVICTION_REJECTED, msg)
+                    self.on_event(EV_EVICTION_BLOCKED, f"{rec.victim}: {msg}", True)
                     stop_msg = (f"not evicted: the PodGroup {ns}/{group} stopped moving after "
                                 f"{rec.victim} was rejected ({msg})")
                 self._progress(run)
         return run, not_started
+
+    def _not_evicted(self, name: str, run: dict, indices: list, why: str) -> dict:
+        """Records that will not be evicted because the run was cancelled: Pending, saying why."""
+        for i in indices:
+            run = self._set_eviction(name, i, EVICTION_PENDING, f"not evicted: {why}")
+        self._progress(run)
+        return run
 
     def _not_started(self, name: str, run: dict, indices: list, deadline: dt.datetime) -> dict:
         """Records whose eviction may no longer start: Pending, saying why (an InProgress record
@@ -292,6 +346,9 @@ class Executor:
                 return REJECTED, f"{msg} (still blocked after retrying until {rfc3339(retry_deadline)})"
             self.clock.sleep(delay)
             self._check_guard(name)
+            self._cancel = self.cancelled(self.runs.get(name))
+            if self._cancel:
+                raise _Cancelled(self._cancel)
 
     def _track_placements(self, name: str, run: dict, deadline: dt.datetime) -> tuple:
         """Wait until every evicted victim's replacement is bound; record what we see where the
@@ -301,6 +358,7 @@ class Executor:
             relocs = relocations(run)
             waiting = [i for i, r in enumerate(relocs) if r.eviction.evicted and not r.placement.placed]
             self._progress(run)
+            self._placement_events(relocs)
             if not waiting:
                 return run, False
             pods_by_ns = {ns: self.reader.list_pods(ns) for ns in sorted({relocs[i].namespace for i in waiting})}
@@ -328,9 +386,30 @@ class Executor:
                         if pl.get("phase") != PLACEMENT_PLACED:
                             pl["phase"] = PLACEMENT_TIMED_OUT
                 run = self._update(name, timeout)
+                self._placement_events(relocations(run))
                 return run, True
             self.clock.sleep(self.options.poll_interval)
             run = self.runs.get(name)
+
+
+    def _placement_events(self, relocs: list) -> None:
+        """One event per record and placement phase reached (Nominated, Placed, TimedOut)."""
+        for i, r in enumerate(relocs):
+            phase = r.placement.phase
+            if not r.eviction.evicted or self._told.get(i) == phase:
+                continue
+            pl = r.placement
+            if phase == PLACEMENT_NOMINATED:
+                self.on_event(EV_NOMINATED, f"{r.namespace}/{pl.replacement_pod_name} (replacing {r.victim_pod_name}) "
+                                            f"nominated to {pl.selected_node_name}", False)
+            elif phase == PLACEMENT_PLACED:
+                self.on_event(EV_PLACED, f"{r.namespace}/{pl.replacement_pod_name} (replacing {r.victim_pod_name}) "
+                                         f"bound to {pl.actual_node_name} (planned {r.planned_node_name})", False)
+            elif phase == PLACEMENT_TIMED_OUT:
+                self.on_event(EV_PLACEMENT_TIMED_OUT, f"replacement of {r.victim} not bound before the deadline", True)
+            else:
+                continue
+            self._told[i] = phase
 
 
 def set_progressing(status: dict, cstatus: str, reason: str, message: str, now: str) -> None:

@@ -129,19 +129,36 @@ class Outcome:
 
 
 def decide_outcome(status: dict, ver: Optional[Verification], timed_out: bool,
-                   not_started: Sequence[int] = ()) -> Outcome:
+                   not_started: Sequence[int] = (), cancelled: str = "") -> Outcome:
     """The terminal condition from the records and the live verification.
 
     `not_started`: indices of records whose eviction did not start because status.executionDeadline
     had passed (ExecutionDeadlineExceeded). A Failed run names every PodGroup it left partly
     evicted."""
-    outcome = _decide(status, ver, timed_out, not_started)
+    outcome = _cancelled(status, ver, timed_out, cancelled) if cancelled else _decide(status, ver, timed_out,
+                                                                                     not_started)
     partial = partial_groups(relocations(status))
     if outcome.phase == PHASE_FAILED and partial:
         outcome = Outcome(outcome.phase, outcome.reason,
                           f"{outcome.message}; PodGroup(s) left partly evicted: {'; '.join(partial)}",
                           outcome.result)
     return outcome
+
+
+def _cancelled(status: dict, ver: Optional[Verification], timed_out: bool, why: str) -> Outcome:
+    """A run stopped by cancel or delete: what was moved and what was not (the result as usual)."""
+    result = _decide(status, ver, timed_out, ()).result
+    relocs = relocations(status)
+    moved = [r.victim for r in relocs if r.eviction.evicted]
+    kept = [r.victim for r in relocs if not r.eviction.evicted]
+    placed = sum(1 for r in relocs if r.eviction.evicted and r.placement.placed)
+
+    def names(xs):
+        return ", ".join(xs[:5]) + (f" (and {len(xs) - 5} more)" if len(xs) > 5 else "")
+    msg = (f"{why}: {len(moved)} of {len(relocs)} planned eviction(s) done"
+           + (f" ({names(moved)}; {placed} replacement(s) bound)" if moved else "")
+           + (f"; not evicted: {names(kept)}" if kept else ""))
+    return Outcome(PHASE_FAILED, Reason.CANCELLED, msg, result)
 
 
 def _decide(status: dict, ver: Optional[Verification], timed_out: bool, not_started: Sequence[int]) -> Outcome:

@@ -12,7 +12,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Callable, Optional, Protocol
 
-from kubectl_repack.api.run import MODE_EXECUTE, is_finished, ttl_expired
+from kubectl_repack.api.run import EVICTION_PENDING, MODE_EXECUTE, Reason, is_finished, relocations, ttl_expired
 from kubectl_repack.errors import ClusterAPIError, NotFound, RepackError, ValidationError
 
 from .executor import Executor, Options, Progress, evicted_any
@@ -94,15 +94,29 @@ def create_or_resume(runs: RunStore, request: ApplyRequest, reporter: Reporter) 
     return current
 
 
+def namespaces_to_evict(run: dict) -> list:
+    """Namespaces of the records whose eviction may still be issued (the authorization's scope)."""
+    return sorted({r.namespace for r in relocations(run) if r.eviction.phase in (EVICTION_PENDING, "InProgress")})
+
+
 def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: ClusterReader, evictor: Evictor,
-              reporter: Reporter, clock: Optional[Clock] = None, me: Optional[str] = None) -> ApplyResult:
-    """Carry out (or continue) one Execute run; see the module docstring for the order."""
+              reporter: Reporter, clock: Optional[Clock] = None, me: Optional[str] = None,
+              authorize: Optional[Callable[[list], str]] = None, cancelled: Optional[Callable[[dict], str]] = None,
+              on_event: Optional[Callable[[str, str, bool], None]] = None) -> ApplyResult:
+    """Carry out (or continue) one Execute run; see the module docstring for the order.
+
+    In the cluster (webhook.controller) three more hooks apply: `authorize(namespaces)` returns why
+    the run's creator may not evict in one of them ('' when allowed) and is asked before the first
+    eviction of a new or continued run (the run then ends Failed, EvictionNotAuthorized);
+    `cancelled(run)` says why the run must stop (cancel annotation, delete); `on_event` hears each
+    step (Events)."""
     clock = clock or Clock()
     name = request.name
     sweep_expired(runs, clock.now(), name, reporter)
     current = create_or_resume(runs, request, reporter)
     if is_finished(current):
         return ApplyResult(current, note=f"repackrun {name} already finished")
+    cancelled = cancelled or (lambda run: "")
 
     cooldown = request.cooldown if request.cooldown is not None else lease.stored_cooldown()
     # A started run continues; the cooldown gates new runs only.
@@ -112,7 +126,10 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
                       options=Options(execution_timeout=request.timeout,
                                       eviction_retry_timeout=request.eviction_retry_timeout),
                       on_progress=reporter.progress,
-                      guard=lease.check)
+                      guard=lease.check, cancelled=cancelled, on_event=on_event)
+    why = cancelled(current)
+    if why and not (current.get("status") or {}).get("relocations"):
+        return ApplyResult(engine.fail(name, Reason.CANCELLED, f"{why}: nothing was evicted"))
 
     give_up = clock.now() + request.timeout
     last_reason = None
@@ -120,8 +137,15 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
         decision = lease.try_acquire(me, clock.now(), cooldown_now, request.cooldown)
         if decision.acquire:
             break
+        why = cancelled(runs.get(name))
+        if why and not (current.get("status") or {}).get("relocations"):
+            return ApplyResult(engine.fail(name, Reason.CANCELLED, f"{why} while Pending: nothing was evicted"))
         if decision.reason != last_reason:
-            engine.mark_pending(name, decision.reason, decision.message)
+            # A started run stays Running while it waits (a fail-over waits for the dead holder's
+            # Lease to expire): Pending would tell the webhook and coordinator to stop steering the
+            # replacements of pods it has already evicted.
+            if not (current.get("status") or {}).get("relocations"):
+                engine.mark_pending(name, decision.reason, decision.message)
             last_reason = decision.reason
             reporter.note(f"waiting: {decision.reason}: {decision.message}")
         left = (give_up - clock.now()).total_seconds()
@@ -135,7 +159,13 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
     completed = None
     try:
         if not (current.get("status") or {}).get("relocations") and not is_finished(current):
-            current = engine.start(name, engine.plan_live(current))     # EXEC-1: never a DryRun's plan
+            plan = engine.plan_live(current)                              # EXEC-1: never a DryRun's plan
+            denied = authorize(sorted({m.pod.namespace for m in plan.moves})) if authorize and plan.moves else ""
+            current = engine.fail(name, Reason.NOT_AUTHORIZED, denied) if denied else engine.start(name, plan)
+        elif not is_finished(current) and authorize:
+            denied = authorize(namespaces_to_evict(current))
+            if denied:
+                current = engine.fail(name, Reason.NOT_AUTHORIZED, denied)
         if not is_finished(current):
             current = engine.execute(name)
         if evicted_any(current):

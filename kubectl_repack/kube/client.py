@@ -28,7 +28,8 @@ class Overrides:
     token: Optional[str] = None
     insecure: bool = False
     as_user: Optional[str] = None
-    as_group: Optional[str] = None
+    as_groups: tuple[str, ...] = ()
+    request_timeout: Optional[float] = None   # seconds, 0 = no timeout (kubectl's --request-timeout)
 
 
 def connect(kubeconfig: Optional[str] = None, context: Optional[str] = None,
@@ -65,12 +66,80 @@ def connect(kubeconfig: Optional[str] = None, context: Optional[str] = None,
     if overrides.insecure:
         cfg.verify_ssl = False
         cfg.ssl_ca_cert = None
+    if overrides.request_timeout:
+        # kubectl's timeout bounds the whole request: urllib3's default three retries of a read or
+        # connect that timed out would wait four times as long.
+        from urllib3 import Retry
+
+        cfg.retries = Retry(total=3, connect=0, read=0)
     api = client.ApiClient(cfg)
     if overrides.as_user:
         api.set_default_header("Impersonate-User", overrides.as_user)
-    if overrides.as_group:
-        api.set_default_header("Impersonate-Group", overrides.as_group)
+    if overrides.as_groups or overrides.request_timeout is not None:
+        api.rest_client = _PerRequest(api.rest_client, overrides.request_timeout, overrides.as_groups)
     return api
+
+
+class _PerRequest:
+    """The ApiClient's rest client with what kubectl's flags say about every request.
+
+    --request-timeout replaces the plugin's default timeout (REQUEST_TIMEOUT) on every request; a
+    shorter bound a caller sets for its own reasons (the Execute Lease's renewals must not outlast
+    the Lease) is kept when it is shorter. Each --as-group becomes its own Impersonate-Group header,
+    as kubectl sends them: the client's default headers are a dict (one value per name), and a
+    comma-joined value would be one group named "a, b" to the API server. Both generations of the
+    client reach the rest client through request() or through GET/POST/...; both are covered.
+    """
+
+    def __init__(self, inner, timeout: Optional[float], groups: tuple[str, ...]):
+        self.inner, self.timeout, self.groups = inner, timeout, tuple(groups)
+
+    def _timeout(self, asked):
+        own = None if asked in (None, REQUEST_TIMEOUT) else asked
+        if self.timeout is None:  # the flag is absent: the plugin's own bounds
+            return asked
+        bounds = [b for b in (own, self.timeout or None) if b]
+        if not bounds:
+            return None  # --request-timeout=0 and no bound of the caller's: wait as long as it takes
+        if any(isinstance(b, tuple) for b in bounds):
+            pairs = [b if isinstance(b, tuple) else (b, b) for b in bounds]
+            return (min(p[0] for p in pairs), min(p[1] for p in pairs))
+        bound = min(bounds)
+        # The pinned client (35) applies only an int as a total timeout; (connect, read) takes any number.
+        return int(bound) if float(bound).is_integer() else (bound, bound)
+
+    def _headers(self, headers):
+        if not self.groups:
+            return headers
+        try:
+            from urllib3 import HTTPHeaderDict
+        except ImportError:  # urllib3 1.26 (which an older kubernetes client allows): same class, its items()
+            from urllib3._collections import HTTPHeaderDict  # also yields one pair per value
+
+        out = HTTPHeaderDict(headers or {})
+        out.discard("Impersonate-Group")
+        for group in self.groups:
+            out.add("Impersonate-Group", group)
+        return out
+
+    # Keyword arguments pass through as given: the two generations' rest clients take different ones
+    # (query_params and _preload_content only up to 36).
+    def request(self, method, url, **kwargs):
+        kwargs["headers"] = self._headers(kwargs.get("headers"))
+        kwargs["_request_timeout"] = self._timeout(kwargs.get("_request_timeout"))
+        return self.inner.request(method, url, **kwargs)
+
+    def _verb(method):
+        def call(self, url, **kwargs):
+            return self.request(method, url, **kwargs)
+        return call
+
+    GET, HEAD, OPTIONS = _verb("GET"), _verb("HEAD"), _verb("OPTIONS")
+    POST, PUT, PATCH, DELETE = _verb("POST"), _verb("PUT"), _verb("PATCH"), _verb("DELETE")
+    del _verb
+
+    def __getattr__(self, name):  # pool_manager, close, ...
+        return getattr(self.inner, name)
 
 
 # ---------- the transport seam ----------
@@ -111,6 +180,13 @@ Transport = Callable[[str, str, dict, Any, Any], HTTPResponse]
 It raises urllib3's errors (timeouts, refused connections) as the real one does."""
 
 
+class _Text(str):
+    """A decoded body that may be decoded again (a no-op)."""
+
+    def decode(self, encoding="utf-8", errors="strict"):
+        return str(self)
+
+
 class _TransportREST:
     """The ApiClient's `rest_client` interface over a Transport."""
 
@@ -129,9 +205,10 @@ class _TransportREST:
         resp = RESTResponse(raw)
         if _new_client():
             return resp  # the ApiClient reads it and raises for the status itself
-        # The older rest client raises for a non-2xx answer and decodes preloaded bodies.
+        # The older rest client raises for a non-2xx answer and decodes preloaded bodies (up to 35;
+        # from 36.0 the ApiClient decodes them itself: _Text serves both).
         if _preload_content:
-            resp.data = raw.data.decode("utf8") if isinstance(raw.data, bytes) else raw.data
+            resp.data = _Text(raw.data.decode("utf8") if isinstance(raw.data, bytes) else raw.data)
         if not 200 <= raw.status <= 299:
             raise ApiException(http_resp=resp)
         return resp if _preload_content else raw
@@ -155,7 +232,10 @@ class _TransportREST:
 def use_transport(api, send: Transport):
     """Route every HTTP call of `api` (an ApiClient) through `send`: the one seam under the whole I/O
     layer, so tests inject 409/429/500 answers and timeouts without touching any other code."""
-    api.rest_client = _TransportREST(send)
+    rest = _TransportREST(send)
+    if isinstance(api.rest_client, _PerRequest):  # keep what the flags say about every request
+        rest = _PerRequest(rest, api.rest_client.timeout, api.rest_client.groups)
+    api.rest_client = rest
     return api
 
 

@@ -81,11 +81,12 @@ def _list_page(api, kind: "Kind", limit: int, token: Optional[str]) -> dict:
     return json.loads(resp.data)
 
 
-def list_objects(api, kind: Kind, page_size: int = PAGE_SIZE) -> list:
+def list_objects(api, kind: Kind, page_size: int = PAGE_SIZE, progress=None) -> list:
     """Every object of `kind` cluster-wide, paginated (limit/continue), each with apiVersion and kind.
 
     An optional kind whose CRD is not installed yields []. A continue token that expired midway
-    (410 Gone) restarts the list, so the result is always one consistent list.
+    (410 Gone) restarts the list, so the result is always one consistent list. `progress`, if
+    given, is called after each page: progress("listing", kind.plural, objects so far).
     """
     doing = f"listing {kind.plural}.{kind.group or 'core'}"
     for attempt in range(EXPIRED_LIST_RETRIES):
@@ -95,6 +96,8 @@ def list_objects(api, kind: Kind, page_size: int = PAGE_SIZE) -> list:
                 page = call(doing, _list_page, api, kind, page_size, token)
                 for item in page.get("items") or []:
                     items.append(_normalise(item, kind))
+                if progress is not None:
+                    progress("listing", kind.plural, len(items))
                 token = (page.get("metadata") or {}).get("continue")
                 if not token:
                     return items
@@ -121,24 +124,28 @@ def _normalise(item: dict, kind: Kind) -> dict:
     return out
 
 
-def read_snapshot(api, kinds=SNAPSHOT_KINDS) -> list:
-    """Every object the planner reads, listed live, in SNAPSHOT_KINDS order."""
+def read_snapshot(api, kinds=SNAPSHOT_KINDS, progress=None) -> list:
+    """Every object the planner reads, listed live, in SNAPSHOT_KINDS order (`progress` as in
+    list_objects)."""
     objects = []
     for kind in kinds:
-        objects.extend(list_objects(api, kind))
+        objects.extend(list_objects(api, kind) if progress is None else list_objects(api, kind, progress=progress))
     return objects
 
 
 class LiveSource:
-    """Snapshot source: the cluster behind an ApiClient."""
+    """Snapshot source: the cluster behind an ApiClient (`progress` as in list_objects)."""
 
-    def __init__(self, api):
+    def __init__(self, api, progress=None):
         self.api = api
+        self.progress = progress
         self.description = "live cluster"
 
     def objects(self) -> list:
         """Every object the planner reads, listed now."""
-        return read_snapshot(self.api)
+        if self.progress is None:
+            return read_snapshot(self.api)
+        return read_snapshot(self.api, progress=self.progress)
 
     def snapshot(self):
         """The cluster as the planner's snapshot."""

@@ -10,9 +10,9 @@ import copy
 from typing import Callable, Mapping, Optional
 
 from kubectl_repack.api.run import API_VERSION, GROUP, KIND, PLURAL, VERSION
-from kubectl_repack.errors import Conflict, NotFound
+from kubectl_repack.errors import ClusterAPIError, Conflict, NotFound
 
-from .client import REQUEST_TIMEOUT, call, retry_on_conflict
+from .client import REQUEST_TIMEOUT, call, request, retry_on_conflict
 from .objects import Kind, list_objects
 
 RUN_KIND = Kind(API_VERSION, KIND, PLURAL)
@@ -46,6 +46,19 @@ class RunStore:
         except Conflict as e:
             raise Conflict(f"repackrun {name} already exists; choose another name (--name) or delete it "
                            f"with `kubectl delete repackrun {name}`", e.status) from e
+
+    def annotate(self, name: str, key: str, value: Optional[str]) -> dict:
+        """Set (or with None remove) one annotation with a JSON merge patch on metadata only: the
+        spec is immutable and the status belongs to its writers, so neither is sent. Returns the
+        stored object (NotFound if there is no run `name`)."""
+        from urllib.parse import quote
+
+        path = f"/apis/{GROUP}/{VERSION}/{PLURAL}/{quote(name, safe='')}"
+        try:  # by path: the typed client's patch content type differs between client generations
+            return request(self.api, "PATCH", path, {"metadata": {"annotations": {key: value}}},
+                           content_type="application/merge-patch+json")
+        except ClusterAPIError as e:
+            raise type(e)(str(e).replace(f"PATCH {path}", f"annotating repackrun {name}", 1), e.status) from e
 
     def delete(self, name: str, uid: Optional[str] = None, resource_version: Optional[str] = None) -> bool:
         """Delete the run: only that incarnation (`uid`) and, with `resource_version`, only as it was

@@ -69,11 +69,13 @@ def test_seed_scenario_executes_and_verifies(control_plane, fake_nodes, make_nam
     runs_to_delete.append(name)
 
     t0 = time.monotonic()
-    r = cli(control_plane.kubeconfig, "apply", "-f", write_run(tmp_path, execute_run(name)), "--cooldown", "0s",
+    r = cli(control_plane.kubeconfig, "apply", "--local", "-f", write_run(tmp_path, execute_run(name)), "--cooldown", "0s",
             "-o", "json")
     wall = time.monotonic() - t0
     deletions.stop()
     run = json.loads(r.stdout)
+    # --local on a cluster without the placement webhook says so (stderr: stdout is the object)
+    assert "warning: no placement webhook is installed" in r.stderr, r.stderr
     st = run["status"]
     relocs = st["relocations"]
     assert st["plan"]["freedNodes"] == [nodes[0]]
@@ -176,7 +178,7 @@ def test_pdb_blocks_the_gang_and_nothing_is_disturbed(control_plane, fake_nodes,
     name = unique("pdb-execute")
     runs_to_delete.append(name)
 
-    r = cli(control_plane.kubeconfig, "apply", "-f", write_run(tmp_path, execute_run(name)), "--cooldown", "0s",
+    r = cli(control_plane.kubeconfig, "apply", "--local", "-f", write_run(tmp_path, execute_run(name)), "--cooldown", "0s",
             "-o", "json")
     deletions.stop()
     assert r.exit_code == 5, r.output
@@ -208,7 +210,7 @@ def test_two_applies_started_together_only_one_executes(control_plane, fake_node
     # A Lease of its own (no completion history from earlier tests): the winner holds it while the
     # loser asks; a 10m cooldown makes sure a loser that came late could still never execute.
     env = {"REPACK_NAMESPACE": unique("repack-e2e-race")}
-    procs = [cli_process(control_plane.kubeconfig, "apply", "-f", f, "--no-wait", "--cooldown", "10m", "-o", "json",
+    procs = [cli_process(control_plane.kubeconfig, "apply", "--local", "-f", f, "--no-wait", "--cooldown", "10m", "-o", "json",
                          env=env) for f in files]
     outs = [p.communicate(timeout=300) for p in procs]
     codes = [p.returncode for p in procs]
@@ -235,14 +237,14 @@ def test_cooldown_is_honoured_and_ttl_deletes_a_finished_run(control_plane, fake
     build_seed_layout(api, fake_nodes, ns, _nodes("cool"))
     first, second = unique("cool-first"), unique("cool-second")
     runs_to_delete.extend([first, second])
-    r = cli(control_plane.kubeconfig, "apply", "-f", write_run(tmp_path, execute_run(first, ttl=1)),
+    r = cli(control_plane.kubeconfig, "apply", "--local", "-f", write_run(tmp_path, execute_run(first, ttl=1)),
             "--cooldown", "0s", "-o", "json")
     assert r.exit_code in (0, 5), r.output
     assert json.loads(r.stdout)["status"]["completionTime"]
     time.sleep(2)  # past the first run's TTL
 
     # Right after a finished Execute, with a 10 minute cooldown: Pending, ExecuteCooldownActive.
-    r = cli(control_plane.kubeconfig, "apply", "-f", write_run(tmp_path, execute_run(second)),
+    r = cli(control_plane.kubeconfig, "apply", "--local", "-f", write_run(tmp_path, execute_run(second)),
             "--cooldown", "10m", "--no-wait")
     assert r.exit_code == 4, r.output
     assert f"repackrun.repack.volcano.sh/{first} deleted (ttlSecondsAfterFinished passed)" in r.stderr
@@ -260,7 +262,7 @@ def test_cooldown_is_honoured_and_ttl_deletes_a_finished_run(control_plane, fake
     assert not lease.spec.holder_identity
 
     # With --cooldown 0s the same run goes ahead (live re-plan on the current layout).
-    r = cli(control_plane.kubeconfig, "apply", "--resume", second, "--cooldown", "0s", "--no-wait", "-o", "json")
+    r = cli(control_plane.kubeconfig, "apply", "--local", "--resume", second, "--cooldown", "0s", "--no-wait", "-o", "json")
     assert r.exit_code in (0, 3, 5), r.output
     st = json.loads(r.stdout)["status"]
     assert st["phase"] in ("Succeeded", "Failed") and st["plan"]["summary"]
@@ -269,7 +271,7 @@ def test_cooldown_is_honoured_and_ttl_deletes_a_finished_run(control_plane, fake
 
     # Applying the same file again: the stored spec is the file's (the server kept it as sent), so
     # apply recognises its run, which is finished, and says so without doing anything.
-    r = cli(control_plane.kubeconfig, "apply", "-f", write_run(tmp_path, execute_run(second)), "--no-wait")
+    r = cli(control_plane.kubeconfig, "apply", "--local", "-f", write_run(tmp_path, execute_run(second)), "--no-wait")
     assert r.exit_code == finished_code, r.output
     assert f"repackrun {second} already finished" in r.stderr
 
@@ -285,7 +287,7 @@ def test_killed_apply_resumes_without_double_eviction(control_plane, fake_nodes,
     runs_to_delete.append(name)
     trap = EvictionTrap(control_plane.kubeconfig, tmp_path)
     try:
-        proc = cli_process(trap.kubeconfig, "apply", "-f", write_run(tmp_path, execute_run(name)),
+        proc = cli_process(trap.kubeconfig, "apply", "--local", "-f", write_run(tmp_path, execute_run(name)),
                            "--cooldown", "0s", "-o", "json")
         trap.process = proc
         out, err = proc.communicate(timeout=300)
@@ -304,7 +306,7 @@ def test_killed_apply_resumes_without_double_eviction(control_plane, fake_nodes,
     lease = client.CoordinationV1Api(api).read_namespaced_lease("repack-execute", LEASE_NAMESPACE)
     assert lease.spec.holder_identity.startswith(f"{name}@")  # still held by the dead process
 
-    r = cli(control_plane.kubeconfig, "apply", "--resume", name, "-o", "json")
+    r = cli(control_plane.kubeconfig, "apply", "--local", "--resume", name, "-o", "json")
     time.sleep(1)
     deletions.stop()
     assert r.exit_code in (0, 5), r.output

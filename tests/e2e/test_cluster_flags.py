@@ -1,6 +1,6 @@
 """kubectl's connection flags on the plugin, against the real API server: --server,
---insecure-skip-tls-verify, --token and impersonation with --as/--as-group, through the plugin's
-real entry point (`kubectl-repack`, the program kubectl runs for `kubectl repack`)."""
+--insecure-skip-tls-verify, --token, --request-timeout and impersonation with --as and one or more
+--as-group, through the plugin's real entry point (`kubectl-repack`, the program kubectl runs for `kubectl repack`)."""
 from __future__ import annotations
 
 import os
@@ -50,7 +50,25 @@ def test_impersonation_is_what_the_api_server_authorizes(control_plane):
     assert r.returncode == 1 and "not found (HTTP 404)" in r.stderr, r.stderr
 
 
-def test_two_groups_are_refused_before_connecting():
-    r = _repack("status", "x", "--as", "u", "--as-group", "a", "--as-group", "b", "--kubeconfig", "/nonexistent")
+def test_every_group_reaches_the_api_server(control_plane):
+    # Only the second group may read RepackRuns: the API server must see both groups (one header
+    # each; a single comma-joined header would be one group "repack-e2e-none, system:masters").
+    user = f"repack-e2e-nobody-{uuid.uuid4().hex[:4]}"
+    r = _repack("status", _missing_run(), "--kubeconfig", control_plane.kubeconfig, "--as", user,
+                "--as-group", "repack-e2e-none", "--as-group", "system:masters")
+    assert r.returncode == 1 and "not found (HTTP 404)" in r.stderr, r.stderr
+    r = _repack("status", _missing_run(), "--kubeconfig", control_plane.kubeconfig, "--as", user,
+                "--as-group", "repack-e2e-none", "--as-group", "repack-e2e-other")
+    assert r.returncode == 1 and "(HTTP 403)" in r.stderr, r.stderr
+
+
+def test_request_timeout_is_accepted_in_kubectls_forms(control_plane):
+    for value in ("0", "30", "30s", "1m"):
+        r = _repack("status", _missing_run(), "--kubeconfig", control_plane.kubeconfig, "--request-timeout", value)
+        assert r.returncode == 1 and "not found (HTTP 404)" in r.stderr, (value, r.stderr)
+
+
+def test_an_invalid_request_timeout_is_refused_before_connecting():
+    r = _repack("status", "x", "--request-timeout", "soon", "--kubeconfig", "/nonexistent")
     assert r.returncode == 2
-    assert r.stderr.startswith("error: Invalid value for '--as-group': one group at most")
+    assert r.stderr.startswith("error: Invalid value for '--request-timeout'"), r.stderr

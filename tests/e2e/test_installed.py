@@ -97,8 +97,8 @@ def outside_containers(pattern, run_dir):
 
 def assert_no_local_webhook_or_coordinator(run_dir):
     """Every webhook/coordinator process of this run is inside a container (another PID
-    namespace than this machine's), and both kinds run in one."""
-    for pattern in ("-m webhook.coordinator", "-m webhook "):
+    namespace than this machine's), and each kind (webhook, coordinator, controller) runs in one."""
+    for pattern in ("-m webhook.coordinator", "-m webhook ", "-m webhook.controller"):
         inside = [pid for pid, _cmd, in_container in local_processes(pattern) if in_container]
         assert inside, f"no containerised process runs `{pattern}`"
         local = outside_containers(pattern, run_dir)
@@ -138,6 +138,7 @@ def installed(real_node, control_plane, request):
     print(out.stdout + out.stderr)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "deployment.apps/repack-webhook Ready" in out.stdout
+    assert "deployment.apps/repack-controller Ready" in out.stdout
     state = {"image": image, "uninstalled": False}
     failed_before = request.session.testsfailed
     try:
@@ -176,7 +177,7 @@ def test_installed_pod_runs_on_the_real_node_from_the_built_image(installed, rea
 
     # The API server calls the webhook through its Service, trusting the CA install generated.
     reg = client.AdmissionregistrationV1Api(api)
-    (hook,) = reg.read_mutating_webhook_configuration(manifests.CONFIG_NAME).webhooks
+    hook, _stamp = reg.read_mutating_webhook_configuration(manifests.CONFIG_NAME).webhooks
     assert hook.client_config.url is None
     assert (hook.client_config.service.namespace, hook.client_config.service.name) == (NAMESPACE, manifests.NAME)
     secret = core.read_namespaced_secret(manifests.SECRET_NAME, NAMESPACE)
@@ -242,16 +243,16 @@ def probe_natural_node(core, ns, spec, timeout=60):
 
 def test_seed_execute_is_steered_by_the_installed_webhook_and_coordinator(
         installed, real_node, control_plane, node_agent, fake_nodes, make_namespace, tmp_path, monkeypatch):
-    """Seed steps 5-6 with nothing local but `kubectl repack apply`: the replacements are gated by
-    the installed webhook, nominated by the installed coordinator and bound by vc-scheduler on
-    their planned nodes; node 01 is freed."""
+    """Seed steps 5-6 with nothing local but `kubectl repack apply`, which plans, creates the run and
+    follows it: the installed controller evicts, the replacements are gated by the installed
+    webhook, nominated by the installed coordinator and bound by vc-scheduler on their planned
+    nodes; node 01 is freed."""
     from tests.e2e.execute_helpers import (LEASE_NAMESPACE, build_seed_layout, cli, delete_runs, execute_run,
                                            reason_of, unique, write_run)
 
     api = control_plane.api_client
     core = client.CoreV1Api(api)
     pod = installed_pod(core)
-    monkeypatch.setenv("REPACK_NAMESPACE", LEASE_NAMESPACE)
     # Where vc-scheduler alone would put the replacements: the planned nodes must be others.
     natural = natural_choice_when_node_01_is_emptied(core, node_agent, make_namespace("probe"))
     ns = make_namespace("repack-demo")
@@ -313,6 +314,296 @@ def test_seed_execute_is_steered_by_the_installed_webhook_and_coordinator(
         delete_runs(api, [name])
 
 
+def _sample(name: str, new_name: str, **spec_changes) -> dict:
+    """One of config/samples (the seed's YAML), renamed for this test."""
+    import yaml
+
+    with open(os.path.join(REPO_ROOT, "config", "samples", name)) as f:
+        run = yaml.safe_load(f)
+    run["metadata"]["name"] = new_name
+    run["spec"].update(spec_changes)
+    return run
+
+
+def _kubectl_apply(control_plane, obj, tmp_path, *extra):
+    import yaml
+
+    path = tmp_path / f"{obj['metadata']['name']}.yaml"
+    path.write_text(yaml.safe_dump(obj))
+    out = control_plane.kubectl("apply", "-f", str(path), *extra, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout.strip()
+
+
+def _finished(api, name):
+    from tests.e2e.execute_helpers import get_run
+
+    run = get_run(api, name)
+    return run if (run.get("status") or {}).get("phase") in ("Succeeded", "Failed") else None
+
+
+def audit_evictions(control_plane, uids) -> dict:
+    """{victim UID: [answer codes of its Eviction calls]} from the API server's audit log."""
+    out: dict = {uid: [] for uid in uids}
+    with open(control_plane.cp.audit_log) as f:
+        for line in f:
+            event = json.loads(line)
+            if (event.get("objectRef") or {}).get("subresource") != "eviction" or event.get("stage") != "ResponseComplete":
+                continue
+            uid = (((event.get("requestObject") or {}).get("deleteOptions") or {}).get("preconditions") or {}).get("uid")
+            if uid in out:
+                out[uid].append((event.get("responseStatus") or {}).get("code"))
+    return out
+
+
+def _events(core, name) -> list:
+    return [(e.reason, e.type) for e in sorted(
+        core.list_namespaced_event("default", field_selector=f"involvedObject.name={name}").items,
+        key=lambda e: (e.first_timestamp or e.event_time or e.metadata.creation_timestamp, e.metadata.name))]
+
+
+def test_seed_flow_with_kubectl_apply_is_reconciled_in_the_cluster(
+        installed, real_node, control_plane, node_agent, fake_nodes, make_namespace, tmp_path):
+    """Seed steps 2-7 with `kubectl apply` only, against the installed controller: a user without
+    eviction rights is refused (SubjectAccessReview as the creator the webhook recorded), the
+    DryRuns are planned in the cluster and answer the seed's jsonpath queries, the Execute frees
+    node 01 while `kubectl get repackrun -w` watches, ascend-large-training then runs there, and a
+    run waiting for the cooldown is cancelled with `kubectl repack cancel`.
+
+    The seed also places a Kthena ModelServing; it cannot run here (its Go module is not served by
+    the module proxy this machine reaches), so this test uses the seed's VCJob parts only."""
+    from tests.e2e.execute_helpers import build_seed_layout, delete_runs, get_run, reason_of, unique, vcjob
+
+    api = control_plane.api_client
+    core = client.CoreV1Api(api)
+    rbac = client.RbacAuthorizationV1Api(api)
+    ns = make_namespace("repack-demo")
+    nodes = ("ascend-node-01", "ascend-node-02", "ascend-node-03")
+    layout = build_seed_layout(api, fake_nodes, ns, nodes)
+    victims = {uid for _, uid in layout["batch"].values()}
+    names = {k: unique(k) for k in ("bob-execute", "scoped-dryrun", "guarded-dryrun", "execute", "pending")}
+    bob = unique("bob")
+    role = {"metadata": {"name": bob}, "rules": [{"apiGroups": ["repack.volcano.sh"], "resources": ["repackruns"],
+                                                  "verbs": ["create", "get", "list", "watch"]}]}
+    rbac.create_cluster_role(role)
+    rbac.create_cluster_role_binding({"metadata": {"name": bob}, "subjects": [
+        {"kind": "User", "name": bob, "apiGroup": "rbac.authorization.k8s.io"}],
+        "roleRef": {"kind": "ClusterRole", "name": bob, "apiGroup": "rbac.authorization.k8s.io"}})
+    try:
+        # 1. A user who may create RepackRuns but not evict: the run is refused before any eviction.
+        _kubectl_apply(control_plane, _sample("ascend-execute-001.yaml", names["bob-execute"]), tmp_path,
+                       f"--as={bob}")
+        refused = wait_for("bob's run to end", lambda: _finished(api, names["bob-execute"]), timeout=120)
+        assert reason_of(refused, "Failed") == ("True", "EvictionNotAuthorized"), refused["status"]
+        message = refused["status"]["message"]
+        assert f"'{bob}'" in message and f"namespace '{ns}'" in message and "pods/eviction" in message, message
+        creator = json.loads(refused["metadata"]["annotations"]["repack.volcano.sh/creator"])
+        assert creator["username"] == bob                      # recorded from the request, not written by bob
+        assert not refused["status"].get("relocations")
+        assert all(codes == [] for codes in audit_evictions(control_plane, victims).values())
+        FIGURES["sar_refusal"] = message
+
+        # 2. The seed's DryRuns, applied with kubectl, answered by the seed's jsonpath queries.
+        for key, sample in (("scoped-dryrun", "ascend-scoped-dryrun.yaml"), ("guarded-dryrun", "ascend-guarded-dryrun.yaml")):
+            _kubectl_apply(control_plane, _sample(sample, names[key]), tmp_path)
+            done = wait_for(f"{key} planned", lambda key=key: _finished(api, names[key]), timeout=120)
+            assert done["status"]["phase"] == "Succeeded", done["status"]
+        freed = control_plane.kubectl("get", "repackrun", names["scoped-dryrun"], "-o",
+                                      "jsonpath={.status.plan.freedNodes}").stdout
+        assert json.loads(freed) == [nodes[0]], freed
+        guarded = control_plane.kubectl("get", "repackrun", names["guarded-dryrun"], "-o", "jsonpath="
+                                        "fragmentation={.status.plan.summary.fragBeforePercent}% -> "
+                                        "{.status.plan.summary.fragAfterPercent}%, freedNodes="
+                                        "{.status.plan.summary.freedNodeCount}").stdout
+        assert guarded.endswith("freedNodes=1"), guarded
+        FIGURES["guarded_dryrun_jsonpath"] = guarded
+
+        # 3. The Execute, applied with kubectl and watched with `kubectl get repackrun -w`.
+        t0 = time.monotonic()
+        _kubectl_apply(control_plane, _sample("ascend-execute-001.yaml", names["execute"],
+                                              eviction={"gracePeriodSeconds": 0}), tmp_path)
+        watch = subprocess.Popen([control_plane.cp.binaries["kubectl"], f"--kubeconfig={control_plane.kubeconfig}",
+                                  "get", "repackrun", names["execute"], "-w"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True)
+        run = wait_for("the Execute to end", lambda: _finished(api, names["execute"]), timeout=300)
+        FIGURES["kubectl_apply_to_succeeded_seconds"] = round(time.monotonic() - t0, 1)
+        time.sleep(2)
+        watch.terminate()
+        watched = watch.communicate(timeout=10)[0]
+        FIGURES["kubectl_get_w"] = watched
+        assert reason_of(run, "Complete") == ("True", "ExecutionCompleted"), run["status"]
+        assert run["status"]["result"]["freedNodes"] == [nodes[0]]
+        assert "Succeeded" in watched and "ExecutionCompleted" in watched, watched
+        for rec in run["status"]["relocations"]:
+            assert rec["eviction"]["phase"] == "Accepted" and rec["placement"]["phase"] == "Placed", rec
+            assert rec["placement"]["actualNodeName"] == rec["plannedNodeName"], rec
+        events = [r for r, _ in _events(core, names["execute"])]
+        for expected in ("Started", "Evicted", "Placed", "Completed"):
+            assert expected in events, events
+        assert events.count("Evicted") == len(victims), events
+        described = control_plane.kubectl("describe", "repackrun", names["execute"]).stdout
+        assert "Evicted" in described and "Completed" in described, described
+        # Measured, not inferred: each victim was evicted by exactly one successful call.
+        counts = audit_evictions(control_plane, victims)
+        assert all(codes.count(201) == 1 for codes in counts.values()), counts
+        assert not (run["metadata"].get("finalizers") or [])     # released when the run ended
+
+        # 4. Seed step 7: the large training job (2 workers x 4 cards) now runs on the freed node.
+        client.CustomObjectsApi(api).create_namespaced_custom_object(
+            "batch.volcano.sh", "v1alpha1", ns, "jobs",
+            vcjob("ascend-large-training", {"workload-type": "training"}, [("worker", 2, 4)],
+                  {"accelerator-pool": "ascend-npu"}))
+        from tests.e2e.execute_helpers import SCHEDULE_TIMEOUT, running_on
+        large = wait_for("ascend-large-training Running", lambda: running_on(core, ns, "ascend-large-training"),
+                         timeout=SCHEDULE_TIMEOUT)
+        assert {n for n, _ in large.values()} == {nodes[0]}, large
+
+        # 5. A run that waits for the cooldown, cancelled with `kubectl repack cancel`.
+        pending = _sample("ascend-execute-001.yaml", names["pending"])
+        pending["metadata"]["annotations"] = {"repack.volcano.sh/execute-cooldown": "1h"}
+        _kubectl_apply(control_plane, pending, tmp_path)
+        wait_for("the run to wait for the cooldown", lambda: (get_run(api, names["pending"]).get("status") or {})
+                 .get("phase") == "Pending" or None, timeout=120)
+        assert reason_of(get_run(api, names["pending"]), "Progressing")[1] == "ExecuteCooldownActive"
+        out = repack(control_plane.kubeconfig, "cancel", names["pending"])
+        assert out.returncode == 0, out.stdout + out.stderr
+        cancelled = wait_for("the cancelled run to end", lambda: _finished(api, names["pending"]), timeout=120)
+        assert reason_of(cancelled, "Failed")[1] == "Cancelled", cancelled["status"]
+        assert "nothing was evicted" in cancelled["status"]["message"]
+        assert not (cancelled["metadata"].get("finalizers") or [])
+        print(f"\n{FIGURES['kubectl_get_w']}\nkubectl apply -> Succeeded: "
+              f"{FIGURES['kubectl_apply_to_succeeded_seconds']}s\nrefused: {FIGURES['sar_refusal']}\n"
+              f"audit (201s per victim): {counts}\nevents: {events}")
+    finally:
+        delete_runs(api, list(names.values()))
+        rbac.delete_cluster_role_binding(bob)
+        rbac.delete_cluster_role(bob)
+        # the cluster-wide cooldown the pending run stored: back to none for whatever runs next
+        lease = client.CoordinationV1Api(api)
+        try:
+            lease.patch_namespaced_lease("repack-execute", NAMESPACE, {"metadata": {"annotations": {
+                "repack.volcano.sh/execute-cooldown": "0s"}}})
+        except ApiException:
+            pass
+
+
+class EvictionHold:
+    """A validating webhook for pods/eviction, served here over TLS, that holds the second distinct
+    eviction it sees until released: the controller is then, for certain, in the middle of a gang."""
+
+    def __init__(self, tmp_path):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        from kubectl_repack.deploy import certs
+
+        self.bundle = certs.generate("eviction-hold", "e2e", extra_sans=["127.0.0.1"])
+        paths = certs.write_pem(tmp_path / "hold-tls", self.bundle)
+        self.seen: list = []
+        self.arrived, self.released = threading.Event(), threading.Event()
+        hold = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                pod = review["request"].get("name")
+                if pod not in hold.seen:
+                    hold.seen.append(pod)
+                if len(hold.seen) > 1 and pod == hold.seen[1] and not hold.released.is_set():
+                    hold.arrived.set()
+                    hold.released.wait(25)
+                body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                                   "response": {"uid": review["request"]["uid"], "allowed": True}}).encode()
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except OSError:      # the API server stopped waiting for the held answer
+                    hold.dropped += 1
+
+            def log_message(self, *args):
+                pass
+
+        self.dropped = 0
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(str(paths["tls.crt"]), str(paths["tls.key"]))
+        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def configuration(self, name, namespace):
+        import base64
+
+        return {"metadata": {"name": name}, "webhooks": [{
+            "name": "hold.e2e.repack.volcano.sh", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+            "failurePolicy": "Ignore", "timeoutSeconds": 30,
+            "clientConfig": {"url": f"https://127.0.0.1:{self.server.server_port}/hold",
+                             "caBundle": base64.b64encode(self.bundle.ca_cert_pem).decode()},
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                       "resources": ["pods/eviction"], "scope": "Namespaced"}],
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}}]}
+
+    def close(self):
+        self.released.set()
+        self.server.shutdown()
+
+
+def test_controller_killed_mid_gang_continues_and_evicts_no_pod_twice(
+        installed, real_node, control_plane, node_agent, fake_nodes, make_namespace, tmp_path):
+    """The controller's container is killed (SIGKILL through containerd) while the second eviction
+    of the gang is in flight; the restarted controller continues the run from its records. The
+    API server's audit log shows one successful Eviction per victim."""
+    from tests.e2e.execute_helpers import build_seed_layout, delete_runs, get_run, reason_of, unique
+
+    api = control_plane.api_client
+    core = client.CoreV1Api(api)
+    reg = client.AdmissionregistrationV1Api(api)
+    ns = make_namespace("repack-failover")
+    nodes = ("failover-node-01", "failover-node-02", "failover-node-03")
+    layout = build_seed_layout(api, fake_nodes, ns, nodes)
+    victims = {uid for _, uid in layout["batch"].values()}
+    hold = EvictionHold(tmp_path)
+    config = unique("eviction-hold")
+    reg.create_validating_webhook_configuration(hold.configuration(config, ns))
+    name = unique("failover-execute")
+    try:
+        def controller_pod():
+            pods = [p for p in core.list_namespaced_pod(
+                NAMESPACE, label_selector=f"app.kubernetes.io/name={manifests.CONTROLLER_NAME}").items
+                if p.metadata.deletion_timestamp is None]
+            return pods[0] if len(pods) == 1 else None
+        before = controller_pod()
+        restarts = before.status.container_statuses[0].restart_count
+        _kubectl_apply(control_plane, _sample("ascend-execute-001.yaml", name, eviction={"gracePeriodSeconds": 0}),
+                       tmp_path)
+        assert hold.arrived.wait(180), f"no second eviction reached the hold (seen: {hold.seen})"
+        mid = get_run(api, name)["status"]["relocations"]
+        FIGURES["failover_records_at_kill"] = [(r["victimPodName"], r["eviction"]["phase"]) for r in mid]
+        assert [r["eviction"]["phase"] for r in mid] == ["Accepted", "InProgress"], mid
+        container = before.status.container_statuses[0].container_id.split("://", 1)[1]
+        t_kill = time.monotonic()
+        real_node.ctr("task", "kill", "-s", "SIGKILL", container)
+        wait_for("the controller container to restart", lambda: (lambda p: p and p.status.container_statuses[0]
+                 .restart_count > restarts)(controller_pod()), timeout=120)
+        hold.released.set()             # the dead controller's call is answered now, or was dropped
+        run = wait_for("the run to end after the fail-over", lambda: _finished(api, name), timeout=300)
+        FIGURES["failover_seconds_from_kill_to_end"] = round(time.monotonic() - t_kill, 1)
+        assert reason_of(run, "Complete") == ("True", "ExecutionCompleted"), json.dumps(run["status"], indent=1)
+        assert run["status"]["result"]["freedNodes"] == [nodes[0]]
+        counts = audit_evictions(control_plane, victims)
+        FIGURES["failover_audit"] = counts
+        assert all(codes.count(201) == 1 for codes in counts.values()), counts
+        print(f"\nrecords when the container was killed: {FIGURES['failover_records_at_kill']}; "
+              f"Eviction calls per victim UID (answer codes, from the audit log): {counts}; "
+              f"kill -> Succeeded {FIGURES['failover_seconds_from_kill_to_end']}s")
+    finally:
+        hold.close()
+        reg.delete_validating_webhook_configuration(config)
+        delete_runs(api, [name])
+
+
 def test_uninstall_removes_everything_install_created(installed, real_node, control_plane):
     api = control_plane.api_client
     core = client.CoreV1Api(api)
@@ -348,7 +639,7 @@ def test_uninstall_removes_everything_install_created(installed, real_node, cont
     wait_for("the namespace gone", lambda: absent(lambda: core.read_namespace(NAMESPACE)), 120)
     wait_for("the pod's containers stopped on the node",
              lambda: not set(containers) & set(real_node.running_tasks()), 60)
-    for pattern in ("-m webhook.coordinator", "-m webhook "):
+    for pattern in ("-m webhook.coordinator", "-m webhook ", "-m webhook.controller"):
         left = [p for p in local_processes(pattern) if p[2]]
         assert not left, f"containerised `{pattern}` still running after uninstall: {left}"
         assert not outside_containers(pattern, control_plane.cp.run_dir)

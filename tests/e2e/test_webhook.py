@@ -393,7 +393,7 @@ def test_seed_flow_apply_places_every_replacement_on_its_planned_node(stack, con
     layout = build_seed_layout(stack.api, fake_nodes, ns, nodes)
     name = unique("ascend-execute")
     try:
-        r = cli(control_plane.kubeconfig, "apply", "-f", write_run(tmp_path, execute_run(name)), "--cooldown", "0s",
+        r = cli(control_plane.kubeconfig, "apply", "--local", "-f", write_run(tmp_path, execute_run(name)), "--cooldown", "0s",
                 "-o", "json")
         run = json.loads(r.stdout)
         out = subprocess.run([control_plane.cp.binaries["kubectl"], f"--kubeconfig={control_plane.kubeconfig}",

@@ -39,7 +39,7 @@ def test_zipapp_applies_resumes_shows_and_snapshots(zipapp, control_plane, fake_
     layout = build_seed_layout(api, fake_nodes, ns, ("zip-node-01", "zip-node-02", "zip-node-03"))
     name = unique("zipapp-execute")
     try:
-        done = _run(zipapp, control_plane, "apply", "-f", write_run(tmp_path, execute_run(name)),
+        done = _run(zipapp, control_plane, "apply", "--local", "-f", write_run(tmp_path, execute_run(name)),
                     "--cooldown", "0s", "-o", "json")
         # 0: node 01 freed; 5: vc-scheduler bound a replacement back (no webhook here): both are
         # complete runs whose replacements were found and verified.
@@ -51,7 +51,7 @@ def test_zipapp_applies_resumes_shows_and_snapshots(zipapp, control_plane, fake_
                    for r in st["relocations"])
         assert st["result"]["metricsVerified"] is True and st["result"]["movedCardCount"] == 2
 
-        again = _run(zipapp, control_plane, "apply", "--resume", name, "-o", "json")
+        again = _run(zipapp, control_plane, "apply", "--local", "--resume", name, "-o", "json")
         assert again.returncode == done.returncode, again.stderr
         assert json.loads(again.stdout)["status"] == st
 

@@ -239,10 +239,37 @@ class ControlPlane:
         self._launch("etcd", argv)
         self._wait(deadline, "etcd", lambda: _http_ok(f"{client}/health", expect=b'"true"'))
 
+    # Every Eviction call, with its request body (the victim's UID is in deleteOptions.preconditions)
+    # and answer code: tests count evictions per victim from what the API server did, not from
+    # what a client says it did. Nothing else is logged.
+    AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Request
+    verbs: ["create"]
+    resources:
+      - group: ""
+        resources: ["pods/eviction"]
+  - level: None
+"""
+
+    @property
+    def audit_log(self) -> str:
+        """The API server's audit log (JSON lines; see AUDIT_POLICY)."""
+        return os.path.join(self.log_dir, "audit.log")
+
     def _start_apiserver(self, deadline: float) -> None:
         pki = self.pki
+        policy = os.path.join(self.run_dir, "audit-policy.yaml")
+        with open(policy, "w") as f:
+            f.write(self.AUDIT_POLICY)
         argv = [
             self.binaries["kube-apiserver"],
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={self.audit_log}",
+            "--audit-log-format=json",
+            "--audit-log-mode=blocking",   # an event is on disk when the call returns
             f"--etcd-servers=http://127.0.0.1:{self.ports['etcd']}",
             f"--bind-address={self.api_host}",
             f"--advertise-address={self.api_host}",
@@ -330,6 +357,25 @@ class ControlPlane:
             "--cache-dumper=false",
             f"--v={self.verbosity}",
         ])
+
+    def restart_controllers(self, timeout: float = 120.0) -> None:
+        """Stop and start kube-controller-manager, vc-controller-manager and vc-scheduler (same
+        commands, same logs) and wait until they serve again.
+
+        For tests that take the API server down: client-go reflectors back off for up to 30 s
+        after such an outage, and an object whose create and status change both fall in that
+        window is first seen already changed. Volcano's job controller acts on PodGroup *updates*
+        only, so a VCJob created then may never get its pods (seen in CI on 2026-11-30: the Job of
+        the next test had no PodGroup after 240 s; reproduced locally: PodGroup Inqueue, no pods).
+        Fresh processes start from a full list, as a real control plane's would after a restart.
+        """
+        names = ("kube-controller-manager", "vc-controller-manager", "vc-scheduler")
+        for name in names:
+            self.components[name].stop()
+        for name in names:
+            self.components[name].start()
+        self.write_state()
+        self._wait_controllers(time.monotonic() + timeout)
 
     def _wait_controllers(self, deadline: float) -> None:
         unverified = ssl._create_unverified_context()  # components serve self-signed certs

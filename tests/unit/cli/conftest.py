@@ -81,6 +81,18 @@ class FakeStore:
         self.runs[name] = stored
         return copy.deepcopy(stored)
 
+    def annotate(self, name, key, value):
+        self.calls.append(("annotate", name, key, value))
+        if name not in self.runs:
+            raise errors.NotFound(f'annotating repackrun {name}: repackruns.repack.volcano.sh "{name}" not found '
+                                   "(HTTP 404)", 404)
+        annotations = self.runs[name]["metadata"].setdefault("annotations", {})
+        if value is None:
+            annotations.pop(key, None)
+        else:
+            annotations[key] = value
+        return copy.deepcopy(self.runs[name])
+
     def write_status(self, name, status):
         self.calls.append(("write_status", name))
         self.runs[name]["status"] = copy.deepcopy(status)
@@ -106,7 +118,7 @@ def fake_cluster(monkeypatch):
         return "api"
 
     monkeypatch.setattr(kclient, "connect", connect)
-    monkeypatch.setattr(kobjects, "read_snapshot", lambda api, kinds=kobjects.SNAPSHOT_KINDS:
+    monkeypatch.setattr(kobjects, "read_snapshot", lambda api, kinds=kobjects.SNAPSHOT_KINDS, progress=None:
                         copy.deepcopy(state["objects"]))
     monkeypatch.setattr(kruns, "RunStore", state["store"])
     return state

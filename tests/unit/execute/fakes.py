@@ -113,8 +113,10 @@ class FakeRuns:
     def get(self, name):
         return copy.deepcopy(self.runs[name])
 
-    def update_status(self, name, mutate):
+    def update_status(self, name, mutate, uid=None):
         run = self.runs[name]
+        if uid is not None:
+            assert run["metadata"].get("uid") == uid, "another incarnation of the run"
         status = run.setdefault("status", {})
         if self.interleave:
             self.interleave(status)

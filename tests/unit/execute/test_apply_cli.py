@@ -43,7 +43,7 @@ def test_bad_durations_are_usage_errors():
 def test_help_documents_exit_codes_and_the_cooldown_setting():
     r = run("apply", "--help")
     assert r.exit_code == 0
-    for text in ("4  the run is Pending", "5  the run ended Failed", "repack.volcano.sh/execute-cooldown",
+    for text in ("4  the run is not finished: Pending", "5  the run ended Failed", "repack.volcano.sh/execute-cooldown", "--local",
                  "--resume NAME", "--no-wait"):
         assert text in r.output
 

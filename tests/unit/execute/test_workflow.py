@@ -137,3 +137,73 @@ def test_sweeps_expired_runs_and_reports_a_finished_one_without_taking_the_lease
     assert notes.lines[0] == "repackrun.repack.volcano.sh/old deleted (ttlSecondsAfterFinished passed)"
     assert result.note == "repackrun run-1 already finished" and mutex.calls == []
     assert clock.now() == T0
+
+
+# ---- in-cluster hooks (issue 12): cancel, authorize, events ------------------------------------------
+def test_cancel_between_evictions_stops_the_next_one_tracks_what_moved_and_says_so():
+    clock, cluster, store, mutex, notes = setup()
+    events = []
+
+    def cancel_after_first(name):          # the user runs `kubectl repack cancel` after one eviction
+        if len(cluster.calls) == 1:
+            store.runs["run-1"]["metadata"].setdefault("annotations", {})["repack.volcano.sh/cancel"] = "true"
+    cluster.on_evict = cancel_after_first
+    from kubectl_repack.api.control import cancel_requested
+    result = apply_run(ApplyRequest("run-1", execute_run()), store, mutex, cluster, cluster, notes, clock=clock,
+                       cancelled=cancel_requested, on_event=lambda r, m, w: events.append((r, w)))
+    st = result.run["status"]
+    assert [c[0] for c in cluster.calls] == ["train-worker-0"]        # the second was never called
+    assert st["phase"] == "Failed" and [c["reason"] for c in st["conditions"] if c["type"] == "Failed"] == ["Cancelled"]
+    assert "1 of 2 planned eviction(s) done" in st["message"] and "not evicted: " in st["message"]
+    assert [r["eviction"]["phase"] for r in st["relocations"]] == ["Accepted", "Pending"]
+    assert st["relocations"][1]["eviction"]["message"].startswith("not evicted: cancelled")
+    assert st["relocations"][0]["placement"]["phase"] == "Placed"     # the moved pod was still tracked
+    assert [e[0] for e in events] == ["Started", "Evicted", "Placed", "Cancelled"]
+    assert mutex.calls[-1][2] is not None     # something was evicted: the cooldown starts
+
+
+def test_cancel_before_start_ends_the_run_without_taking_the_lease():
+    run = execute_run()
+    run["metadata"]["annotations"] = {"repack.volcano.sh/cancel": "true"}
+    clock, cluster, store, mutex, notes = setup(runs=[run])
+    from kubectl_repack.api.control import cancel_requested
+    result = apply_run(ApplyRequest("run-1"), store, mutex, cluster, cluster, notes, clock=clock,
+                       cancelled=cancel_requested)
+    assert result.run["status"]["phase"] == "Failed" and "nothing was evicted" in result.run["status"]["message"]
+    assert cluster.calls == [] and mutex.calls == []
+
+
+def test_a_denied_creator_ends_the_run_before_any_eviction_naming_the_namespace():
+    clock, cluster, store, mutex, notes = setup()
+    asked = []
+
+    def authorize(namespaces):
+        asked.append(namespaces)
+        return f"user 'bob' may not create pods/eviction in namespace {namespaces[0]!r}"
+    result = apply_run(ApplyRequest("run-1", execute_run()), store, mutex, cluster, cluster, notes, clock=clock,
+                       authorize=authorize)
+    st = result.run["status"]
+    assert cluster.calls == [] and asked == [["demo"]]
+    assert st["phase"] == "Failed" and "EvictionNotAuthorized" in [c["reason"] for c in st["conditions"]]
+    assert "namespace 'demo'" in st["message"]
+    assert mutex.calls[-1][2] is None        # nothing evicted: no cooldown
+
+
+def test_an_allowed_creator_runs_as_before():
+    clock, cluster, store, mutex, notes = setup()
+    result = apply_run(ApplyRequest("run-1", execute_run()), store, mutex, cluster, cluster, notes, clock=clock,
+                       authorize=lambda namespaces: "")
+    assert result.run["status"]["phase"] == "Succeeded" and len(cluster.calls) == 2
+
+
+def test_a_started_run_waiting_for_the_lease_stays_running():
+    """After a fail-over the new holder waits for the dead one's Lease: the run it continues must
+    stay Running, or the webhook and coordinator stop steering the pods already evicted."""
+    run = execute_run()
+    run["status"] = {"phase": "Running", "relocations": [{"namespace": "demo"}],
+                     "conditions": [{"type": "Progressing", "status": "True", "reason": "Executing",
+                                     "message": "executing", "lastTransitionTime": "2026-07-30T07:00:00Z"}]}
+    busy = LeaseDecision(False, Reason.ANOTHER_RUN_ACTIVE, "the dead holder's Lease", 20)
+    clock, cluster, store, mutex, notes = setup(busy, runs=[run])
+    result = apply_run(ApplyRequest("run-1", wait=False), store, mutex, cluster, cluster, notes, clock=clock)
+    assert result.pending and store.runs["run-1"]["status"]["phase"] == "Running"

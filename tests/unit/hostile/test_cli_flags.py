@@ -25,6 +25,8 @@ BASE_ARGS = {
     "plan": ["--snapshot", SEED, "--resource", R],
     "apply": ["-f", EXECUTE],
     "status": ["some-run"],
+    "cancel": ["some-run"],
+    "doctor": [],
     "snapshot": ["-o", "/tmp/repack-hostile-snapshot.json"],
     "install": ["--dry-run"],
     "uninstall": ["--dry-run"],
@@ -39,7 +41,7 @@ SELECTORS = ["a in (b", "=x", "a=b=c", "!", "a,,b", "a notin b", "a in ()", "bad
 QUANTITIES = ["lots", "-1", "8 cards", "2GB", "", "1e99999"]
 # Values an option of this meaning must refuse, by its long name.
 BY_NAME = {
-    "--timeout": DURATIONS, "--cooldown": DURATIONS, "--eviction-retry-timeout": DURATIONS,
+    "--timeout": DURATIONS, "--request-timeout": DURATIONS + ["-1", "1.5"], "--cooldown": DURATIONS, "--eviction-retry-timeout": DURATIONS,
     "--name": DNS_NAMES, "--resume": DNS_NAMES,
     "--filename": ["/nonexistent/run.yaml", ""],
     "--resource": ["cpu", "nvidia", ""],
@@ -107,8 +109,9 @@ def _cases():
             for n, value in enumerate(values):
                 yield pytest.param(name, _long(option), value, id=f"{name} {_long(option)}={value[:16]!r}#{n}")
         yield pytest.param(name, "--no-such-flag", "x", id=f"{name} --no-such-flag")
-    for n, value in enumerate(STATUS_NAMES):
-        yield pytest.param("status", None, value, id=f"status NAME={value[:16]!r}#{n}")
+    for command in ("status", "cancel"):
+        for n, value in enumerate(STATUS_NAMES):
+            yield pytest.param(command, None, value, id=f"{command} NAME={value[:16]!r}#{n}")
 
 
 CASES = list(_cases())

@@ -90,6 +90,18 @@ class FakeServer:
                 return self._answer(409, message="the object has been modified; please apply your changes "
                                                  "to the latest version and try again")
             return self._answer(200, self._store(base, body))
+        if method == "PATCH":  # JSON merge patch of metadata.annotations (RunStore.annotate)
+            cur = self.objects.get(base)
+            if cur is None:
+                return self._answer(404, message=f"{base} not found")
+            obj = copy.deepcopy(cur)
+            annotations = obj["metadata"].setdefault("annotations", {})
+            for key, value in ((body.get("metadata") or {}).get("annotations") or {}).items():
+                if value is None:
+                    annotations.pop(key, None)
+                else:
+                    annotations[key] = value
+            return self._answer(200, self._store(base, obj))
         if method == "DELETE":
             cur = self.objects.get(base)
             if cur is None:

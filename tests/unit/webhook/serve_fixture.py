@@ -9,12 +9,12 @@ import sys
 def app():
     from tests.unit.webhook.test_app import RUN
     from webhook.app import create_app
-    from webhook.metrics import Metrics
+    from webhook.metrics import WebhookMetrics
     from webhook.relocations import RelocationStore
 
     store = RelocationStore()
     store.replace_all([RUN])
-    return create_app(store, lambda now: True, Metrics())
+    return create_app(store, lambda now: True, WebhookMetrics())
 
 
 def main(argv=None) -> int:

@@ -10,7 +10,7 @@ import pytest
 from tests.unit.webhook.builders import move, owner, pod, relocation, review_request, rs_pod, run
 from tests.unit.webhook.patching import apply_patch, decode
 from webhook.app import create_app
-from webhook.metrics import Metrics
+from webhook.metrics import WebhookMetrics
 from webhook.relocations import RelocationStore
 
 RS = owner("ReplicaSet", "web-7f8d9c")
@@ -29,7 +29,7 @@ class Clock:
 
 @pytest.fixture
 def env():
-    store, metrics, clock = RelocationStore(), Metrics(), Clock()
+    store, metrics, clock = RelocationStore(), WebhookMetrics(), Clock()
     store.replace_all([RUN])
     lease = {"fresh": True}
     app = create_app(store, lambda now: lease["fresh"], metrics, clock=clock)
@@ -120,7 +120,7 @@ def test_get_on_mutate_is_not_a_500(env):
 
 def test_healthz_and_readyz_follow_sync():
     store = RelocationStore()
-    client = create_app(store, lambda now: True, Metrics()).test_client()
+    client = create_app(store, lambda now: True, WebhookMetrics()).test_client()
     assert client.get("/healthz").status_code == 200
     assert client.get("/readyz").status_code == 503
     store.replace_all([])
@@ -146,13 +146,26 @@ def test_metrics_count_requests(env):
     assert metric(text, "repack_webhook_matches_total") == 1
     assert metric(text, "repack_webhook_gates_total") == 1
     assert metric(text, "repack_webhook_errors_total") == 1
-    assert metric(text, "repack_webhook_nominations_total") == 0
-    assert metric(text, "repack_webhook_lease_timeouts_total") == 0
     assert metric(text, "repack_webhook_admission_duration_seconds_count") == 4
     assert metric(text, 'repack_webhook_admission_duration_seconds_bucket{le="+Inf"}') == 4
     buckets = [float(v) for v in re.findall(r'_bucket\{le="[^"]+"\} (\S+)', text)]
     assert buckets == sorted(buckets)  # cumulative
     assert "# TYPE repack_webhook_admission_duration_seconds histogram" in text
+    # The coordinator's counters live in the coordinator's registry, not as zeros here.
+    assert "repack_webhook_nominations_total" not in text and "repack_webhook_lease_timeouts_total" not in text
+    # The library's process and GC collectors come with it.
+    for name in ("process_resident_memory_bytes", "process_cpu_seconds_total", "process_open_fds",
+                 'python_gc_collections_total{generation="0"}', "python_info"):
+        assert re.search(rf"^{re.escape(name)}[ {{]", text, re.M), f"{name} missing"
+
+
+def test_metrics_negotiate_openmetrics_with_a_scraper_that_asks(env):
+    client, *_ = env
+    post(client, review_request(pod("unrelated")))
+    resp = client.get("/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"})
+    assert resp.status_code == 200 and resp.mimetype == "application/openmetrics-text"
+    text = resp.get_data(as_text=True)
+    assert "repack_webhook_admissions_total 1.0" in text and text.endswith("# EOF\n")
 
 
 def test_serves_admission_over_tls_verified_by_the_generated_ca(tmp_path):
@@ -167,7 +180,7 @@ def test_serves_admission_over_tls_verified_by_the_generated_ca(tmp_path):
     certs.write_pem(tmp_path, bundle)
     store = RelocationStore()
     store.replace_all([RUN])
-    server = make_tls_server(create_app(store, lambda now: True, Metrics()), "127.0.0.1", 0, str(tmp_path))
+    server = make_tls_server(create_app(store, lambda now: True, WebhookMetrics()), "127.0.0.1", 0, str(tmp_path))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -36,7 +36,8 @@ def test_dry_run_renders_every_object_crd_first():
     objs = dry_run()
     assert [o["kind"] for o in objs] == [
         "CustomResourceDefinition", "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
-        "RoleBinding", "Secret", "Deployment", "Service", "MutatingWebhookConfiguration"]
+        "RoleBinding", "Secret", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+        "Deployment", "Service", "Deployment", "MutatingWebhookConfiguration"]
     assert objs[0]["metadata"]["name"] == "repackruns.repack.volcano.sh"
     deploy = by_kind(objs, "Deployment")[0]
     commands = [c["command"] for c in deploy["spec"]["template"]["spec"]["containers"]]
@@ -46,7 +47,7 @@ def test_dry_run_renders_every_object_crd_first():
 def test_webhook_configuration_fails_open_and_trusts_the_generated_ca(tmp_path):
     objs = dry_run("--namespace", "repack-ops", "--cert-dir", str(tmp_path))
     (mwc,) = by_kind(objs, "MutatingWebhookConfiguration")
-    (hook,) = mwc["webhooks"]
+    hook, stamp = mwc["webhooks"]
     assert hook["failurePolicy"] == "Ignore"
     assert hook["sideEffects"] == "None"
     assert hook["timeoutSeconds"] <= 5
@@ -68,15 +69,32 @@ def test_webhook_configuration_fails_open_and_trusts_the_generated_ca(tmp_path):
     assert "repack-webhook.repack-ops.svc" in certs.sans_of(base64.b64decode(secret["data"]["tls.crt"]))
 
 
-def test_rbac_cannot_evict_or_delete_pods():
-    objs = dry_run()
-    rules = [r for o in objs if o["kind"] in ("ClusterRole", "Role") for r in o["rules"]]
+def _rules_of(objs, service_account):
+    """Every rule bound (by a ClusterRoleBinding or RoleBinding) to `service_account`."""
+    roles = {(o["kind"], o["metadata"]["name"]): o["rules"] for o in objs if o["kind"] in ("ClusterRole", "Role")}
+    return [r for o in objs if o["kind"] in ("ClusterRoleBinding", "RoleBinding")
+            if any(s["name"] == service_account for s in o["subjects"])
+            for r in roles[(o["roleRef"]["kind"], o["roleRef"]["name"])]]
+
+
+def test_rbac_of_the_webhook_cannot_evict_or_delete_pods():
+    rules = _rules_of(dry_run(), "repack-webhook")
     for rule in rules:
         resources = set(rule["resources"])
         assert "pods/eviction" not in resources, rule
         if rule["apiGroups"] == [""] and resources & {"pods", "pods/status"}:
             assert not {"delete", "deletecollection", "create", "*"} & set(rule["verbs"]), rule
     assert any("pods/status" in r["resources"] and "patch" in r["verbs"] for r in rules)
+
+
+def test_only_the_controller_may_evict_and_it_may_neither_delete_nor_patch_pods():
+    objs = dry_run()
+    evict = {o["subjects"][0]["name"] for o in objs if o["kind"] in ("ClusterRoleBinding", "RoleBinding")
+             if any("pods/eviction" in r["resources"] for r in _rules_of([*objs], o["subjects"][0]["name"]))}
+    assert evict == {"repack-controller"}
+    for rule in _rules_of(objs, "repack-controller"):
+        if rule["apiGroups"] == [""] and "pods" in rule["resources"]:
+            assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
 
 
 def test_webhook_url_replaces_the_service_and_is_a_san(tmp_path):
@@ -144,7 +162,8 @@ def fake_api(monkeypatch):
     api = FakeApi()
     # install --wait (the default) polls the Deployment: here it is rolled out at once.
     for ns in ("repack-system", "default"):
-        api.existing[f"/apis/apps/v1/namespaces/{ns}/deployments/repack-webhook"] = READY_DEPLOYMENT
+        for name in ("repack-webhook", "repack-controller"):
+            api.existing[f"/apis/apps/v1/namespaces/{ns}/deployments/{name}"] = READY_DEPLOYMENT
     monkeypatch.setattr(options.Settings, "api", lambda self: api)
     return api
 
@@ -158,7 +177,7 @@ def test_install_applies_every_object_server_side(fake_api):
     result = invoke("install")
     assert result.exit_code == 0, result.output
     applies = [c for c in fake_api.calls if c[0] == "PATCH"]
-    assert len(applies) == 11
+    assert len(applies) == 17
     assert all(c[2] == "application/apply-patch+yaml" and c[3] == {"fieldManager": "kubectl-repack", "force": "true"}
                for c in applies)
     paths = [c[1] for c in applies]

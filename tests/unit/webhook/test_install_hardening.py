@@ -19,11 +19,21 @@ def invoke(*args):
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
-def pod_spec(*extra):
+def pod_specs(*extra):
+    """{Deployment name: pod template spec} of `install --dry-run` (the webhook and the controller)."""
     result = invoke("install", "--dry-run", "-o", "yaml", *extra)
     assert result.exit_code == 0, result.output
-    (dep,) = [d for d in yaml.safe_load_all(result.output) if d and d["kind"] == "Deployment"]
-    return dep["spec"]["template"]["spec"]
+    return {d["metadata"]["name"]: d["spec"]["template"]["spec"]
+            for d in yaml.safe_load_all(result.output) if d and d["kind"] == "Deployment"}
+
+
+def pod_spec(*extra):
+    """The webhook Deployment's pod spec; the controller's must be placed the same way."""
+    specs = pod_specs(*extra)
+    assert set(specs) == {"repack-webhook", "repack-controller"}
+    for key in ("nodeSelector", "tolerations", "priorityClassName"):
+        assert specs["repack-controller"].get(key) == specs["repack-webhook"].get(key), key
+    return specs["repack-webhook"]
 
 
 def containers(spec):
@@ -107,7 +117,7 @@ def test_numeric_non_root_users():
 
 def test_coordinator_probes_and_metrics_port_in_the_service():
     objs = manifests.render()
-    (dep,) = [o for o in objs if o["kind"] == "Deployment"]
+    (dep,) = [o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == "repack-webhook"]
     (svc,) = [o for o in objs if o["kind"] == "Service"]
     coordinator = containers(dep["spec"]["template"]["spec"])["coordinator"]
     assert coordinator["ports"] == [{"name": "metrics", "containerPort": 9090, "protocol": "TCP"}]
@@ -120,7 +130,7 @@ def test_coordinator_probes_and_metrics_port_in_the_service():
 
 
 def test_one_replica_with_its_reason_and_no_service_links():
-    (dep,) = [o for o in manifests.render() if o["kind"] == "Deployment"]
+    (dep,) = [o for o in manifests.render() if o["kind"] == "Deployment" and o["metadata"]["name"] == "repack-webhook"]
     assert dep["spec"]["replicas"] == 1
     reason = dep["metadata"]["annotations"]["repack.volcano.sh/replicas"]
     assert "one webhook process" in reason and "PodDisruptionBudget" in reason
@@ -239,13 +249,25 @@ def test_cluster_role_lets_the_coordinator_list_everything_its_live_snapshot_rea
     from webhook.coordinator import FILTER_KINDS
 
     assert FILTER_KINDS
-    (role,) = [o for o in manifests.render() if o["kind"] == "ClusterRole"]
+    (role,) = [o for o in manifests.render() if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "repack-webhook"]
     for kind in FILTER_KINDS:
         group = kind.api_version.rpartition("/")[0]
         for verb in ("list", "watch"):
             assert any(group in r["apiGroups"] and kind.plural in r["resources"] and verb in r["verbs"]
                        for r in role["rules"]), (kind, verb)
 
+
+
+def test_cluster_role_lets_the_controller_list_everything_a_live_plan_reads():
+    """The controller plans on the whole snapshot (PDBs and Volcano kinds too), not only the filters'."""
+    from kubectl_repack.kube.objects import SNAPSHOT_KINDS
+
+    (role,) = [o for o in manifests.render() if o["kind"] == "ClusterRole"
+               and o["metadata"]["name"] == manifests.CONTROLLER_NAME]
+    for kind in SNAPSHOT_KINDS:
+        group = kind.api_version.rpartition("/")[0]
+        assert any(group in r["apiGroups"] and kind.plural in r["resources"] and "list" in r["verbs"]
+                   for r in role["rules"]), kind
 
 # ---- opt-in NetworkPolicy (issue 13) ------------------------------------------------------------------
 def test_apiserver_cidr_renders_a_policy_that_keeps_the_metrics_port_separate():

@@ -64,7 +64,7 @@ def test_leases_only_in_own_namespace():
 
 def test_webhook_configuration_fields(bundle):
     mwc = by_kind(manifests.render(namespace="repack-system", certs=bundle), "MutatingWebhookConfiguration")[0]
-    (hook,) = mwc["webhooks"]
+    hook, stamp = mwc["webhooks"]
     assert hook["admissionReviewVersions"] == ["v1"]
     assert hook["failurePolicy"] == "Ignore"
     assert hook["sideEffects"] == "None"
@@ -77,6 +77,29 @@ def test_webhook_configuration_fields(bundle):
     cc = hook["clientConfig"]
     assert base64.b64decode(cc["caBundle"]) == bundle.ca_cert_pem
     assert cc["service"] == {"namespace": "repack-system", "name": "repack-webhook", "path": "/mutate", "port": 443}
+    # the creator stamp of RepackRuns: CREATE only, fail open (an unstamped run is refused by the controller)
+    assert stamp["name"] == manifests.STAMP_WEBHOOK_NAME and stamp["failurePolicy"] == "Ignore"
+    assert stamp["rules"] == [{"apiGroups": ["repack.volcano.sh"], "apiVersions": ["v1alpha1"],
+                               "operations": ["CREATE"], "resources": ["repackruns"], "scope": "Cluster"}]
+    assert stamp["clientConfig"]["service"] == dict(cc["service"], path="/stamp-run")
+    assert stamp["clientConfig"]["caBundle"] == cc["caBundle"]
+
+
+def test_only_the_controller_may_evict_and_it_has_what_a_run_needs(bundle):
+    objs = manifests.render(namespace="repack-system", certs=bundle)
+    roles = {o["metadata"]["name"]: o["rules"] for o in by_kind(objs, "ClusterRole")}
+    def grants(rules, resource, verb):
+        return any(resource in r["resources"] and verb in r["verbs"] for r in rules)
+    assert grants(roles[manifests.CONTROLLER_NAME], "pods/eviction", "create")
+    assert not grants(roles[manifests.NAME], "pods/eviction", "create")
+    for resource, verb in (("subjectaccessreviews", "create"), ("repackruns/status", "update"),
+                           ("repackruns/finalizers", "update"), ("events", "create"), ("repackruns", "patch")):
+        assert grants(roles[manifests.CONTROLLER_NAME], resource, verb), (resource, verb)
+    deps = {d["metadata"]["name"]: d for d in by_kind(objs, "Deployment")}
+    ctl = deps[manifests.CONTROLLER_NAME]["spec"]["template"]["spec"]
+    assert ctl["serviceAccountName"] == manifests.CONTROLLER_NAME
+    assert ctl["containers"][0]["command"] == ["python", "-m", "webhook.controller"]
+    assert deps[manifests.NAME]["spec"]["template"]["spec"]["serviceAccountName"] == manifests.NAME
 
 
 def test_url_mode_for_loopback(bundle):

@@ -1,0 +1,68 @@
+"""`kubectl repack doctor`: the preflight (kubectl_repack.kube.preflight), one line per check."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import click
+
+from .options import NAMESPACE, cluster_options, settings
+
+EPILOG = """\b
+Checks:
+  crd                 the RepackRun CRD is installed and the one this plugin bundles
+  webhook             the MutatingWebhookConfiguration repack-placement exists
+  webhook-endpoints   its Service has ready endpoints
+  webhook-cert        its serving certificate is not within 30 days of expiry
+  controller          the in-cluster RepackRun controller holds its Lease
+  coordinator         the placement coordinator holds its Lease
+  rbac-create         you may create RepackRuns (kubectl repack apply, kubectl apply)
+  rbac-patch          you may patch RepackRuns (kubectl repack cancel)
+  volcano-crds        Volcano's PodGroup and Queue CRDs are installed
+  volcano-scheduler   a Volcano scheduler was seen acting (its Lease, or a PodGroup
+                      status it wrote in the last 24h)
+
+\b
+Exit codes:
+  0  nothing FAILed (WARN lines are things that could not be told or are not needed yet)
+  1  at least one check FAILed (each line says what to do), or the cluster cannot be reached
+
+\b
+Examples:
+  kubectl repack doctor
+  kubectl repack doctor --context prod -n repack-system
+"""
+
+
+def format_checks(checks: Sequence) -> str:
+    """`OK    name  detail` lines, `— fix` appended to FAIL and WARN lines; names aligned."""
+    width = max((len(c.name) for c in checks), default=0)
+    lines = []
+    for c in checks:
+        line = f"{c.verdict:<4}  {c.name:<{width}}  {c.detail}"
+        if c.fix and c.ok is not True:
+            line += f" — {c.fix}"
+        lines.append(line)
+    return "".join(line + "\n" for line in lines)
+
+
+@click.command("doctor", epilog=EPILOG)
+@click.option("-n", "--namespace", default=None, type=NAMESPACE, envvar="REPACK_NAMESPACE",
+              help="Namespace of the in-cluster parts and their Leases (default: $REPACK_NAMESPACE, else "
+                   "repack-system).")
+@cluster_options
+def command(namespace):
+    """Check that the cluster is ready for in-cluster RepackRuns.
+
+    One line per check, OK, FAIL or WARN, with what was seen and, when something is wrong, what to
+    do. Every check runs even when another fails.
+    """
+    from kubectl_repack.kube.preflight import failed, run_checks
+
+    from kubectl_repack.errors import RepackError
+
+    checks = run_checks(settings().api(), namespace)
+    if checks and all(c.ok is False and "cannot reach the API server" in c.detail for c in checks):
+        raise RepackError(checks[0].detail.removeprefix("cannot check: "))   # one error, not ten
+    click.echo(format_checks(checks), nl=False)
+    if failed(checks):
+        raise click.exceptions.Exit(1)

@@ -1,0 +1,363 @@
+"""The RepackRun controller (issue 12): RepackRuns created with `kubectl apply` are carried out in the
+cluster, not from a laptop.
+
+One leader (Lease `repack-controller`, the kube layer's Lease client) reconciles every RepackRun:
+
+* **DryRun**, no status yet: planned on live state with `planner.plan`; the status written is the
+  one `kubectl repack plan --save` writes (plan, Complete condition, phase Succeeded).
+* **Execute**, not finished: carried out by the engine `kubectl repack apply --local` uses
+  (kubectl_repack.engine.workflow.apply_run: execute Lease mutex and cooldown, write-ahead records,
+  Eviction API with PDBs, placement tracking, verification, result, TTL), in one worker thread, one
+  run at a time, oldest first. A run continues from its records after a restart or fail-over, so no
+  pod is evicted twice (the records are written before each Eviction call).
+* **Finished** runs are never touched again, except that the finalizer is removed.
+* Runs marked `repack.volcano.sh/executor: local` belong to the plugin (`apply --local`, `plan
+  --save`) and are left alone.
+
+Before a run's first eviction (and again when a started run is continued) the controller checks
+that the run's *creator* may evict: the creator stamp written by the admission webhook must verify
+(kubectl_repack.api.control) and a SubjectAccessReview as that user must allow `create
+pods/eviction` in every namespace the plan touches. Otherwise the run ends Failed,
+EvictionNotAuthorized, naming the namespace and the permission. A spec the CRD accepts but the
+planner refuses ends Failed, InvalidSpec, naming the field.
+
+Cancel and delete: the annotation `repack.volcano.sh/cancel: "true"` (`kubectl repack cancel`),
+or a delete, stops a run before its next eviction; it ends Failed/Cancelled saying what was and was
+not moved. An Execute run carries the finalizer `repack.volcano.sh/stop-before-delete` while the
+controller works on it, so a delete waits until the run has stopped (the finalizer is removed as
+soon as the run is finished).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Optional, Sequence
+
+import planner
+from planner.gcpause import paused_gc
+from kubectl_repack.api.control import (CONTROLLER_LEASE_NAME, FINALIZER, UntrustedCreator, cancel_requested,
+                                        executed_locally, run_durations, verified_creator)
+from kubectl_repack.api.run import MODE_DRY_RUN, MODE_EXECUTE, Reason, is_finished, phase_of
+from kubectl_repack.api.times import parse_duration, rfc3339, utcnow
+from kubectl_repack.engine.executor import Executor
+from kubectl_repack.engine.mutex import holder_identity
+from kubectl_repack.engine.workflow import ApplyRequest, apply_run
+from kubectl_repack.errors import ClusterAPIError, Conflict, NotFound, RepackError, SpecError
+from webhook.election import DEFAULT_LEASE_DURATION, LeaderElector, process_identity
+
+log = logging.getLogger("webhook.controller")
+
+COMPONENT = "repack-controller"
+DEFAULT_INTERVAL = 2.0
+DEFAULT_EXECUTION_TIMEOUT = "10m"
+
+
+class _Log:
+    """The workflow's reporter: notes into the log (no terminal here)."""
+
+    def note(self, message: str) -> None:
+        log.info("%s", message)
+
+    def progress(self, progress: Any) -> None:
+        pass
+
+
+def _created(run: dict) -> str:
+    return str((run.get("metadata") or {}).get("creationTimestamp") or "")
+
+
+class Controller:
+    """One tick = elect, list runs, plan new DryRuns, hand Execute runs to the worker thread."""
+
+    def __init__(self, api, runs, cluster, lease, elector, key: Callable[[], Optional[bytes]],
+                 events: Callable[[dict], Callable[[str, str, bool], None]],
+                 authorize_as: Callable[[Any, list], str], interval: float = DEFAULT_INTERVAL,
+                 execution_timeout=None, clock=None, patch_run: Optional[Callable[[str, list], None]] = None):
+        self.api, self.runs, self.cluster, self.lease, self.elector = api, runs, cluster, lease, elector
+        self.patch_run = patch_run or self._patch    # JSON patch of a run's metadata (finalizer)
+        self.key, self.events, self.authorize_as = key, events, authorize_as
+        self.interval = interval
+        self.execution_timeout = execution_timeout or parse_duration(DEFAULT_EXECUTION_TIMEOUT)
+        self.clock = clock
+        self.stop_event = threading.Event()
+        self.worker: Optional[threading.Thread] = None
+        self.last_tick = time.monotonic()
+
+    # -- the loop --
+    def keep_leading(self) -> None:
+        """Acquire/renew the leader Lease on its own thread: planning a large cluster takes longer
+        than the Lease lasts, and leadership must not lapse (stopping the running Execute) meanwhile."""
+        period = max(0.5, min(self.interval, self.elector.duration / 3.0))
+        while not self.stop_event.is_set():
+            try:
+                self.elector.ensure()
+            except Exception:  # noqa: BLE001 - a failed renewal is retried; leadership lapses by itself
+                log.exception("leader election")
+            self.stop_event.wait(period)
+
+    def run(self) -> None:
+        threading.Thread(target=self.keep_leading, name="leader-election", daemon=True).start()
+        while not self.stop_event.is_set():
+            try:
+                self.tick()
+            except RepackError as e:
+                log.warning("tick: %s", e)
+            except Exception:  # noqa: BLE001 - the loop must survive anything and try again
+                log.exception("tick failed")
+            self.last_tick = time.monotonic()
+            self.stop_event.wait(self.interval)
+        if self.worker is not None:
+            self.worker.join(timeout=30)
+        self.elector.release()
+
+    def tick(self) -> None:
+        if not self.elector.is_leader:      # kept by keep_leading (tests may call ensure themselves)
+            return
+        runs = sorted(self.runs.list(), key=_created)
+        for run in runs:
+            if is_finished(run):
+                self.drop_finalizer(run)
+            elif executed_locally(run):
+                continue
+            elif (run.get("spec") or {}).get("mode") == MODE_DRY_RUN and not phase_of(run):
+                self.plan_dry_run(run)
+        execute = [r for r in runs if (r.get("spec") or {}).get("mode") == MODE_EXECUTE
+                   and not is_finished(r) and not executed_locally(r)]
+        if execute and (self.worker is None or not self.worker.is_alive()):
+            names = [r["metadata"]["name"] for r in execute]
+            self.worker = threading.Thread(target=self.execute_all, args=(names,), name="execute", daemon=True)
+            self.worker.start()
+
+    def leading(self) -> Optional[str]:
+        """The engine's guard: None while we lead, else why no further eviction may be issued."""
+        return None if self.elector.is_leader else "this controller is no longer the leader"
+
+    # -- DryRun --
+    def plan_dry_run(self, run: dict) -> None:
+        name, uid = run["metadata"]["name"], run["metadata"].get("uid")
+        record = self.events(run)
+        try:
+            spec = planner.RunSpec.from_spec(run["spec"])
+        except SpecError as e:
+            self._engine(record).fail(name, Reason.INVALID_SPEC, f"the planner refuses the spec: {e}")
+            return
+        with paused_gc():
+            result = planner.plan(planner.load_objects(self.cluster.snapshot_objects()), spec)
+        status = result.status(rfc3339(utcnow()))
+
+        def mutate(st: dict) -> None:
+            if st.get("phase"):        # planned meanwhile (plan --save, or a previous leader)
+                return
+            st.update(status)
+        self.runs.update_status(name, mutate, uid=uid)
+        record("Planned", f"{result.outcome}: {result.message}", False)
+        log.info("planned DryRun %s: %s", name, result.outcome)
+
+    # -- Execute --
+    def _engine(self, record) -> Executor:
+        return Executor(self.cluster, self.cluster, self.runs, on_event=record)
+
+    def execute_all(self, names: list) -> None:
+        """Oldest first; stop after one run that actually ran (the next tick looks again)."""
+        for name in names:
+            if self.stop_event.is_set() or not self.elector.is_leader:
+                return
+            try:
+                if self.execute(name):
+                    return
+            except RepackError as e:
+                log.warning("repackrun %s: %s", name, e)
+            except Exception:  # noqa: BLE001 - one run's failure must not stop the controller
+                log.exception("repackrun %s", name)
+
+    def execute(self, name: str) -> bool:
+        """Carry out (or continue) one Execute run. True when it held the mutex (ran or ended)."""
+        try:
+            run = self.runs.get(name)
+        except NotFound:
+            return False
+        if is_finished(run) or executed_locally(run):
+            self.drop_finalizer(run)
+            return False
+        record = self.events(run)
+        try:
+            planner.RunSpec.from_spec(run["spec"])
+        except SpecError as e:
+            self.drop_finalizer(self._engine(record).fail(name, Reason.INVALID_SPEC,
+                                                          f"the planner refuses the spec: {e}"))
+            return False
+        try:
+            durations = run_durations(run, parse_duration)
+        except ValueError as e:
+            self.drop_finalizer(self._engine(record).fail(name, Reason.INVALID_SPEC, str(e)))
+            return False
+        if not (run.get("metadata") or {}).get("deletionTimestamp"):
+            self.add_finalizer(run)
+
+        def authorize(namespaces: list) -> str:
+            try:
+                key = self.key()
+                if key is None:
+                    return "the creator stamp cannot be checked: the signing key is not readable; nothing was evicted"
+                creator = verified_creator(run, key)
+            except ClusterAPIError as e:
+                raise ClusterAPIError(f"reading the signing key to check the creator of repackrun {name}: {e}") from e
+            except UntrustedCreator as e:
+                return f"no trustworthy creator record: {e}; nothing was evicted"
+            return self.authorize_as(creator, namespaces)
+
+        request = ApplyRequest(name, None, wait=False, timeout=durations.get("timeout", self.execution_timeout),
+                               cooldown=durations.get("cooldown"))
+        kwargs = {"clock": self.clock} if self.clock else {}
+        result = apply_run(request, self.runs, _GuardedLease(self.lease, self.leading), self.cluster, self.cluster,
+                           _Log(), me=holder_identity(name, host=os.environ.get("POD_NAME")),
+                           authorize=authorize, cancelled=cancel_requested, on_event=record, **kwargs)
+        if is_finished(result.run):
+            self.drop_finalizer(result.run)
+        return not result.pending
+
+    # -- finalizer --
+    def add_finalizer(self, run: dict) -> None:
+        meta = run.get("metadata") or {}
+        current = list(meta.get("finalizers") or [])
+        if FINALIZER in current:
+            return
+        ops = [{"op": "test", "path": "/metadata/resourceVersion", "value": meta.get("resourceVersion")},
+               {"op": "add", "path": "/metadata/finalizers", "value": current + [FINALIZER]}]
+        self.patch_run(meta["name"], ops)
+
+    def drop_finalizer(self, run: dict) -> None:
+        meta = run.get("metadata") or {}
+        current = list(meta.get("finalizers") or [])
+        if FINALIZER not in current:
+            return
+        ops = [{"op": "test", "path": "/metadata/finalizers", "value": current},
+               {"op": "replace", "path": "/metadata/finalizers", "value": [f for f in current if f != FINALIZER]}]
+        self.patch_run(meta["name"], ops)
+
+    def _patch(self, name: str, ops: list) -> None:
+        from kubectl_repack.api.run import GROUP, PLURAL, VERSION
+        from kubectl_repack.kube.client import request
+
+        try:
+            request(self.api, "PATCH", f"/apis/{GROUP}/{VERSION}/{PLURAL}/{name}", ops,
+                    content_type="application/json-patch+json")
+        except (Conflict, NotFound):
+            pass            # changed or gone meanwhile: the next tick decides again
+        except ClusterAPIError as e:
+            if e.status != 422:   # a failed `test` op: the object changed, decided again next tick
+                raise
+
+
+class _GuardedLease:
+    """The execute Lease, whose check also fails when this controller stops leading."""
+
+    def __init__(self, lease, leading: Callable[[], Optional[str]]):
+        self._lease, self._leading = lease, leading
+
+    def check(self) -> Optional[str]:
+        return self._leading() or self._lease.check()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._lease, name)
+
+
+# --- process entry point ---------------------------------------------------------------------------
+def serve_health(controller: Controller, port: int) -> ThreadingHTTPServer:
+    """/healthz: 200 while the loop ticks (503 when it has not for 3 intervals + 30 s)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            stale = time.monotonic() - controller.last_tick > 3 * controller.interval + 30
+            body = b"loop stalled\n" if stale else b"ok\n"
+            self.send_response(503 if stale else 200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
+    threading.Thread(target=server.serve_forever, name="health", daemon=True).start()
+    return server
+
+
+def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    env = os.environ.get
+    p = argparse.ArgumentParser(prog="repack-controller", description=__doc__.splitlines()[0])
+    p.add_argument("--kubeconfig", default=env("KUBECONFIG"), help="in-cluster configuration when absent")
+    p.add_argument("--namespace", default=env("REPACK_NAMESPACE", "repack-system"),
+                   help="namespace of the Leases and of the signing-key Secret")
+    p.add_argument("--lease-name", default=env("REPACK_CONTROLLER_LEASE", CONTROLLER_LEASE_NAME))
+    p.add_argument("--lease-duration", default=env("REPACK_LEASE_DURATION", f"{DEFAULT_LEASE_DURATION}s"))
+    p.add_argument("--interval", default=env("REPACK_CONTROLLER_INTERVAL", f"{DEFAULT_INTERVAL}s"))
+    p.add_argument("--execution-timeout", default=env("REPACK_EXECUTION_TIMEOUT", DEFAULT_EXECUTION_TIMEOUT),
+                   help="status.executionDeadline of a run, counted from its start")
+    p.add_argument("--identity", default=env("REPACK_CONTROLLER_IDENTITY"))
+    p.add_argument("--health-port", type=int, default=int(env("REPACK_CONTROLLER_HEALTH_PORT", "0")),
+                   help="serve /healthz on this port (0: off)")
+    p.add_argument("--log-level", default=env("REPACK_LOG_LEVEL", "INFO"))
+    return p.parse_args(argv)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of `python -m webhook.controller`."""
+    from kubectl_repack.engine.execute_lease import ExecuteLease
+    from kubectl_repack.kube.client import connect
+    from kubectl_repack.kube.incluster import EventRecorder, ensure_signing_key, eviction_denied
+    from kubectl_repack.kube.lease import LeaseClient
+    from kubectl_repack.kube.objects import LiveCluster
+    from kubectl_repack.kube.runs import RunStore
+
+    args = parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        lease_duration = max(1, int(round(parse_duration(args.lease_duration).total_seconds())))
+        interval = parse_duration(args.interval).total_seconds()
+        execution_timeout = parse_duration(args.execution_timeout)
+        api = connect(args.kubeconfig)
+    except (ValueError, RepackError) as e:
+        log.error("%s", e)
+        return 2
+    identity = process_identity(args.identity)
+    elector = LeaderElector(LeaseClient(api, args.namespace, args.lease_name), identity, lease_duration)
+    key_cache: dict = {}
+
+    def key() -> Optional[bytes]:
+        if "key" not in key_cache:
+            key_cache["key"] = ensure_signing_key(api, args.namespace)
+        return key_cache["key"]
+
+    cluster = LiveCluster(api)
+    controller = Controller(api, RunStore(api), cluster, ExecuteLease(api, args.namespace), elector, key,
+                            lambda run: EventRecorder(api, run, COMPONENT),
+                            lambda creator, namespaces: eviction_denied(api, creator, namespaces),
+                            interval=interval, execution_timeout=execution_timeout)
+    try:
+        key()   # created at start, so the webhook can sign the first run
+    except RepackError as e:
+        log.warning("signing key: %s (retried when a run needs it)", e)
+    if args.health_port:
+        serve_health(controller, args.health_port)
+
+    def stop(signum: int, _frame: Any) -> None:
+        controller.stop_event.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    log.info("repack-controller %s starting (namespace %s)", identity, args.namespace)
+    controller.run()
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())
