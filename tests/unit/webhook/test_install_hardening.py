@@ -22,7 +22,8 @@ def invoke(*args):
 def pod_spec(*extra):
     result = invoke("install", "--dry-run", "-o", "yaml", *extra)
     assert result.exit_code == 0, result.output
-    (dep,) = [d for d in yaml.safe_load_all(result.output) if d and d["kind"] == "Deployment"]
+    (dep,) = [d for d in yaml.safe_load_all(result.output) if d and d["kind"] == "Deployment"
+              and d["metadata"]["name"] == "repack-webhook"]
     return dep["spec"]["template"]["spec"]
 
 
@@ -107,7 +108,7 @@ def test_numeric_non_root_users():
 
 def test_coordinator_probes_and_metrics_port_in_the_service():
     objs = manifests.render()
-    (dep,) = [o for o in objs if o["kind"] == "Deployment"]
+    (dep,) = [o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == "repack-webhook"]
     (svc,) = [o for o in objs if o["kind"] == "Service"]
     coordinator = containers(dep["spec"]["template"]["spec"])["coordinator"]
     assert coordinator["ports"] == [{"name": "metrics", "containerPort": 9090, "protocol": "TCP"}]
@@ -120,7 +121,7 @@ def test_coordinator_probes_and_metrics_port_in_the_service():
 
 
 def test_one_replica_with_its_reason_and_no_service_links():
-    (dep,) = [o for o in manifests.render() if o["kind"] == "Deployment"]
+    (dep,) = [o for o in manifests.render() if o["kind"] == "Deployment" and o["metadata"]["name"] == "repack-webhook"]
     assert dep["spec"]["replicas"] == 1
     reason = dep["metadata"]["annotations"]["repack.volcano.sh/replicas"]
     assert "one webhook process" in reason and "PodDisruptionBudget" in reason
@@ -239,7 +240,7 @@ def test_cluster_role_lets_the_coordinator_list_everything_its_live_snapshot_rea
     from webhook.coordinator import FILTER_KINDS
 
     assert FILTER_KINDS
-    (role,) = [o for o in manifests.render() if o["kind"] == "ClusterRole"]
+    (role,) = [o for o in manifests.render() if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "repack-webhook"]
     for kind in FILTER_KINDS:
         group = kind.api_version.rpartition("/")[0]
         for verb in ("list", "watch"):
