@@ -5,7 +5,8 @@ Secret and no caBundle).
 `CertManager.ensure()` converges three objects (read and written through kube.webhook_tls):
 
 * **Secret `repack-webhook-tls`** (namespace of the controller): a CA and a serving certificate for
-  every DNS name of the webhook Service (deploy.certs). Created when missing; replaced by a fresh CA
+  every DNS name of the webhook Service (deploy.certs). Created when missing (once the webhook
+  configuration exists: nothing is made before install applied it or after uninstall deleted it); replaced by a fresh CA
   and serving pair when the serving certificate expires within `rotate_before` (30 days), no longer
   names the Service, or cannot be read. The CA's private key is used once, to sign, and never stored.
   `ca.crt` is the trust bundle: the current CA first, then, during a rotation's overlap, the previous
@@ -153,12 +154,8 @@ class CertManager:
         return secret
 
     # -- the webhook configuration --
-    def ensure_ca_bundle(self, secret: dict, actions: list) -> bool:
-        """caBundle of every entry calling the Service = the Secret's ca.crt. False while the
-        configuration does not exist yet (install applies it last)."""
-        config = self.objects.read_webhook_config()
-        if config is None:
-            return False
+    def ensure_ca_bundle(self, config: dict, secret: dict, actions: list) -> None:
+        """caBundle of every entry calling the Service = the Secret's ca.crt."""
         want = (secret.get("data") or {})[certs.CA_CRT]
         ops = []
         for i, hook in enumerate(config.get("webhooks") or []):
@@ -173,7 +170,6 @@ class CertManager:
             names = [op["value"] for op in ops if op["op"] == "test"]
             actions.append(f"mutatingwebhookconfiguration {config['metadata']['name']}: caBundle set to the "
                            f"secret's CA for {', '.join(names)}")
-        return True
 
     # -- the webhook Deployment --
     def ensure_rollout(self, secret: dict, actions: list) -> bool:
@@ -194,10 +190,16 @@ class CertManager:
     def ensure(self) -> tuple[list, bool]:
         """One pass: (what was changed, whether everything was there to converge)."""
         actions: list = []
+        # Nothing is made while the webhook configuration does not exist: install applies it last
+        # (retried every few seconds until then), and uninstall deletes it first, so a controller
+        # still terminating does not re-create the Secret uninstall has just deleted.
+        config = self.objects.read_webhook_config()
+        if config is None:
+            return actions, False
         secret = self.ensure_secret(actions)
-        config_there = self.ensure_ca_bundle(secret, actions)
+        self.ensure_ca_bundle(config, secret, actions)
         deployment_there = self.ensure_rollout(secret, actions)
-        return actions, config_there and deployment_there
+        return actions, deployment_there
 
 
 def run_forever(manager: CertManager, stop: threading.Event, interval: float = DEFAULT_INTERVAL,

@@ -177,10 +177,18 @@ def test_a_secret_that_does_not_name_the_service_or_cannot_be_read_is_replaced()
     x509.load_pem_x509_certificate(data(objects.secret, "tls.crt"))
 
 
-def test_missing_webhook_configuration_or_deployment_is_incomplete_so_it_is_retried_soon():
-    objects = Objects(config=False, deployment=False)
+def test_nothing_is_made_without_the_webhook_configuration_and_it_is_retried_soon():
+    """Before install applied it, or after uninstall deleted it (a terminating controller must not
+    re-create the Secret uninstall just deleted)."""
+    objects = Objects(config=False)
+    assert manager(objects).ensure() == ([], False)
+    assert objects.writes == [] and objects.secret is None
+
+
+def test_a_missing_deployment_is_incomplete_so_it_is_retried_soon():
+    objects = Objects(deployment=False)
     actions, complete = manager(objects).ensure()
-    assert not complete and [w[0] for w in objects.writes] == ["create"]
+    assert not complete and [w[0] for w in objects.writes] == ["create", "patch-config"]
 
 
 def test_another_replica_creating_the_secret_first_is_used():
