@@ -108,3 +108,57 @@ def test_server_dry_run_is_authorized_as_a_real_apply(control_plane):
     r = _repack("install", "--dry-run=server", "--as", user, "--kubeconfig", control_plane.kubeconfig)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert r.stderr.startswith("error: ") and "(HTTP 403)" in r.stderr, r.stderr
+
+
+def test_the_controllers_cert_manager_with_its_own_rbac_makes_and_rotates_what_install_left_out(control_plane):
+    """install renders no Secret and no caBundle; the controller's certificate manager, acting as the
+    controller's ServiceAccount (so its RBAC is what is tested), creates the Secret, sets every
+    caBundle to its CA and rolls the webhook's pod template; a rotation keeps both CAs trusted."""
+    import base64
+    from datetime import datetime, timedelta, timezone
+
+    from cryptography import x509
+
+    from kubectl_repack.kube.client import Overrides, connect
+    from kubectl_repack.kube.webhook_tls import WebhookTLSObjects
+    from webhook.certmanager import FINGERPRINT, CertManager
+
+    namespace = f"repack-certs-{uuid.uuid4().hex[:6]}"
+    r = _repack("install", "-n", namespace, "--no-wait", "--kubeconfig", control_plane.kubeconfig)
+    assert r.returncode == 0, r.stdout + r.stderr
+    api = control_plane.api_client
+    core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+    reg = client.AdmissionregistrationV1Api(api)
+    try:
+        assert _absent(lambda: core.read_namespaced_secret(manifests.SECRET_NAME, namespace))
+        assert all(h.client_config.ca_bundle is None
+                   for h in reg.read_mutating_webhook_configuration(manifests.CONFIG_NAME).webhooks)
+        as_controller = connect(control_plane.kubeconfig, overrides=Overrides(
+            as_user=f"system:serviceaccount:{namespace}:{manifests.CONTROLLER_NAME}"))
+        objects = WebhookTLSObjects(as_controller, namespace, manifests.SECRET_NAME, manifests.CONFIG_NAME,
+                                    manifests.NAME)
+
+        def converged():
+            secret = core.read_namespaced_secret(manifests.SECRET_NAME, namespace)
+            hooks = reg.read_mutating_webhook_configuration(manifests.CONFIG_NAME).webhooks
+            assert [h.client_config.ca_bundle for h in hooks] == [secret.data["ca.crt"]] * 2   # test_installed's check
+            template = apps.read_namespaced_deployment(manifests.NAME, namespace).spec.template.metadata
+            assert template.annotations[FINGERPRINT]
+            return secret, template.annotations[FINGERPRINT]
+
+        actions, complete = CertManager(objects, namespace).ensure()
+        assert complete and len(actions) == 3, actions
+        secret, first = converged()
+        assert CertManager(objects, namespace).ensure() == ([], True)      # converged: nothing written
+
+        later = datetime.now(timezone.utc) + timedelta(days=340)            # within 30 days of expiry
+        actions, _ = CertManager(objects, namespace, now=lambda: later).ensure()
+        assert "rotated" in actions[0], actions
+        rotated, second = converged()
+        assert second != first
+        trust = x509.load_pem_x509_certificates(base64.b64decode(rotated.data["ca.crt"]))
+        assert len(trust) == 2 and base64.b64decode(secret.data["ca.crt"]) in base64.b64decode(rotated.data["ca.crt"])
+    finally:
+        out = _repack("uninstall", "-n", namespace, "--kubeconfig", control_plane.kubeconfig)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "secret/repack-webhook-tls deleted" in out.stdout
