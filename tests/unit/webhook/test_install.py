@@ -11,7 +11,6 @@ import os
 import pytest
 import yaml
 from click.testing import CliRunner
-from cryptography import x509
 
 from kubectl_repack.cli import main
 from kubectl_repack.commands import install
