@@ -111,9 +111,13 @@ def controller_role_rules() -> list[dict]:
     """In its own namespace: Leases (its leader election and the execute mutex), the signing key and
     the webhook's TLS Secret (created; `create` cannot be limited by name), replacing only the TLS
     Secret when it rotates it, and the webhook Deployment's pod template (rolled after a rotation)."""
+    from kubectl_repack.api.control import SIGNING_SECRET_NAME
+
     return [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
              "verbs": ["get", "list", "watch", "create", "update"]},
-            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create"]},
+            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [SIGNING_SECRET_NAME, SECRET_NAME],
+             "verbs": ["get"]},
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
             {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [SECRET_NAME], "verbs": ["update"]},
             {"apiGroups": ["apps"], "resources": ["deployments"], "resourceNames": [NAME], "verbs": ["get", "patch"]}]
 

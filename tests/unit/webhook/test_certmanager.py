@@ -228,14 +228,19 @@ def test_run_forever_retries_soon_after_a_failure_and_stops():
 
 
 @pytest.mark.parametrize("verb,resource,name", [
-    ("update", "secrets", manifests.SECRET_NAME), ("get", "deployments", manifests.NAME),
-    ("patch", "deployments", manifests.NAME)])
+    ("get", "secrets", manifests.SECRET_NAME), ("update", "secrets", manifests.SECRET_NAME),
+    ("get", "deployments", manifests.NAME), ("patch", "deployments", manifests.NAME)])
 def test_the_controller_role_grants_what_the_cert_manager_needs_by_name(verb, resource, name):
     rules = manifests.controller_role_rules()
-    assert any(resource in r["resources"] and verb in r["verbs"] and r.get("resourceNames") == [name]
+    assert any(resource in r["resources"] and verb in r["verbs"] and name in r.get("resourceNames", [])
                for r in rules)
-    assert not any(resource in r["resources"] and verb in r["verbs"] and not r.get("resourceNames")
-                   for r in rules if resource != "secrets" or verb != "get")
+    # by name only: no rule grants the verb on every object of the kind
+    assert not any(resource in r["resources"] and verb in r["verbs"] and not r.get("resourceNames") for r in rules)
+
+
+def test_only_create_of_secrets_is_unnamed_as_kubernetes_cannot_limit_create_by_name():
+    unnamed = [r for r in manifests.controller_role_rules() if "secrets" in r["resources"] and not r.get("resourceNames")]
+    assert [r["verbs"] for r in unnamed] == [["create"]]
 
 
 @pytest.mark.parametrize("verb", ["get", "patch"])
