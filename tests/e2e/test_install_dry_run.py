@@ -158,6 +158,13 @@ def test_the_controllers_cert_manager_with_its_own_rbac_makes_and_rotates_what_i
         assert second != first
         trust = x509.load_pem_x509_certificates(base64.b64decode(rotated.data["ca.crt"]))
         assert len(trust) == 2 and base64.b64decode(secret.data["ca.crt"]) in base64.b64decode(rotated.data["ca.crt"])
+
+        # A re-install (server-side apply, its own field manager) leaves the controller's caBundle and
+        # fingerprint alone: they are the controller's fields.
+        r = _repack("install", "-n", namespace, "--no-wait", "--kubeconfig", control_plane.kubeconfig)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert converged() == (rotated, second)
+        assert CertManager(objects, namespace, now=lambda: later).ensure() == ([], True)
     finally:
         out = _repack("uninstall", "-n", namespace, "--kubeconfig", control_plane.kubeconfig)
         assert out.returncode == 0, out.stdout + out.stderr
