@@ -402,12 +402,13 @@ def command(namespace, image, node_selector, tolerations, priority_class, apiser
     placement = {"node_selector": parse_node_selector(node_selector), "tolerations": parse_tolerations(tolerations),
                  "priority_class": priority_class, "apiserver_cidrs": list(apiserver_cidrs)}
     image = image or manifests.DEFAULT_IMAGE
-    api = settings().api() if dry_run != "client" else None
-    bundle = None
-    if webhook_url:   # a webhook outside the cluster: no controller there, so install makes its pair
+    if webhook_url:
         from kubectl_repack.deploy import certs
 
         certs.require_cryptography("kubectl repack install --webhook-url")
+    api = settings().api() if dry_run != "client" else None
+    bundle = None
+    if webhook_url:   # a webhook outside the cluster: no controller there, so install makes its pair
         sans = extra_sans(webhook_url)
         if dry_run == "none":
             bundle = existing_certs(api, namespace, sans)
@@ -436,8 +437,27 @@ def command(namespace, image, node_selector, tolerations, priority_class, apiser
         for dep in deployments:   # one --timeout for all of them
             left = max(1.0, timeout - (time.monotonic() - started))
             click.echo(f"waiting up to {left:.0f}s for deployment {dep['namespace']}/{dep['name']} to be Ready ...")
-            wait_for_deployment(api, dep["namespace"], dep["name"], left)
+            try:
+                wait_for_deployment(api, dep["namespace"], dep["name"], left)
+            except InstallNotReady as e:
+                if dep["name"] == manifests.NAME and not _exists(api, f"/api/v1/namespaces/{dep['namespace']}/"
+                                                                      f"secrets/{manifests.SECRET_NAME}"):
+                    raise InstallNotReady(
+                        f"{e}; its pod waits for the Secret {dep['namespace']}/{manifests.SECRET_NAME}, which the "
+                        f"controller (deployment {dep['namespace']}/{manifests.CONTROLLER_NAME}) makes when it runs: "
+                        f"`kubectl -n {dep['namespace']} logs deploy/{manifests.CONTROLLER_NAME}`") from None
+                raise
             click.echo(f"deployment.apps/{dep['name']} Ready")
+
+
+def _exists(api, path: str) -> bool:
+    from kubectl_repack.errors import NotFound
+
+    try:
+        _request(api, "GET", path)
+        return True
+    except NotFound:
+        return False
 
 
 def _print_objects(objs: list, output: Optional[str]) -> None:
