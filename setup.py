@@ -23,8 +23,9 @@ setup(
         "jsonschema>=4.17",
         "kubernetes>=29.0.0",
         "durationpy>=0.7",
-        # `install` generates the webhook's certificates on the client (until they are made in
-        # the cluster): the CLI's only compiled dependency.
+        # Certificates: made in the cluster by the controller (webhook.certmanager); on the client
+        # only by `install --webhook-url` (a webhook served outside the cluster). The CLI's only
+        # compiled dependency; the krew zipapp runs without it.
         "cryptography>=42.0",
     ],
     extras_require={

@@ -346,6 +346,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         log.warning("signing key: %s (retried when a run needs it)", e)
     if args.health_port:
         serve_health(controller, args.health_port)
+    from webhook import certmanager   # issue 14: the webhook's TLS Secret and caBundle, made in the cluster
+
+    certmanager.start(api, args.namespace, controller.stop_event)
 
     def stop(signum: int, _frame: Any) -> None:
         controller.stop_event.set()

@@ -1,18 +1,22 @@
-"""`kubectl repack install` / `uninstall`: the RepackRun CRD plus the webhook and coordinator.
+"""`kubectl repack install` / `uninstall`: the RepackRun CRD plus the webhook, coordinator and controller.
 
-Install generates the TLS material (deploy.certs), renders the objects (deploy.manifests) after
-the CRD, and applies each one with server-side apply (field manager `kubectl-repack`, forced), so
-running it again converges instead of failing. A still-valid certificate in the existing Secret
-is kept, so a re-install does not change the caBundle under running pods. `--dry-run` renders
-without reading or touching the cluster. `--webhook-url` points the MutatingWebhookConfiguration
-at a URL (a webhook served outside the cluster, e.g. on loopback in tests): no Deployment or
-Service is installed then, and `--cert-dir` receives the serving pair for that webhook.
+Install renders the objects (deploy.manifests) after the CRD and applies each one with server-side
+apply (field manager `kubectl-repack`, forced), so running it again converges instead of failing.
+It makes no certificate and renders no Secret or caBundle: the controller makes the webhook's TLS
+Secret in the cluster and keeps the caBundle current (webhook.certmanager), so the rendered objects
+carry no key material and install needs no compiled library (the krew zipapp runs it).
+`--dry-run` (=client) renders without reading or touching the cluster; `--dry-run=server` sends
+each object with dryRun=All. `--webhook-url` points the MutatingWebhookConfiguration at a URL (a
+webhook served outside the cluster, e.g. on loopback in tests): no Deployment or Service is
+installed then, install generates the TLS pair itself (needs `cryptography`), renders it as the
+Secret and the caBundle, keeps a still-valid pair on a re-install, and `--cert-dir` receives it.
 
 Uninstall deletes what install created, webhook configuration first (so no pod creation waits
 on a webhook that is going away), then releases any pod still carrying the placement gate (the
 coordinator that would have is going away too); the CRD, and with it every RepackRun, only with
 `--include-crd`. An existing namespace is used as it is and never deleted: uninstall deletes only
-a namespace install created (it carries the install's part-of label).
+a namespace install created (it carries the install's part-of label). The TLS Secret the
+controller made is deleted too.
 """
 from __future__ import annotations
 
@@ -30,6 +34,8 @@ from kubectl_repack.errors import ClusterAPIError, RepackError
 from .options import IMAGE_REF, NAMESPACE, OUTPUT_JSON, OUTPUT_YAML, RUN_NAME, cluster_options, output_option, settings
 
 FIELD_MANAGER = "kubectl-repack"
+
+DRY_RUN_MODES = ("none", "client", "server")   # kubectl's --dry-run values; bare --dry-run is client
 
 # kind -> (plural, namespaced); the only kinds install writes.
 KINDS = {
@@ -71,11 +77,11 @@ def _request(api, method: str, path: str, body: Optional[dict] = None, query=Non
     return request(api, method, path, body, query, content_type)
 
 
-def server_side_apply(api, obj: dict) -> dict:
-    """Create or update `obj` with server-side apply (forced: install owns these objects)."""
-    return _request(api, "PATCH", object_path(obj), obj,
-                    query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
-                    content_type="application/apply-patch+yaml")
+def server_side_apply(api, obj: dict, dry_run: bool = False) -> dict:
+    """Create or update `obj` with server-side apply (forced: install owns these objects); with
+    `dry_run`, the API server only says what it would do (dryRun=All: validated, admitted, not stored)."""
+    query = [("fieldManager", FIELD_MANAGER), ("force", "true")] + ([("dryRun", "All")] if dry_run else [])
+    return _request(api, "PATCH", object_path(obj), obj, query=query, content_type="application/apply-patch+yaml")
 
 
 def delete_object(api, obj: dict) -> bool:
@@ -111,19 +117,26 @@ def existing_certs(api, namespace: str, sans: list[str]):
     return bundle
 
 
-def ours(api, namespace: str, absent: bool) -> bool:
-    """Whether install manages this namespace: it carries the install's part-of label (install
-    only labels namespaces it creates), or, when missing, `absent` (install will create it)."""
+def namespace_state(api, namespace: str) -> str:
+    """"absent", "ours" (it carries the install's part-of label: install only labels namespaces it
+    creates) or "foreign"."""
     from kubectl_repack.errors import NotFound
     from kubectl_repack.deploy import manifests
 
     try:
         obj = _request(api, "GET", f"/api/v1/namespaces/{namespace}")
     except NotFound:
-        return absent
+        return "absent"
     labels = (obj.get("metadata") or {}).get("labels") or {}
     key = "app.kubernetes.io/part-of"
-    return labels.get(key) == manifests.LABELS[key]
+    return "ours" if labels.get(key) == manifests.LABELS[key] else "foreign"
+
+
+def ours(api, namespace: str, absent: bool) -> bool:
+    """Whether install manages this namespace: it carries the install's part-of label, or, when
+    missing, `absent` (install will create it)."""
+    state = namespace_state(api, namespace)
+    return absent if state == "absent" else state == "ours"
 
 
 def extra_sans(webhook_url: Optional[str]) -> list[str]:
@@ -340,55 +353,78 @@ def wait_for_deployment(api, namespace: str, name: str, timeout: float, poll: fl
               help="Opt-in NetworkPolicy: only these addresses (the API server's) may call the webhook port; "
                    "the metrics port stays open (repeatable; enforced only where the CNI enforces policies).")
 @click.option("--wait/--no-wait", default=True, show_default=True,
-              help="Wait until the Deployment is rolled out and both containers are ready.")
+              help="Wait until both Deployments are rolled out and their containers are ready (the "
+                   "webhook's pod starts once the controller has made its TLS Secret).")
 @click.option("--timeout", default="5m", show_default=True, callback=parse_timeout, metavar="DURATION",
               help="How long --wait waits (e.g. 90s, 5m).")
 @click.option("--webhook-url", default=None, callback=_check_url, metavar="URL",
-              help="Call the webhook at this https URL instead of the in-cluster Service (no Deployment).")
+              help="Call the webhook at this https URL instead of the in-cluster Service (no Deployments; "
+                   "install then makes the TLS pair itself, which needs the Python library `cryptography`).")
 @click.option("--cert-dir", default=None, type=click.Path(file_okay=False),
-              help="Also write tls.crt, tls.key and ca.crt here (for a webhook served outside the cluster).")
-@click.option("--dry-run", is_flag=True, help="Print the objects instead of applying them.")
-@output_option(OUTPUT_YAML, OUTPUT_JSON, help_text="yaml|json: with --dry-run, the format (default yaml).")
+              help="With --webhook-url: also write tls.crt, tls.key and ca.crt here (for the webhook "
+                   "served outside the cluster).")
+@click.option("--dry-run", "dry_run", type=click.Choice(DRY_RUN_MODES), is_flag=False, flag_value="client",
+              default="none", show_default=False, metavar="[=client|server]",
+              help="client (also bare --dry-run): print the objects, touching nothing. server: send each "
+                   "object to the API server as a server-side apply with dryRun=All and print what it "
+                   "would do, storing nothing; when the namespace does not exist yet, a server dry run "
+                   "cannot create it, so the objects inside it are listed as `would be created in the "
+                   "new namespace` without being checked by the server.")
+@output_option(OUTPUT_YAML, OUTPUT_JSON, help_text="yaml|json: with --dry-run, the format (default yaml); with "
+                                                   "--dry-run=server, the objects as the API server returned them.")
 @cluster_options
 def command(namespace, image, node_selector, tolerations, priority_class, apiserver_cidrs, wait, timeout,
             webhook_url, cert_dir, dry_run, output):
-    """Install the RepackRun CRD, the placement webhook and its coordinator.
+    """Install the RepackRun CRD, the placement webhook and its coordinator, and the RepackRun controller.
+
+    No certificate or private key is made here: the controller makes the webhook's TLS Secret
+    (repack-webhook-tls) in the cluster when it starts, keeps the webhook configuration's caBundle
+    equal to its CA and rotates it 30 days before it expires. Until the controller has made the
+    Secret, the webhook's pod waits for its volume (ContainerCreating); --wait waits for both.
+    The rendered objects carry no key material, so they can be committed (GitOps).
 
     \b
     Examples:
       kubectl repack install
       kubectl repack install --dry-run -o yaml > repack-install.yaml
+      kubectl repack install --dry-run=server
       kubectl repack install --webhook-url https://127.0.0.1:9443/mutate --cert-dir ./tls
       kubectl repack install --image registry.example/repack-webhook@sha256:<digest> \\
           --node-selector node-role.kubernetes.io/control-plane= --tolerations node-role.kubernetes.io/control-plane
     """
-    from kubectl_repack.deploy import certs, manifests
+    from kubectl_repack.deploy import manifests
 
-    certs.require_cryptography("kubectl repack install")
+    if cert_dir and not webhook_url:
+        raise click.UsageError("--cert-dir only applies with --webhook-url: in the cluster the controller "
+                               "makes the webhook's certificates (Secret repack-webhook-tls)")
+    if output and dry_run == "none":
+        raise click.UsageError("-o/--output only applies with --dry-run")
     placement = {"node_selector": parse_node_selector(node_selector), "tolerations": parse_tolerations(tolerations),
                  "priority_class": priority_class, "apiserver_cidrs": list(apiserver_cidrs)}
-
     image = image or manifests.DEFAULT_IMAGE
-    sans = extra_sans(webhook_url)
+    if webhook_url:
+        from kubectl_repack.deploy import certs
+
+        certs.require_cryptography("kubectl repack install --webhook-url")
+    api = settings().api() if dry_run != "client" else None
     bundle = None
-    api = None
-    if not dry_run:
-        api = settings().api()
-        bundle = existing_certs(api, namespace, sans)
-    if bundle is None:
-        bundle = certs.generate(manifests.NAME, namespace, extra_sans=sans)
-    if cert_dir:
-        certs.write_pem(cert_dir, bundle)
+    if webhook_url:   # a webhook outside the cluster: no controller there, so install makes its pair
+        sans = extra_sans(webhook_url)
+        if dry_run == "none":
+            bundle = existing_certs(api, namespace, sans)
+        if bundle is None:
+            bundle = certs.generate(manifests.NAME, namespace, extra_sans=sans)
+        if cert_dir:
+            certs.write_pem(cert_dir, bundle)
     objs = manifests_for(namespace, image, bundle, webhook_url, placement)
-    if dry_run:
-        fmt = output or OUTPUT_YAML
-        if fmt == OUTPUT_JSON:
-            click.echo(json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}, indent=2))
-        else:
-            click.echo("---\n".join(render.to_yaml(o) for o in objs), nl=False)
+    if dry_run == "client":
+        _print_objects(objs, output)
         return
-    if output:
-        raise click.UsageError("-o/--output only applies with --dry-run")
+    if dry_run == "server":
+        answers = server_dry_run(api, objs, (lambda _line: None) if output else click.echo)
+        if output:
+            _print_objects(answers, output)
+        return
     for obj in objs:
         if obj["kind"] == "Namespace" and not ours(api, obj["metadata"]["name"], absent=True):
             click.echo(f"{describe(obj)} exists, left as it is (not created by install)")
@@ -401,8 +437,57 @@ def command(namespace, image, node_selector, tolerations, priority_class, apiser
         for dep in deployments:   # one --timeout for all of them
             left = max(1.0, timeout - (time.monotonic() - started))
             click.echo(f"waiting up to {left:.0f}s for deployment {dep['namespace']}/{dep['name']} to be Ready ...")
-            wait_for_deployment(api, dep["namespace"], dep["name"], left)
+            try:
+                wait_for_deployment(api, dep["namespace"], dep["name"], left)
+            except InstallNotReady as e:
+                if dep["name"] == manifests.NAME and not _exists(api, f"/api/v1/namespaces/{dep['namespace']}/"
+                                                                      f"secrets/{manifests.SECRET_NAME}"):
+                    raise InstallNotReady(
+                        f"{e}; its pod waits for the Secret {dep['namespace']}/{manifests.SECRET_NAME}, which the "
+                        f"controller (deployment {dep['namespace']}/{manifests.CONTROLLER_NAME}) makes when it runs: "
+                        f"`kubectl -n {dep['namespace']} logs deploy/{manifests.CONTROLLER_NAME}`") from None
+                raise
             click.echo(f"deployment.apps/{dep['name']} Ready")
+
+
+def _exists(api, path: str) -> bool:
+    from kubectl_repack.errors import NotFound
+
+    try:
+        _request(api, "GET", path)
+        return True
+    except NotFound:
+        return False
+
+
+def _print_objects(objs: list, output: Optional[str]) -> None:
+    if (output or OUTPUT_YAML) == OUTPUT_JSON:
+        click.echo(json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}, indent=2))
+    else:
+        click.echo("---\n".join(render.to_yaml(o) for o in objs), nl=False)
+
+
+def server_dry_run(api, objs: list, echo) -> list:
+    """Each object as a server-side apply with dryRun=All; returns what the API server answered.
+    The server does not create a namespace in a dry run, so objects in a namespace that does not
+    exist yet cannot be checked: they are listed as they would be created (and returned as rendered)."""
+    answers, new_namespace = [], None
+    for obj in objs:
+        if obj["kind"] == "Namespace":
+            state = namespace_state(api, obj["metadata"]["name"])
+            if state == "foreign":
+                echo(f"{describe(obj)} exists, left as it is (not created by install)")
+                continue
+            if state == "absent":
+                new_namespace = obj["metadata"]["name"]
+        if KINDS[obj["kind"]][1] and obj["metadata"].get("namespace") == new_namespace:
+            echo(f"{describe(obj)} would be created in the new namespace {new_namespace} "
+                 "(not checked by the server: a server dry run does not create the namespace)")
+            answers.append(obj)
+            continue
+        answers.append(server_side_apply(api, obj, dry_run=True))
+        echo(f"{describe(obj)} serverside-applied (server dry run)")
+    return answers
 
 
 @click.command("uninstall")

@@ -101,14 +101,25 @@ def controller_cluster_role_rules() -> list[dict]:
         {"apiGroups": ["repack.volcano.sh"], "resources": ["repackruns/finalizers"], "verbs": ["update"]},
         {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+        # webhook.certmanager keeps the webhook configuration's caBundle equal to the TLS Secret's CA.
+        {"apiGroups": ["admissionregistration.k8s.io"], "resources": ["mutatingwebhookconfigurations"],
+         "resourceNames": [CONFIG_NAME], "verbs": ["get", "patch"]},
     ]
 
 
 def controller_role_rules() -> list[dict]:
-    """In its own namespace: Leases (its leader election and the execute mutex) and the signing key."""
+    """In its own namespace: Leases (its leader election and the execute mutex), the signing key and
+    the webhook's TLS Secret (created; `create` cannot be limited by name), replacing only the TLS
+    Secret when it rotates it, and the webhook Deployment's pod template (rolled after a rotation)."""
+    from kubectl_repack.api.control import SIGNING_SECRET_NAME
+
     return [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
              "verbs": ["get", "list", "watch", "create", "update"]},
-            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create"]}]
+            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [SIGNING_SECRET_NAME, SECRET_NAME],
+             "verbs": ["get"]},
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [SECRET_NAME], "verbs": ["update"]},
+            {"apiGroups": ["apps"], "resources": ["deployments"], "resourceNames": [NAME], "verbs": ["get", "patch"]}]
 
 
 def namespace_manifest(namespace: str) -> Manifest:

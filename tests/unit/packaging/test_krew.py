@@ -326,15 +326,36 @@ def test_zipapp_plans_the_seed_offline(release_build):
     assert yaml.safe_load(done.stdout)["status"]["plan"]["freedNodes"] == ["ascend-node-01"]
 
 
-def test_zipapp_install_says_what_to_use_instead_of_a_traceback(release_build):
-    """The zipapp cannot carry `cryptography` (compiled): install names the library and pipx."""
+def test_zipapp_install_dry_run_renders_every_object_without_key_material(release_build):
+    """The zipapp cannot carry `cryptography` (compiled) and does not need it: install makes no
+    certificate (the controller does, in the cluster), so its rendering has no key in it."""
     from tests.release import run_zipapp
-    for args in (("install", "--dry-run"), ("install", "--dry-run", "-o", "json"), ("install",)):
-        done = run_zipapp(_zipapp(release_build), *args, "--kubeconfig", "/nonexistent")
+    done = run_zipapp(_zipapp(release_build), "install", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert "PRIVATE KEY" not in done.stdout and "caBundle" not in done.stdout and "tls.key" not in done.stdout
+    kinds = [d["kind"] for d in yaml.safe_load_all(done.stdout) if d]
+    assert kinds[0] == "CustomResourceDefinition" and kinds[-1] == "MutatingWebhookConfiguration"
+    assert "Secret" not in kinds and kinds.count("Deployment") == 2
+    done = run_zipapp(_zipapp(release_build), "install", "--dry-run=client", "-o", "json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["kind"] == "List" and "PRIVATE KEY" not in done.stdout
+
+
+def test_zipapp_install_with_a_webhook_url_says_what_to_use_instead_of_a_traceback(release_build):
+    """Only a webhook served outside the cluster needs a pair made here, so only that names the library."""
+    from tests.release import run_zipapp
+    done = run_zipapp(_zipapp(release_build), "install", "--dry-run", "--webhook-url", "https://127.0.0.1:9443/mutate")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("error: kubectl repack install --webhook-url needs the Python library `cryptography`")
+    assert "pipx install kubectl-repack" in done.stderr and done.stdout == ""
+
+
+def test_zipapp_install_fails_cleanly_without_a_cluster(release_build, tmp_path):
+    from tests.release import run_zipapp
+    for args in (("install",), ("install", "--dry-run=server")):
+        done = run_zipapp(_zipapp(release_build), *args, "--kubeconfig", str(tmp_path / "missing"))
         assert done.returncode == 1, (args, done.stderr)
-        assert "Traceback" not in done.stderr
-        assert done.stderr.startswith("error: kubectl repack install needs the Python library `cryptography`")
-        assert "pipx install kubectl-repack" in done.stderr and done.stdout == ""
+        assert done.stderr == f"error: kubeconfig {tmp_path / 'missing'}: no such file\n", args
 
 
 def test_zipapp_uninstall_dry_run_lists_the_objects(release_build):

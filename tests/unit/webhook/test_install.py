@@ -1,6 +1,7 @@
 """`kubectl repack install --dry-run -o yaml` parsed back: the webhook configuration fails open,
-its caBundle is the generated CA, RBAC cannot evict or delete pods; and install/uninstall against
-a fake API server apply and delete the right objects in the right order."""
+no key material or caBundle is rendered (the controller makes them in the cluster) except with
+--webhook-url, RBAC cannot evict or delete pods; install/uninstall against a fake API server apply
+and delete the right objects in the right order; --dry-run=server applies with dryRun=All only."""
 from __future__ import annotations
 
 import base64
@@ -10,7 +11,6 @@ import os
 import pytest
 import yaml
 from click.testing import CliRunner
-from cryptography import x509
 
 from kubectl_repack.cli import main
 from kubectl_repack.commands import install
@@ -36,7 +36,7 @@ def test_dry_run_renders_every_object_crd_first():
     objs = dry_run()
     assert [o["kind"] for o in objs] == [
         "CustomResourceDefinition", "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
-        "RoleBinding", "Secret", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+        "RoleBinding", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
         "Deployment", "Service", "Deployment", "MutatingWebhookConfiguration"]
     assert objs[0]["metadata"]["name"] == "repackruns.repack.volcano.sh"
     deploy = by_kind(objs, "Deployment")[0]
@@ -44,8 +44,12 @@ def test_dry_run_renders_every_object_crd_first():
     assert ["python", "-m", "webhook.coordinator"] in commands
 
 
-def test_webhook_configuration_fails_open_and_trusts_the_generated_ca(tmp_path):
-    objs = dry_run("--namespace", "repack-ops", "--cert-dir", str(tmp_path))
+def test_webhook_configuration_fails_open_and_carries_no_ca_bundle_or_key():
+    result = invoke("install", "--dry-run", "-o", "yaml", "--namespace", "repack-ops")
+    assert result.exit_code == 0, result.output
+    assert "PRIVATE KEY" not in result.output and "caBundle" not in result.output and "tls.key" not in result.output
+    objs = [d for d in yaml.safe_load_all(result.output) if d]
+    assert not by_kind(objs, "Secret")      # the controller makes it in the cluster (webhook.certmanager)
     (mwc,) = by_kind(objs, "MutatingWebhookConfiguration")
     hook, stamp = mwc["webhooks"]
     assert hook["failurePolicy"] == "Ignore"
@@ -56,17 +60,45 @@ def test_webhook_configuration_fails_open_and_trusts_the_generated_ca(tmp_path):
     (expr,) = hook["namespaceSelector"]["matchExpressions"]
     assert expr["key"] == "kubernetes.io/metadata.name" and expr["operator"] == "NotIn"
     assert {"kube-system", "repack-ops"} <= set(expr["values"])
-    assert hook["clientConfig"]["service"] == {"namespace": "repack-ops", "name": "repack-webhook",
-                                               "path": "/mutate", "port": 443}
-    ca = base64.b64decode(hook["clientConfig"]["caBundle"])
-    (secret,) = by_kind(objs, "Secret")
-    assert base64.b64decode(secret["data"]["ca.crt"]) == ca
-    assert (tmp_path / "ca.crt").read_bytes() == ca
-    # The serving certificate is signed by that CA and names the Service.
-    serving = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
-    issuer = x509.load_pem_x509_certificate(ca)
-    serving.verify_directly_issued_by(issuer)
-    assert "repack-webhook.repack-ops.svc" in certs.sans_of(base64.b64decode(secret["data"]["tls.crt"]))
+    assert hook["clientConfig"] == {"service": {"namespace": "repack-ops", "name": "repack-webhook",
+                                                "path": "/mutate", "port": 443}}
+    # The webhook's pod mounts the Secret the controller will make.
+    dep = [d for d in by_kind(objs, "Deployment") if d["metadata"]["name"] == "repack-webhook"][0]
+    assert {"name": "tls", "secret": {"secretName": "repack-webhook-tls"}} in dep["spec"]["template"]["spec"]["volumes"]
+
+
+def test_install_needs_cryptography_only_for_a_webhook_served_outside_the_cluster(monkeypatch, tmp_path):
+    """The krew zipapp has no `cryptography`: install renders and applies without it."""
+    monkeypatch.setattr(certs, "x509", None)
+    result = CliRunner().invoke(main, ["install", "--dry-run", "-o", "yaml"])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(main, ["install", "--dry-run", "--webhook-url", "https://127.0.0.1:9443/mutate"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "kubectl repack install --webhook-url needs the Python library `cryptography`" in result.output
+
+
+def test_cert_dir_needs_webhook_url(tmp_path):
+    result = CliRunner().invoke(main, ["install", "--dry-run", "--cert-dir", str(tmp_path / "tls")])
+    assert result.exit_code == 2
+    assert "error: --cert-dir only applies with --webhook-url" in result.output
+    assert not (tmp_path / "tls").exists()
+
+
+@pytest.mark.parametrize("args", [("--dry-run=bogus",), ("--dry-run", "maybe")])
+def test_dry_run_takes_client_or_server_only(args):
+    result = CliRunner().invoke(main, ["install", *args])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "error: Invalid value for '--dry-run'" in result.output
+
+
+@pytest.mark.parametrize("args", [("--dry-run",), ("--dry-run=client",), ("--dry-run", "client")])
+def test_bare_dry_run_is_client_and_never_connects(args, monkeypatch):
+    from kubectl_repack.commands import options
+
+    monkeypatch.setattr(options.Settings, "api", lambda self: pytest.fail("client dry run connected"))
+    result = CliRunner().invoke(main, ["install", *args])
+    assert result.exit_code == 0, result.output
+    assert "kind: CustomResourceDefinition" in result.output
 
 
 def _rules_of(objs, service_account):
@@ -177,22 +209,23 @@ def test_install_applies_every_object_server_side(fake_api):
     result = invoke("install")
     assert result.exit_code == 0, result.output
     applies = [c for c in fake_api.calls if c[0] == "PATCH"]
-    assert len(applies) == 17
+    assert len(applies) == 16
     assert all(c[2] == "application/apply-patch+yaml" and c[3] == {"fieldManager": "kubectl-repack", "force": "true"}
                for c in applies)
     paths = [c[1] for c in applies]
     assert paths[0] == "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/repackruns.repack.volcano.sh"
-    assert "/api/v1/namespaces/repack-system/secrets/repack-webhook-tls" in paths
+    assert not any("/secrets/" in p for p in paths)     # the controller makes the TLS Secret
+    assert not any("caBundle" in json.dumps(c[4]) for c in applies)
     assert paths[-1] == ("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/"
                          "repack-placement")
     assert "serverside-applied" in result.output
 
 
-def test_reinstall_keeps_a_valid_certificate(fake_api):
-    bundle = certs.generate("repack-webhook", "repack-system")
+def test_reinstall_with_a_webhook_url_keeps_a_valid_certificate(fake_api):
+    bundle = certs.generate("repack-webhook", "repack-system", extra_sans=["127.0.0.1"])
     fake_api.existing["/api/v1/namespaces/repack-system/secrets/repack-webhook-tls"] = {
         "data": {k: base64.b64encode(v).decode() for k, v in bundle.as_secret_data().items()}}
-    assert invoke("install").exit_code == 0
+    assert invoke("install", "--webhook-url", "https://127.0.0.1:9443/mutate").exit_code == 0
     (mwc,) = [c[4] for c in fake_api.calls if c[0] == "PATCH" and c[4]["kind"] == "MutatingWebhookConfiguration"]
     assert base64.b64decode(mwc["webhooks"][0]["clientConfig"]["caBundle"]) == bundle.ca_cert_pem
 
@@ -257,3 +290,46 @@ def test_an_existing_namespace_is_neither_labelled_nor_deleted(fake_api):
     # The namespaced objects of the install are still removed.
     assert any(c[0] == "DELETE" and c[1] == "/api/v1/namespaces/default/secrets/repack-webhook-tls"
                for c in fake_api.calls)
+
+
+def test_server_dry_run_sends_every_object_with_dry_run_all_and_stores_nothing(fake_api):
+    fake_api.existing["/api/v1/namespaces/repack-system"] = OURS
+    result = invoke("install", "--dry-run=server")
+    assert result.exit_code == 0, result.output
+    writes = [c for c in fake_api.calls if c[0] != "GET"]
+    assert len(writes) == 16
+    assert all(c[0] == "PATCH" and c[3] == {"fieldManager": "kubectl-repack", "force": "true", "dryRun": "All"}
+               for c in writes)
+    lines = result.output.splitlines()
+    assert lines[0] == ("customresourcedefinition.apiextensions.k8s.io/repackruns.repack.volcano.sh "
+                        "serverside-applied (server dry run)")
+    assert "deployment.apps/repack-webhook serverside-applied (server dry run)" in lines
+    assert not any("waiting" in line for line in lines)   # nothing to wait for
+
+
+def test_server_dry_run_lists_objects_of_a_new_namespace_without_sending_them(fake_api):
+    result = invoke("install", "--dry-run=server", "-n", "fresh")
+    assert result.exit_code == 0, result.output
+    sent = [c[1] for c in fake_api.calls if c[0] == "PATCH"]
+    assert "/api/v1/namespaces/fresh" in sent                       # the Namespace itself is checked
+    assert not any(p.startswith("/api/v1/namespaces/fresh/") or "/namespaces/fresh/" in p for p in sent)
+    assert ("deployment.apps/repack-webhook would be created in the new namespace fresh (not checked by the "
+            "server: a server dry run does not create the namespace)") in result.output.splitlines()
+    assert "clusterrole.rbac.authorization.k8s.io/repack-webhook serverside-applied (server dry run)" in result.output
+
+
+def test_server_dry_run_leaves_a_foreign_namespace_alone_and_prints_the_answers_with_output(fake_api):
+    fake_api.existing["/api/v1/namespaces/default"] = {"metadata": {"labels": {"team": "x"}}}
+    result = invoke("install", "--dry-run=server", "-n", "default", "-o", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["kind"] == "List" and len(doc["items"]) == 15     # the fake server answers {} for each
+    assert not any(c[0] == "PATCH" and c[1] == "/api/v1/namespaces/default" for c in fake_api.calls)
+    assert any(c[0] == "PATCH" and c[1] == "/api/v1/namespaces/default/serviceaccounts/repack-webhook"
+               for c in fake_api.calls)
+
+
+def test_output_without_dry_run_is_refused(fake_api):
+    result = invoke("install", "-o", "yaml")
+    assert result.exit_code == 2 and "-o/--output only applies with --dry-run" in result.output
+    assert fake_api.calls == []

@@ -287,3 +287,19 @@ def test_apiserver_cidr_flag_normalises_and_refuses_what_is_not_a_cidr():
     assert '"cidr": "10.244.0.1/32"' in result.output
     bad = invoke("install", "--dry-run", "--apiserver-cidr", "10.0.0.300/8")
     assert bad.exit_code == 2 and "'10.0.0.300/8' is not a CIDR" in bad.output
+
+
+def test_a_webhook_pod_waiting_for_its_secret_points_at_the_controller(fake_api):  # noqa: F811
+    """The controller makes the TLS Secret; while it does not exist the webhook's pod cannot start."""
+    fake_api.existing["/apis/apps/v1/namespaces/repack-system/deployments/repack-webhook"] = {
+        "metadata": {"generation": 1}, "spec": {"replicas": 1}, "status": {}}
+    fake_api.existing["/api/v1/namespaces/repack-system/pods"] = {"items": [{
+        "metadata": {"name": "repack-webhook-abc"}, "spec": {"containers": [{"name": "webhook"}]},
+        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}]}}]}
+    result = CliRunner().invoke(main, ["install", "--timeout", "0s"])
+    assert result.exit_code == 1
+    assert ("its pod waits for the Secret repack-system/repack-webhook-tls, which the controller (deployment "
+            "repack-system/repack-controller) makes when it runs") in result.output
+    fake_api.existing["/api/v1/namespaces/repack-system/secrets/repack-webhook-tls"] = {"data": {}}
+    result = CliRunner().invoke(main, ["install", "--timeout", "0s"])
+    assert result.exit_code == 1 and "waits for the Secret" not in result.output
