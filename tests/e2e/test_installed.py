@@ -446,7 +446,8 @@ def test_seed_flow_with_kubectl_apply_is_reconciled_in_the_cluster(
         # Measured, not inferred: each victim was evicted by exactly one successful call.
         counts = audit_evictions(control_plane, victims)
         assert all(codes.count(201) == 1 for codes in counts.values()), counts
-        assert not (run["metadata"].get("finalizers") or [])     # released when the run ended
+        released = lambda name: not (get_run(api, name)["metadata"].get("finalizers") or []) or None  # noqa: E731
+        wait_for("the finalizer to be released once the run ended", lambda: released(names["execute"]), timeout=30)
 
         # 4. Seed step 7: the large training job (2 workers x 4 cards) now runs on the freed node.
         client.CustomObjectsApi(api).create_namespaced_custom_object(
@@ -470,7 +471,7 @@ def test_seed_flow_with_kubectl_apply_is_reconciled_in_the_cluster(
         cancelled = wait_for("the cancelled run to end", lambda: _finished(api, names["pending"]), timeout=120)
         assert reason_of(cancelled, "Failed")[1] == "Cancelled", cancelled["status"]
         assert "nothing was evicted" in cancelled["status"]["message"]
-        assert not (cancelled["metadata"].get("finalizers") or [])
+        wait_for("the cancelled run's finalizer to be released", lambda: released(names["pending"]), timeout=30)
         print(f"\n{FIGURES['kubectl_get_w']}\nkubectl apply -> Succeeded: "
               f"{FIGURES['kubectl_apply_to_succeeded_seconds']}s\nrefused: {FIGURES['sar_refusal']}\n"
               f"audit (201s per victim): {counts}\nevents: {events}")
