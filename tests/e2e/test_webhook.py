@@ -288,11 +288,17 @@ def test_install_is_valid_idempotent_and_least_privilege(control_plane):
     client.AppsV1Api(api).read_namespaced_deployment("repack-webhook", ns)
     client.CoreV1Api(api).read_namespaced_service("repack-webhook", ns)
 
-    def can(*args):
+    def can(*args, sa="repack-webhook"):
         r = subprocess.run([kubectl, f"--kubeconfig={control_plane.kubeconfig}", "auth", "can-i", *args,
-                            f"--as=system:serviceaccount:{ns}:repack-webhook"], capture_output=True, text=True,
+                            f"--as=system:serviceaccount:{ns}:{sa}"], capture_output=True, text=True,
                            timeout=60)
         return r.stdout.strip()
+
+    # The RepackRun controller's account is the only one that may evict, and it may not delete or patch pods.
+    assert can("create", "pods", "--subresource=eviction", "-n", "default", sa="repack-controller") == "yes"
+    assert can("delete", "pods", "-n", "default", sa="repack-controller") == "no"
+    assert can("patch", "pods", "-n", "default", sa="repack-controller") == "no"
+    assert can("create", "subjectaccessreviews.authorization.k8s.io", sa="repack-controller") == "yes"
 
     assert can("create", "pods", "--subresource=eviction", "-n", "default") == "no"
     assert can("delete", "pods", "-n", "default") == "no"
