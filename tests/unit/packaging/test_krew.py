@@ -347,7 +347,7 @@ def test_zipapp_install_with_a_webhook_url_says_what_to_use_instead_of_a_traceba
     done = run_zipapp(_zipapp(release_build), "install", "--dry-run", "--webhook-url", "https://127.0.0.1:9443/mutate")
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.startswith("error: kubectl repack install --webhook-url needs the Python library `cryptography`")
-    assert "pipx install kubectl-repack" in done.stderr and done.stdout == ""
+    assert "pipx install 'kubectl-repack[webhook]'" in done.stderr and done.stdout == ""
 
 
 def test_zipapp_install_fails_cleanly_without_a_cluster(release_build, tmp_path):
