@@ -41,14 +41,14 @@ from typing import Any, Callable, Optional, Sequence
 import planner
 from planner.gcpause import paused_gc
 from kubectl_repack.api.control import (CONTROLLER_LEASE_NAME, FINALIZER, UntrustedCreator, cancel_requested,
-                                        executed_locally, run_durations, verified_creator)
+                                        executed_locally, finalizer_removal, run_durations, verified_creator)
 from kubectl_repack.api.run import MODE_DRY_RUN, MODE_EXECUTE, Reason, is_finished, phase_of
 from kubectl_repack.api.times import parse_duration, rfc3339, utcnow
 from kubectl_repack.engine.executor import Executor
 from kubectl_repack.engine.mutex import holder_identity
 from kubectl_repack.engine.workflow import ApplyRequest, apply_run
 from kubectl_repack.errors import ClusterAPIError, Conflict, NotFound, RepackError, SpecError
-from webhook.election import DEFAULT_LEASE_DURATION, LeaderElector, process_identity
+from webhook.election import LeaderElector, leader_process_args, process_identity
 
 log = logging.getLogger("webhook.controller")
 
@@ -232,13 +232,9 @@ class Controller:
         self.patch_run(meta["name"], ops)
 
     def drop_finalizer(self, run: dict) -> None:
-        meta = run.get("metadata") or {}
-        current = list(meta.get("finalizers") or [])
-        if FINALIZER not in current:
-            return
-        ops = [{"op": "test", "path": "/metadata/finalizers", "value": current},
-               {"op": "replace", "path": "/metadata/finalizers", "value": [f for f in current if f != FINALIZER]}]
-        self.patch_run(meta["name"], ops)
+        ops = finalizer_removal(run)
+        if ops:
+            self.patch_run(run["metadata"]["name"], ops)
 
     def _patch(self, name: str, ops: list) -> None:
         from kubectl_repack.api.run import GROUP, PLURAL, VERSION
@@ -291,19 +287,12 @@ def serve_health(controller: Controller, port: int) -> ThreadingHTTPServer:
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     env = os.environ.get
-    p = argparse.ArgumentParser(prog="repack-controller", description=__doc__.splitlines()[0])
-    p.add_argument("--kubeconfig", default=env("KUBECONFIG"), help="in-cluster configuration when absent")
-    p.add_argument("--namespace", default=env("REPACK_NAMESPACE", "repack-system"),
-                   help="namespace of the Leases and of the signing-key Secret")
-    p.add_argument("--lease-name", default=env("REPACK_CONTROLLER_LEASE", CONTROLLER_LEASE_NAME))
-    p.add_argument("--lease-duration", default=env("REPACK_LEASE_DURATION", f"{DEFAULT_LEASE_DURATION}s"))
-    p.add_argument("--interval", default=env("REPACK_CONTROLLER_INTERVAL", f"{DEFAULT_INTERVAL}s"))
+    p = leader_process_args("repack-controller", __doc__.splitlines()[0], "REPACK_CONTROLLER", CONTROLLER_LEASE_NAME,
+                            f"{DEFAULT_INTERVAL}s", "namespace of the Leases and of the signing-key Secret")
     p.add_argument("--execution-timeout", default=env("REPACK_EXECUTION_TIMEOUT", DEFAULT_EXECUTION_TIMEOUT),
                    help="status.executionDeadline of a run, counted from its start")
-    p.add_argument("--identity", default=env("REPACK_CONTROLLER_IDENTITY"))
     p.add_argument("--health-port", type=int, default=int(env("REPACK_CONTROLLER_HEALTH_PORT", "0")),
                    help="serve /healthz on this port (0: off)")
-    p.add_argument("--log-level", default=env("REPACK_LOG_LEVEL", "INFO"))
     return p.parse_args(argv)
 
 

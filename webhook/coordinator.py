@@ -40,7 +40,7 @@ from kubectl_repack.api.run import goal_resource, is_active_execute, ttl_expired
 from kubectl_repack.api.times import parse_duration, utcnow
 from kubectl_repack.errors import ClusterAPIError, NotFound, RepackError
 from kubectl_repack.kube.objects import FILTER_KINDS
-from webhook.election import DEFAULT_LEASE_DURATION, LeaderElector, process_identity
+from webhook.election import LeaderElector, leader_process_args, process_identity
 from webhook.metrics import Metrics
 from webhook.placement import Decision, LiveFit, Replacement, decide, find_record_in, record_fields, replacement_of
 
@@ -226,19 +226,13 @@ def _serve_metrics(metrics: Metrics, port: int) -> None:
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     env = os.environ.get
-    p = argparse.ArgumentParser(prog="repack-coordinator", description=__doc__.splitlines()[0])
-    p.add_argument("--kubeconfig", default=env("KUBECONFIG"), help="in-cluster configuration when absent")
-    p.add_argument("--namespace", default=env("REPACK_NAMESPACE", "repack-system"), help="namespace of the Lease")
-    p.add_argument("--lease-name", default=env("REPACK_COORDINATOR_LEASE", COORDINATOR_LEASE_NAME))
-    p.add_argument("--lease-duration", default=env("REPACK_LEASE_DURATION", f"{DEFAULT_LEASE_DURATION}s"),
-                   help="leader Lease duration (the webhook gates only while it is fresh)")
+    p = leader_process_args("repack-coordinator", __doc__.splitlines()[0], "REPACK_COORDINATOR",
+                            COORDINATOR_LEASE_NAME, "1s", "namespace of the Lease",
+                            "leader Lease duration (the webhook gates only while it is fresh)")
     p.add_argument("--placement-lease", default=env("REPACK_PLACEMENT_LEASE", "30s"),
                    help="longest time a pod stays gated, whatever happens")
-    p.add_argument("--interval", default=env("REPACK_COORDINATOR_INTERVAL", "1s"))
-    p.add_argument("--identity", default=env("REPACK_COORDINATOR_IDENTITY"))
     p.add_argument("--metrics-port", type=int, default=int(env("REPACK_COORDINATOR_METRICS_PORT", "0")),
                    help="serve /metrics on this port (0: off)")
-    p.add_argument("--log-level", default=env("REPACK_LOG_LEVEL", "INFO"))
     return p.parse_args(argv)
 
 

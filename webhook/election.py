@@ -22,6 +22,26 @@ log = logging.getLogger("webhook.election")
 DEFAULT_LEASE_DURATION = 15          # seconds; the webhook gates only while this is fresh
 
 
+def leader_process_args(prog: str, description: str, env_prefix: str, lease_name: str, interval: str,
+                        namespace_help: str, lease_duration_help: str = "leader Lease duration"):
+    """The argparse parser shared by the in-cluster leader processes (coordinator, controller):
+    --kubeconfig, --namespace, --lease-name, --lease-duration, --interval, --identity, --log-level,
+    each also read from a REPACK_* variable (`env_prefix` names the process's own ones)."""
+    import argparse
+
+    env = os.environ.get
+    p = argparse.ArgumentParser(prog=prog, description=description)
+    p.add_argument("--kubeconfig", default=env("KUBECONFIG"), help="in-cluster configuration when absent")
+    p.add_argument("--namespace", default=env("REPACK_NAMESPACE", "repack-system"), help=namespace_help)
+    p.add_argument("--lease-name", default=env(f"{env_prefix}_LEASE", lease_name))
+    p.add_argument("--lease-duration", default=env("REPACK_LEASE_DURATION", f"{DEFAULT_LEASE_DURATION}s"),
+                   help=lease_duration_help)
+    p.add_argument("--interval", default=env(f"{env_prefix}_INTERVAL", interval))
+    p.add_argument("--identity", default=env(f"{env_prefix}_IDENTITY"))
+    p.add_argument("--log-level", default=env("REPACK_LOG_LEVEL", "INFO"))
+    return p
+
+
 def process_identity(explicit: Optional[str] = None) -> str:
     """The holder identity of this process: unique per process instance, since hostname and PID
     repeat across pods and host-network containers."""

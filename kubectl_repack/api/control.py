@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
-from .run import MODE_EXECUTE, as_map
+from .run import as_map
 
 CANCEL_ANNOTATION = "repack.volcano.sh/cancel"               # "true": stop before the next eviction
 EXECUTOR_ANNOTATION = "repack.volcano.sh/executor"           # "local": the plugin carries the run out itself
@@ -124,8 +124,15 @@ def executed_locally(run: Optional[Mapping[str, Any]]) -> bool:
     return str(ann.get(EXECUTOR_ANNOTATION) or "") == EXECUTOR_LOCAL
 
 
-def is_execute(run: Optional[Mapping[str, Any]]) -> bool:
-    return as_map(as_map(run).get("spec")).get("mode") == MODE_EXECUTE
+def finalizer_removal(run: Mapping[str, Any]) -> list:
+    """JSON patch taking FINALIZER off the run ([] when it has none); its `test` op makes the API
+    server refuse (422) if the finalizers changed since `run` was read. Used by the controller and
+    by uninstall."""
+    current = list(as_map(as_map(run).get("metadata")).get("finalizers") or [])
+    if FINALIZER not in current:
+        return []
+    return [{"op": "test", "path": "/metadata/finalizers", "value": current},
+            {"op": "replace", "path": "/metadata/finalizers", "value": [f for f in current if f != FINALIZER]}]
 
 
 def run_durations(run: Optional[Mapping[str, Any]], parse) -> dict:

@@ -221,20 +221,18 @@ def _apply_local(api, name, spec_run, wait, timeout, cooldown, eviction_retry_ti
 
 def _no_webhook_warning(api) -> str:
     """Why replacements will not be steered ('' when the placement webhook is installed, or when
-    this user may not read webhook configurations: then nothing is known either way)."""
-    from kubectl_repack.deploy.manifests import CONFIG_NAME
-    from kubectl_repack.errors import ClusterAPIError, NotFound
-    from kubectl_repack.kube.client import request
+    this user may not read webhook configurations: then nothing is known either way). The preflight's
+    own webhook check decides."""
+    from kubectl_repack.kube.preflight import FAIL, Preflight
 
     try:
-        request(api, "GET", f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{CONFIG_NAME}")
-    except NotFound:
-        return (f"no placement webhook is installed (MutatingWebhookConfiguration {CONFIG_NAME}): the scheduler "
-                "alone places the replacements, which may land back on the nodes being emptied "
-                "(NodesNotFreed); `kubectl repack install` adds it")
+        check = Preflight(api).webhook()
     except ClusterAPIError:
         return ""
-    return ""
+    if check.ok is not FAIL:
+        return ""
+    return (f"no placement webhook is installed ({check.detail}): the scheduler alone places the replacements, "
+            "which may land back on the nodes being emptied (NodesNotFreed); `kubectl repack install` adds it")
 
 
 def _apply_in_cluster(api, name, spec_run, wait, timeout, cooldown, output, allow_missing, quiet) -> None:

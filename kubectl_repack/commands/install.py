@@ -537,7 +537,7 @@ def uninstall_command(namespace, include_crd, dry_run):
 def release_finalizers(api) -> list:
     """Remove the controller's finalizer from every RepackRun: with the controller gone nobody would,
     and a delete would hang. Returns [(name, finished)]."""
-    from kubectl_repack.api.control import FINALIZER
+    from kubectl_repack.api.control import finalizer_removal
     from kubectl_repack.api.run import GROUP, PLURAL, VERSION, is_finished
 
     released = []
@@ -549,11 +549,9 @@ def release_finalizers(api) -> list:
         raise
     for run in items:
         meta = run["metadata"]
-        current = list(meta.get("finalizers") or [])
-        if FINALIZER not in current:
+        ops = finalizer_removal(run)
+        if not ops:
             continue
-        ops = [{"op": "test", "path": "/metadata/finalizers", "value": current},
-               {"op": "replace", "path": "/metadata/finalizers", "value": [f for f in current if f != FINALIZER]}]
         try:
             _request(api, "PATCH", f"/apis/{GROUP}/{VERSION}/{PLURAL}/{meta['name']}", ops,
                      content_type="application/json-patch+json")

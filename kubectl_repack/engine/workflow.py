@@ -12,7 +12,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Callable, Optional, Protocol
 
-from kubectl_repack.api.run import EVICTION_PENDING, MODE_EXECUTE, Reason, is_finished, relocations, ttl_expired
+from kubectl_repack.api.run import EVICTION_IN_PROGRESS, EVICTION_PENDING, MODE_EXECUTE, Reason, is_finished, relocations, ttl_expired
 from kubectl_repack.errors import ClusterAPIError, NotFound, RepackError, ValidationError
 
 from .executor import Executor, Options, Progress, evicted_any
@@ -96,7 +96,7 @@ def create_or_resume(runs: RunStore, request: ApplyRequest, reporter: Reporter) 
 
 def namespaces_to_evict(run: dict) -> list:
     """Namespaces of the records whose eviction may still be issued (the authorization's scope)."""
-    return sorted({r.namespace for r in relocations(run) if r.eviction.phase in (EVICTION_PENDING, "InProgress")})
+    return sorted({r.namespace for r in relocations(run) if r.eviction.phase in (EVICTION_PENDING, EVICTION_IN_PROGRESS)})
 
 
 def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: ClusterReader, evictor: Evictor,
