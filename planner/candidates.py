@@ -27,8 +27,10 @@ class Evaluation:
 class CandidateEvaluator:
     """The receiver side of planning and the placement of one candidate's pods."""
 
-    def __init__(self, prep, state, optimized, closed=frozenset(), opened=frozenset()):
+    def __init__(self, prep, state, optimized, closed=frozenset(), opened=frozenset(), pins=None):
         self.prep = prep
+        # pod key -> the only receiver it may take (a pass realising a `setsearch` state)
+        self.pins = pins or {}
         self.snap = prep.snapshot
         self.R = prep.resource
         self.state = state
@@ -152,6 +154,12 @@ class CandidateEvaluator:
         """First receiver in order that accepts `pod`. With `start`, nodes before it are known to
         reject the pod unless they are in `dirty` (their state changed since that was known)."""
         cache = {}
+        pinned = self.pins.get(pod.key)
+        if pinned is not None:
+            if pinned == vacating or pinned not in self.receivers or \
+                    run_filters(pod, self.snap.node_by_name[pinned], self.state, cache) is not None:
+                return None, None
+            return pinned, self.key(pinned, extra)
         if start is not None:
             need = pod.requests[self.R]
             before = sorted(k for k in (self.key(t, extra) for t in dirty if t in self.receivers and t != vacating)

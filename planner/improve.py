@@ -1,8 +1,10 @@
 """The improvement phase after the greedy pass: a few more passes of the same planner (every
 filter, GANG-3 order) with restricted choices, keeping the best complete plan (most net nodes
-freed, then least GANG-3 disruption of the whole plan). Two sources of restrictions, both bounded:
-the budget's structure when maxPerRun stopped the greedy pass (below), and on small clusters a
-local search around the best pass so far (`neighbours`, `improve`).
+freed, then least GANG-3 disruption of the whole plan). Three sources of restrictions, all bounded:
+the budget's structure when maxPerRun stopped the greedy pass (below); on small clusters a local
+search around the best pass so far (`neighbours`, `restricted`); and then, on small clusters, the
+ruin-and-recreate search of `setsearch` over which nodes to vacate, whose best state becomes a
+pass restricted to those nodes with every pod pinned to its receiver (`searched`).
 
 One-step greed spends a PodGroup budget on the cheapest node first, although a few nodes whose
 pods share the same PodGroups would free more within it; likewise a card budget spent on large
@@ -19,6 +21,7 @@ nodes are vacated), so only sets that could free more than the greedy pass are t
 first, at most MAX_ALTERNATIVES passes; each pass is the normal planner (every filter, GANG-3
 order) restricted to that set.
 """
+from . import setsearch
 from .cost import plan_dimensions
 
 MAX_ALTERNATIVES = 6
@@ -246,6 +249,32 @@ def neighbours(best, initial):
 
 
 def improve(greedy, make_planner):
+    """The best of the restricted passes (`restricted`), then of the set search's plan (`searched`)."""
+    best = restricted(greedy, make_planner)
+    found = searched(best, make_planner)
+    if found is not None and plan_key(found) < plan_key(best):
+        best = found
+    return best
+
+
+def searched(best, make_planner):
+    """The ruin-and-recreate search (`setsearch`) started from `best`, on clusters small enough
+    (`setsearch.budget_for`); its best state realised as a pass restricted to its nodes with every
+    pod pinned to its receiver, or None when it found nothing better than `best`."""
+    prep = best.prep
+    iterations = setsearch.budget_for(len(prep.candidates))
+    if not iterations:
+        return None
+    search = setsearch.SetSearch(prep, best.weights)
+    if not search.start(best.freed, {m.pod.key: m.to_node for m in best.moves}):
+        search = setsearch.SetSearch(prep, best.weights)
+    (net, neg_weighted), (vacated, opened, pins) = search.run(iterations)
+    if (-net, len(opened), -neg_weighted) >= plan_key(best):
+        return None
+    return make_planner(vacated, frozenset(), opened, pins=pins).run_rounds()
+
+
+def restricted(greedy, make_planner):
     """The best of the greedy pass and the alternatives (ties keep the earlier pass).
 
     Plans compare by `plan_key`: net nodes freed, then idle nodes re-occupied, then GANG-3.

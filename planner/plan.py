@@ -1,14 +1,16 @@
 """The incremental, gang-aware planner (PLAN-1..3, BUDGET-1..2, OUT-1..3): `plan(snapshot, spec)`.
 
 One call prepares the snapshot once (`prepare`), runs the round loop (`rounds.Planner`), lets the
-budget-aware improvement phase try a few restricted passes when maxPerRun stopped it (`improve`),
-and turns the chosen pass into a `Plan` with the outcome and its reasons. Where the parts live:
+improvement phase try restricted passes (`improve`: the budget's alternatives, and on small
+clusters idle nodes opened, proposals, a local search and the set search), and turns the chosen
+pass into a `Plan` with the outcome and its reasons. Where the parts live:
 
 - plan_types: RunSpec (the spec it acts on), Plan, PodMove, NodeVerdict;
 - prepare: occupancy, the minimum, candidates and blocked verdicts, computed once;
 - candidates: the receiver order and one candidate's evaluation on a fork;
 - rounds: the round loop (reference and fast), consolidation onto idle nodes;
-- improve: alternative passes within a binding budget.
+- improve: alternative passes within a binding budget, and the search on small clusters;
+- setsearch: ruin and recreate over which nodes to vacate, realised as a pass with pinned pods.
 """
 from .cost import DEFAULT_WEIGHTS
 from .frag import frag_percent, percent_int
@@ -43,12 +45,15 @@ def plan(snapshot, spec, weights=DEFAULT_WEIGHTS, optimized=True, progress=None)
     greedy = first.run_rounds()
     passes = 0
 
-    def make_planner(allowed, closed, opened, by_size=False):
+    def make_planner(allowed, closed, opened, by_size=False, pins=None):
         nonlocal passes
         passes += 1
         if progress is not None:
             progress("alternative", passes, None)
-        return Planner(prep, SIZE_ORDER if by_size else weights, optimized, allowed, closed, opened)
+        # A pinned pass evaluates every candidate afresh each round: the fast loop's shared
+        # evaluations and repairs assume the PLAN-2 receiver order, which pins replace.
+        return Planner(prep, SIZE_ORDER if by_size else weights, optimized and pins is None, allowed, closed, opened,
+                       pins)
     best = improve(greedy, make_planner)
     return finish(best)
 

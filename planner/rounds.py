@@ -37,7 +37,7 @@ class Planner:
     """One planning pass over a Prepared snapshot. `allowed` restricts which candidates may be
     vacated; `closed` nodes take no pods (the improvement phase keeps them free to be vacated)."""
 
-    def __init__(self, prep, weights, optimized, allowed=None, closed=frozenset(), opened=frozenset()):
+    def __init__(self, prep, weights, optimized, allowed=None, closed=frozenset(), opened=frozenset(), pins=None):
         self.prep = prep
         self.run = prep.run
         self.R = prep.resource
@@ -45,7 +45,8 @@ class Planner:
         self.optimized = optimized
         self.allowed, self.closed, self.opened = allowed, closed, opened
         self.state = SimulatedState(prep.snapshot)
-        self.ev = CandidateEvaluator(prep, self.state, optimized, closed, opened)
+        self.pins = pins
+        self.ev = CandidateEvaluator(prep, self.state, optimized, closed, opened, pins)
         self.gangs = prep.gangs
         self.verdicts = dict(prep.blocked)
         self.notes = []

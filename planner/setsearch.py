@@ -1,0 +1,368 @@
+"""Ruin and recreate over which nodes a plan vacates (issue 15), on small clusters.
+
+The round loop is greedy (PLAN-1): a node it vacates early decides where later pods can go, and a
+pass restricted by the improvement phase (`improve`) only changes which choices it may make. Some
+plans are out of reach of both: several teams' half-full nodes packed into one shared spare, or a
+card budget spent on five small nodes instead of three large ones. This module searches those
+directly, on a model of the snapshot with only what does not depend on the plan's order:
+
+- a pod may go to a node that passes its static filters (`STATIC_FILTERS`, once per node class)
+  and has room in every resource it requests (the `pods` count included), on the receiver's state
+  with everything the search already placed there;
+- a vacated node receives nothing; an idle node counts against net freed once it receives.
+
+A state is a set S of candidates to vacate, every pod of S placed, and the idle nodes opened.
+Each iteration ruins a few nodes of S (at random, those sending to one receiver, or those that
+opened one idle node), then recreates: now and then every pod of S placed again, largest first;
+then candidates not in S, fewest cards (or least added disruption) first with noise, each added
+when all its pods (and those the search had placed on it) find room, best fit, the tiers of
+receivers (occupied, opened idle, new idle) in one of three orders drawn per recreate; of two
+equal new idle nodes the one more pods may use opens. Budgets (maxPerRun) hold at every step. A state is kept
+in three walks (`run`): two that keep a state when it frees at least as many net nodes as the
+current one (from the plan of the passes, and from an empty plan), and one from the best of them
+that keeps a state when it frees as many and disrupts no more (GANG-3 weighted sum of the whole
+plan); each now and then keeps a worse one, so that it can leave a plateau.
+
+Nothing here is a plan: the best state is handed back as (S, opened idle nodes, pod -> node), and
+`improve` runs the round loop restricted to S with each pod pinned to its node, so the plan's order
+is still GANG-3's and every move is checked with every filter (inter-pod terms, ports) in order.
+The search is bounded by iterations (`budget_for`) and seeded, so a plan is reproducible.
+"""
+import random
+
+from .cost import plan_dimensions
+from .filters import STATIC_FILTERS, run_filters
+from .state import SimulatedState
+
+MAX_CANDIDATES = 200       # the search runs on clusters with at most this many candidates
+WORK = 48_000              # iterations x candidates
+MAX_ITERATIONS = 1200
+MIN_ITERATIONS = 200
+SEED = 15
+OCCUPIED, OPENED, NEW = "occupied", "opened", "new"
+# Receiver tiers a recreate uses, one order drawn per recreate: occupied nodes first (no idle node
+# opens while another node has room), opened idle nodes first (they cost nothing more), or idle
+# nodes first (several donors, of several pools, packed into the same spares).
+TIERS = ((OCCUPIED, OPENED, NEW), (OPENED, OCCUPIED, NEW), (OPENED, NEW, OCCUPIED))
+REPACK = 0.15              # chance that a recreate first places every pod of S again
+ESCAPE = 0.04              # chance to keep a state that is worse than the current one
+
+
+def budget_for(candidates: int) -> int:
+    """Iterations for a cluster with this many candidates (0: the search does not run)."""
+    if candidates == 0 or candidates > MAX_CANDIDATES:
+        return 0
+    return max(MIN_ITERATIONS, min(MAX_ITERATIONS, WORK // candidates))
+
+
+class SetSearch:
+    """The model of one Prepared snapshot, and the state of the search over it."""
+
+    def __init__(self, prep, weights):
+        self.prep, self.weights = prep, weights
+        snap, R = prep.snapshot, prep.resource
+        base = SimulatedState(snap)
+        self.cands = list(prep.candidates)
+        self.home = {}                    # pod key -> its node now
+        self.pod = {}
+        resources = {"pods"}
+        for c in self.cands:
+            for p in prep.r_pods[c]:
+                self.home[p.key], self.pod[p.key] = c, p
+                resources.update(r for r, v in p.requests.items() if v)
+        self.resources = sorted(resources)
+        self.need = {k: {**{r: v for r, v in p.requests.items() if v and r != "pods"}, "pods": 1}
+                     for k, p in self.pod.items()}
+        self.r_need = {k: p.requests.get(R, 0) for k, p in self.pod.items()}
+        self.free = {}
+        for n in prep.alloc:
+            node = snap.node_by_name[n]
+            used = base.used[n]
+            f = {r: node.allocatable.get(r, 0) - used.get(r, 0) for r in resources if r != "pods"}
+            f["pods"] = node.allocatable.get("pods", 0) - len(base.pods_on[n])
+            self.free[n] = f
+        self.idle = set(prep.idle)
+        static = {}
+        self.elig = {}                    # pod key -> receivers it may ever use, by name
+        for k, p in self.pod.items():
+            need, out = self.need[k], []
+            for m in sorted(prep.alloc):
+                if m == self.home[k] or any(v > self.free[m].get(r, 0) for r, v in need.items()):
+                    continue
+                ck = (k, prep.class_of.get(m))
+                ok = static.get(ck)
+                if ok is None:
+                    rep = snap.node_by_name[prep.class_rep[prep.class_of[m]]] if m in prep.class_of else snap.node_by_name[m]
+                    ok = static[ck] = run_filters(p, rep, base, {}, STATIC_FILTERS) is None
+                if ok:
+                    out.append(m)
+            self.elig[k] = out
+        # how many pods may use a node: of two equally good new idle nodes, open the one more
+        # donors can share
+        self.reach = dict.fromkeys(prep.alloc, 0)
+        for out in self.elig.values():
+            for m in out:
+                self.reach[m] += 1
+        # hardest pods first: fewest receivers, then most R
+        self.order = {c: sorted((p.key for p in prep.r_pods[c]), key=lambda k: (len(self.elig[k]), -self.r_need[k], k))
+                      for c in self.cands}
+        run = prep.run
+        self.max_groups, self.max_cards = run.max_podgroups, run.max_resource
+        self.room = max(len(prep.occupied) - prep.minimum.value, 0)
+        # the state
+        self.S = set()
+        self.where = {}                   # pod key -> receiver
+        self.on = {}                      # receiver -> set of pod keys placed there
+        self.opened = {}                  # idle node -> pods placed there
+        self.groups = {}                  # PodGroup -> vacated nodes holding it
+        self.cards = 0
+        self.log = []
+
+    # -- state changes, logged so that a ruin-and-recreate can be undone --------------------------
+    def _place(self, k, m):
+        self.where[k] = m
+        self.on.setdefault(m, set()).add(k)
+        f = self.free[m]
+        for r, v in self.need[k].items():
+            f[r] -= v
+        if m in self.idle:
+            self.opened[m] = self.opened.get(m, 0) + 1
+        self.log.append(("place", k, m))
+
+    def _unplace(self, k):
+        m = self.where.pop(k)
+        self.on[m].discard(k)
+        f = self.free[m]
+        for r, v in self.need[k].items():
+            f[r] += v
+        if m in self.idle:
+            self.opened[m] -= 1
+            if not self.opened[m]:
+                del self.opened[m]
+        self.log.append(("unplace", k, m))
+
+    def _mark(self, c, vacated):
+        groups = self.prep.groups_of[c]
+        if vacated:
+            self.S.add(c)
+            self.cards += self.prep.cards_of[c]
+            for g in groups:
+                self.groups[g] = self.groups.get(g, 0) + 1
+        else:
+            self.S.discard(c)
+            self.cards -= self.prep.cards_of[c]
+            for g in groups:
+                self.groups[g] -= 1
+                if not self.groups[g]:
+                    del self.groups[g]
+        self.log.append(("mark", c, vacated))
+
+    def undo(self, mark):
+        while len(self.log) > mark:
+            op, a, b = self.log.pop()
+            if op == "place":
+                self._unplace(a)
+            elif op == "unplace":
+                self._place(a, b)
+            else:
+                self._mark(a, not b)
+            self.log.pop()                # the inverse just logged itself
+
+    # -- the moves of the search ------------------------------------------------------------------
+    def _fits(self, k, m):
+        f = self.free[m]
+        return all(v <= f.get(r, 0) for r, v in self.need[k].items())
+
+    def _receiver(self, k, allow_open, tiers=TIERS[0]):
+        """Best fit within tiers of receivers: occupied nodes, opened idle nodes and new idle
+        nodes (only if `allow_open`), in the order `tiers` gives them; within a tier the least R
+        left after the pod, then the node more pods may use."""
+        best, best_key = None, None
+        R, need, S, free = self.prep.resource, self.r_need[k], self.S, self.free
+        for m in self.elig[k]:
+            if m in S or free[m].get(R, 0) < need or not self._fits(k, m):
+                continue
+            kind = OCCUPIED if m not in self.idle else (OPENED if m in self.opened else NEW)
+            if kind == NEW and not allow_open:
+                continue
+            tier = tiers.index(kind)
+            key = (tier, free[m].get(R, 0) - need, -self.reach[m], m)
+            if best_key is None or key < best_key:
+                best, best_key = m, key
+        return best
+
+    def budget_ok(self, c):
+        if self.max_cards is not None and self.cards + self.prep.cards_of[c] > self.max_cards:
+            return False
+        if self.max_groups is not None:
+            new = sum(1 for g in self.prep.groups_of[c] if g not in self.groups)
+            if len(self.groups) + new > self.max_groups:
+                return False
+        return True
+
+    def add(self, c, allow_open, tiers=TIERS[0]):
+        """Vacate `c`: its pods, and those placed on it, each to a receiver; False (and nothing
+        changed) when one finds none, the budget does not allow it, or the plan is at the minimum."""
+        if c in self.S or not self.budget_ok(c) or self.net() >= self.room:
+            return False
+        mark = len(self.log)
+        self._mark(c, True)
+        moving = list(self.order[c])
+        for k in sorted(self.on.get(c, ())):
+            self._unplace(k)
+            moving.append(k)
+        for k in moving:
+            m = self._receiver(k, allow_open, tiers)
+            if m is None:
+                self.undo(mark)
+                return False
+            self._place(k, m)
+        return True
+
+    def remove(self, c):
+        """Keep `c`: its pods stay home."""
+        for p in self.prep.r_pods[c]:
+            self._unplace(p.key)
+        self._mark(c, False)
+
+    def net(self):
+        return len(self.S) - len(self.opened)
+
+    def disruption(self):
+        moved = {}
+        for c in self.S:
+            for g, keys in self.prep.groups_of[c].items():
+                moved.setdefault(g, set()).update(keys)
+        dims = plan_dimensions(self.prep.gangs, moved)
+        return round(sum(w * d for w, d in zip(self.weights, dims)), 9)
+
+    def snapshot(self):
+        return frozenset(self.S), frozenset(self.opened), dict(self.where)
+
+    # -- the search -------------------------------------------------------------------------------
+    def start(self, vacated, pins):
+        """Load a plan: `vacated` nodes in order, each pod to its pinned node when that still fits
+        (else wherever it fits). Returns False when the model cannot hold it."""
+        for c in vacated:
+            if not self.budget_ok(c):
+                return False
+            self._mark(c, True)
+            for k in self.order[c]:
+                m = pins.get(k)
+                if m is None or m in self.S or m not in self.elig[k] or not self._fits(k, m):
+                    m = self._receiver(k, True)
+                if m is None:
+                    return False
+                self._place(k, m)
+        self.log.clear()
+        return True
+
+    def _ruin(self, rng):
+        S = sorted(self.S)
+        if not S:
+            return
+        how = rng.random()
+        if how < 0.4 or not self.on:
+            for c in rng.sample(S, min(len(S), rng.randint(1, max(3, len(S) // 6)))):
+                self.remove(c)
+        elif how < 0.7 or not self.opened:
+            # the donors of one receiver, so it can take others
+            m = rng.choice(sorted(r for r, ks in self.on.items() if ks))
+            for c in sorted({self.home[k] for k in self.on[m]}):
+                self.remove(c)
+        else:
+            # close one opened idle node
+            m = rng.choice(sorted(self.opened))
+            for c in sorted({self.home[k] for k in self.on[m]}):
+                self.remove(c)
+            if rng.random() < 0.5 and S:
+                c = rng.choice(sorted(self.S)) if self.S else None
+                if c is not None:
+                    self.remove(c)
+
+    def repack(self, tiers):
+        """Place every pod of S again, largest first (then fewest receivers): best-fit decreasing
+        packs tighter than the order the nodes were added in. False (and nothing changed) when a
+        pod finds no receiver."""
+        mark = len(self.log)
+        pods = sorted(self.where, key=lambda k: (-self.r_need[k], len(self.elig[k]), k))
+        for k in pods:
+            self._unplace(k)
+        for k in pods:
+            m = self._receiver(k, True, tiers)
+            if m is None:
+                self.undo(mark)
+                return False
+            self._place(k, m)
+        return True
+
+    def _recreate(self, rng, cheap=False):
+        """Add candidates while they fit: fewest cards first, or (`cheap`) the least marginal
+        disruption first, with noise."""
+        allow_open = rng.random() < 0.6
+        tiers = rng.choice(TIERS)
+        noise = rng.choice((0.0, 0.3, 1.0))
+        if rng.random() < REPACK:
+            self.repack(tiers)
+        cost = self._marginal if cheap and rng.random() < 0.7 else self.prep.cards_of.__getitem__
+        order = sorted((c for c in self.cands if c not in self.S),
+                       key=lambda c: (cost(c) * (1 + noise * rng.random()), c))
+        for c in order:
+            self.add(c, allow_open, tiers)
+
+    def clear(self):
+        for c in sorted(self.S):
+            self.remove(c)
+        self.log.clear()
+
+    def run(self, iterations, seed=SEED):
+        """Ruin and recreate in three walks: for net nodes freed from the loaded state, for net
+        nodes freed from an empty plan (a greedy start narrows where the first walk looks), then
+        for the least disruption at the best net found, from the best state. Returns the best
+        (net, -disruption) state seen: ((net, -weighted), (vacated, opened idle, pod -> node))."""
+        third = iterations // 3
+        loaded = self.walk(iterations - 2 * third, seed, "net")
+        self.clear()
+        empty = self.walk(third, seed + 1, "net")
+        (net, _), (vacated, _, pins) = best = max(loaded, empty, key=lambda r: r[0])
+        self.clear()
+        self.start(sorted(vacated), pins)
+        return max(best, self.walk(third, seed + 2, "disruption"), key=lambda r: r[0])
+
+    def _marginal(self, c):
+        """About what vacating `c` adds to the plan's GANG-3 cost: a PodGroup not yet disrupted
+        (an affected workload), the R and pods it moves."""
+        out = 0.0
+        for g, keys in self.prep.groups_of[c].items():
+            if g not in self.groups:
+                out += 1.0
+            out += 0.9 * self.prep.group_r[c][g] + 0.1 * len(keys)
+        return out
+
+    def walk(self, iterations, seed, goal):
+        """Ruin and recreate from the current state, `iterations` times; the best (net,
+        -disruption) state seen. goal "net": a state is kept when it frees at least as many net
+        nodes as the current one; "disruption": when it frees as many and disrupts no more."""
+        rng = random.Random(seed)
+        cur = (self.net(), -self.disruption())
+        floor = cur[0]
+        best, best_state = cur, self.snapshot()
+        for _ in range(iterations):
+            mark = len(self.log)
+            self._ruin(rng)
+            self._recreate(rng, goal == "disruption")
+            net = self.net()
+            if goal == "net":
+                keep = net >= cur[0] or rng.random() < ESCAPE
+                new = (net, -self.disruption()) if keep else None
+            else:
+                new = (net, -self.disruption()) if net >= floor else None
+                keep = new is not None and (new >= cur or rng.random() < ESCAPE)
+            if not keep:
+                self.undo(mark)
+                continue
+            self.log.clear()
+            cur = new
+            if new > best:
+                best, best_state = new, self.snapshot()
+        return best, best_state
