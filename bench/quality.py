@@ -560,9 +560,15 @@ def aggregate(rows):
         pl["mean_instance_ratio"] = sum(ratio(r["planner"]["net"], r["optimum"]["value"]) for r in rs) / max(len(rs), 1)
         pl["worse_than_ca"] = [r["id"] for r in rs if r["planner"]["net"] < r["autoscaler"]["net"]]
         pl["better_than_ca"] = sum(r["planner"]["net"] > r["autoscaler"]["net"] for r in rs)
-        same = [r for r in rs if r["planner"]["net"] == r["optimum"]["value"]]
+        # at the same net freed: the planner at stage 1's value, and both stage-2 solves with a
+        # solution at that value (a solve that hit its time limit before any incumbent has none)
+        at_opt = [r for r in rs if r["planner"]["net"] == r["optimum"]["value"]]
+        same = [r for r in at_opt if r["least_disruption"]["net"] >= r["optimum"]["value"]
+                and r["fewest_podgroups"]["net"] >= r["optimum"]["value"]]
         out["same_freed"] = {
             "instances": len(same),
+            "no_stage2_solution": [r["id"] for r in at_opt if r not in same],
+            "least_podgroups": sum(r["least_disruption"]["podgroups"] for r in same),
             "planner_weighted": round(sum(r["planner"]["weighted"] for r in same), 3),
             "least_weighted": round(sum(r["least_disruption"]["value"] for r in same), 3),
             "least_weighted_bound": round(sum(r["least_disruption"]["bound"] for r in same), 3),
@@ -608,12 +614,17 @@ def markdown(result):
         f"= {pct(pl['at_optimum'] / a['instances'])}** (mean per-instance ratio {pct(pl['mean_instance_ratio'])}). "
         f"Stage 1 proven optimal on {a['proven']} of {a['instances']}.",
         "",
-        f"Disruption on the {sf['instances']} instances where the planner frees the optimal net count (stage 2 "
-        f"minimises at that count): PodGroups disrupted **{sf['planner_podgroups']} against a minimum of "
-        f"{sf['fewest_podgroups']} = {pct(ratio(sf['planner_podgroups'], sf['fewest_podgroups']))}**; GANG-3 weighted "
+        f"Disruption on the {sf['instances']} instances where the planner frees the optimal net count and stage 2 "
+        f"has a plan at that count: PodGroups disrupted **{sf['planner_podgroups']} against "
+        f"{sf['least_podgroups']} in the MILP's least-disruption plan (stage 2a, GANG-3 weighted) = "
+        f"{pct(ratio(sf['planner_podgroups'], sf['least_podgroups']))}**, and against the fewest PodGroups any plan "
+        f"at that count disrupts (stage 2b, an objective GANG-3 does not have) {sf['fewest_podgroups']} = "
+        f"{pct(ratio(sf['planner_podgroups'], sf['fewest_podgroups']))}; GANG-3 weighted "
         f"disruption {sf['planner_weighted']:.1f} against a minimum of {sf['least_weighted']:.1f} = "
         f"{pct(ratio(sf['planner_weighted'], sf['least_weighted']))}. Stage 2 proven on {a['stage2_proven']} of "
         f"{a['instances']} instances (both objectives)"
+        + (f"; left out: {', '.join(sf['no_stage2_solution'])} (a stage-2 solve hit its time limit before any plan)"
+           if sf["no_stage2_solution"] else "")
         + (f"; where a solve hit its time limit, its incumbent is the figure and its bound is "
            f"{sf['fewest_podgroups_bound']} PodGroups / {sf['least_weighted_bound']:.1f} weighted." if hits else ".")
         + (f" Time-limit hits: {', '.join(hits)}." if hits else " No MILP solve hit its time limit."),
@@ -622,7 +633,7 @@ def markdown(result):
         f"**{len(pl['worse_than_ca'])}** instances{' (' + ', '.join(pl['worse_than_ca']) + ')' if pl['worse_than_ca'] else ''}"
         f", more on {pl['better_than_ca']}.",
         "",
-        "| instances | n | optimum (net) | planner | planner / optimum | at optimum | CA-style | PodGroups disrupted: planner / min | weighted: planner / min | MILP limit hits |",
+        "| instances | n | optimum (net) | planner | planner / optimum | at optimum | CA-style | PodGroups disrupted: planner / 2a / 2b | weighted: planner / min | MILP limit hits |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name in ["all", *FAMILIES]:
@@ -632,7 +643,7 @@ def markdown(result):
         gs = g["same_freed"]
         lines.append(
             f"| {name} | {g['instances']} | {g['optimum']} | {g['planner']['net']} | {pct(g['planner']['of_optimum'])} | "
-            f"{g['planner']['at_optimum']} | {g['autoscaler']['net']} | {gs['planner_podgroups']} / {gs['fewest_podgroups']} | "
+            f"{g['planner']['at_optimum']} | {g['autoscaler']['net']} | {gs['planner_podgroups']} / {gs['least_podgroups']} / {gs['fewest_podgroups']} | "
             f"{gs['planner_weighted']:.1f} / {gs['least_weighted']:.1f} | {len(g['time_limit_hits'])} |")
     lines += [
         "",
@@ -665,13 +676,13 @@ def markdown(result):
     lines += [
         "",
         "Per instance. optimum: stage-1 net (nodes freed / idle nodes occupied by that solution), `*` when only "
-        "bounded within the time limit; PGs: PodGroups disrupted, planner / stage-2 minimum; weighted: GANG-3 "
+        "bounded within the time limit; PGs: PodGroups disrupted, planner / stage 2a (least GANG-3 disruption) / stage 2b (fewest PodGroups); weighted: GANG-3 "
         "weighted disruption, planner / stage-2 minimum (`*`: time limit, bound in brackets); CA: "
         "cluster-autoscaler-style net (freed / idle occupied); DS: descheduler-style freed (emptied / evicted pods "
         "with no place); MILP s: the three solves.",
         "",
         "| id | nodes | seed | profile | spec | occupied | candidates | R pods | optimum | planner | planner / optimum "
-        "| PGs | weighted | CA | DS | MILP s |",
+        "| PGs (2a / 2b) | weighted | CA | DS | MILP s |",
         "|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
@@ -683,7 +694,7 @@ def markdown(result):
         lines.append(
             f"| {r['id']} | {r['nodes']} | {r['seed']} | {r['profile']} | {r['variant']} | {r['occupied']} | "
             f"{r['candidates']} | {r['r_pods']} | {o['value']}{mark} ({o['freed']}/{o['idle_occupied']}) | {p['net']} | "
-            f"{pct(ratio(p['net'], o['value']))} | {p['podgroups']} / {fp['value']}{fpm} | "
+            f"{pct(ratio(p['net'], o['value']))} | {p['podgroups']} / {ld['podgroups']} / {fp['value']}{fpm} | "
             f"{p['weighted']:.1f} / {ld['value']:.1f}{ldm} | {ca['net']} ({ca['freed']}/{ca['idle_occupied']}) | "
             f"{ds['freed']} ({ds['emptied']}/{ds['unplaced']}) | {o['seconds'] + ld['seconds'] + fp['seconds']:.1f} |")
     return "\n".join(lines) + "\n"
