@@ -12,16 +12,25 @@ directly, on a model of the snapshot with only what does not depend on the plan'
 - a vacated node receives nothing; an idle node counts against net freed once it receives.
 
 A state is a set S of candidates to vacate, every pod of S placed, and the idle nodes opened.
-Each iteration ruins a few nodes of S (at random, those sending to one receiver, or those that
-opened one idle node), then recreates: now and then every pod of S placed again, largest first;
-then candidates not in S, fewest cards (or least added disruption) first with noise, each added
-when all its pods (and those the search had placed on it) find room, best fit, the tiers of
-receivers (occupied, opened idle, new idle) in one of three orders drawn per recreate; of two
-equal new idle nodes the one more pods may use opens. Budgets (maxPerRun) hold at every step. A state is kept
-in three walks (`run`): two that keep a state when it frees at least as many net nodes as the
-current one (from the plan of the passes, and from an empty plan), and one from the best of them
-that keeps a state when it frees as many and disrupts no more (GANG-3 weighted sum of the whole
-plan); each now and then keeps a worse one, so that it can leave a plateau.
+Each iteration (most of them) ruins a few nodes of S — at random, the donors of one receiver, or
+those that filled one opened idle node — then recreates, with choices drawn per recreate:
+
+- sometimes every pod of S is placed again, largest first (best-fit decreasing packs tighter than
+  the order the nodes came in);
+- the candidates not in S are added in one order — fewest cards first, most cards first (big pods
+  take the big holes before small ones split them), or, when the walk lowers disruption, the
+  least GANG-3 cost added to the plan of S — with noise; a candidate is added when all its pods
+  (and those the search had placed on it) find room;
+- a pod goes to the best fit within tiers of receivers (occupied nodes, opened idle nodes, new
+  idle nodes) taken in one of three orders, new idle nodes only in some recreates and then either
+  the tightest or the largest first, the one more pods may use on a tie, sometimes with noise;
+- last, opened idle nodes whose pods all fit elsewhere are closed again.
+
+Budgets (maxPerRun) hold at every step. `run` makes three walks: two for net nodes freed (from the
+plan of the passes, and from an empty plan), which keep a state that frees at least as many net
+nodes and, of equal ones, leaves less room unused on opened idle nodes, and start again from an
+empty plan when stuck; then one from the best state that keeps its net freed and lowers the GANG-3
+weighted sum of the whole plan. Each now and then keeps a worse state, to leave a plateau.
 
 Nothing here is a plan: the best state is handed back as (S, opened idle nodes, pod -> node), and
 `improve` runs the round loop restricted to S with each pod pinned to its node, so the plan's order
@@ -30,7 +39,7 @@ The search is bounded by iterations (`budget_for`) and seeded, so a plan is repr
 """
 import random
 
-from .cost import plan_dimensions
+from .cost import PlanCost, plan_dimensions
 from .filters import STATIC_FILTERS, run_filters
 from .state import SimulatedState
 
@@ -45,6 +54,10 @@ OCCUPIED, OPENED, NEW = "occupied", "opened", "new"
 # nodes first (several donors, of several pools, packed into the same spares).
 TIERS = ((OCCUPIED, OPENED, NEW), (OPENED, OCCUPIED, NEW), (OPENED, NEW, OCCUPIED))
 REPACK = 0.15              # chance that a recreate first places every pod of S again
+JITTER = 2.5               # cards of noise on best fit in a third of the recreates
+LARGE_FIRST = 0.3          # share of recreates that add the nodes with the most cards first
+PATIENCE = 60              # iterations without a better state before a walk for net freed restarts
+NO_RUIN = 0.2              # share of iterations that only add to the current state
 ESCAPE = 0.04              # chance to keep a state that is worse than the current one
 
 
@@ -117,6 +130,8 @@ class SetSearch:
         self.groups = {}                  # PodGroup -> vacated nodes holding it
         self.cards = 0
         self.log = []
+        self.open_large = False           # a recreate that opens the largest idle node first
+        self.jitter, self.rng = 0, None   # a recreate whose best fit is only roughly best
 
     # -- state changes, logged so that a ruin-and-recreate can be undone --------------------------
     def _place(self, k, m):
@@ -176,7 +191,8 @@ class SetSearch:
     def _receiver(self, k, allow_open, tiers=TIERS[0]):
         """Best fit within tiers of receivers: occupied nodes, opened idle nodes and new idle
         nodes (only if `allow_open`), in the order `tiers` gives them; within a tier the least R
-        left after the pod, then the node more pods may use."""
+        left after the pod (among new idle nodes, the most when `open_large`: room for the pods
+        that follow), then the node more pods may use."""
         best, best_key = None, None
         R, need, S, free = self.prep.resource, self.r_need[k], self.S, self.free
         for m in self.elig[k]:
@@ -186,7 +202,12 @@ class SetSearch:
             if kind == NEW and not allow_open:
                 continue
             tier = tiers.index(kind)
-            key = (tier, free[m].get(R, 0) - need, -self.reach[m], m)
+            left = free[m].get(R, 0) - need
+            if kind == NEW and self.open_large:
+                left = -left
+            if self.jitter:
+                left += self.jitter * self.rng.random()
+            key = (tier, left, -self.reach[m], m)
             if best_key is None or key < best_key:
                 best, best_key = m, key
         return best
@@ -235,6 +256,11 @@ class SetSearch:
                 moved.setdefault(g, set()).update(keys)
         dims = plan_dimensions(self.prep.gangs, moved)
         return round(sum(w * d for w, d in zip(self.weights, dims)), 9)
+
+    def waste(self):
+        """R left unused on the opened idle nodes."""
+        R = self.prep.resource
+        return sum(self.free[m].get(R, 0) for m in self.opened)
 
     def snapshot(self):
         return frozenset(self.S), frozenset(self.opened), dict(self.where)
@@ -297,18 +323,46 @@ class SetSearch:
         return True
 
     def _recreate(self, rng, cheap=False):
-        """Add candidates while they fit: fewest cards first, or (`cheap`) the least marginal
-        disruption first, with noise."""
+        """Add candidates while they fit: fewest cards first, most cards first, or (`cheap`) the
+        least marginal disruption first, with noise; then close the opened idle nodes it can."""
         allow_open = rng.random() < 0.6
+        self.open_large = rng.random() < 0.5
+        self.jitter = rng.choice((0, 0, JITTER))
         tiers = rng.choice(TIERS)
         noise = rng.choice((0.0, 0.3, 1.0))
         if rng.random() < REPACK:
             self.repack(tiers)
-        cost = self._marginal if cheap and rng.random() < 0.7 else self.prep.cards_of.__getitem__
+        if cheap and rng.random() < 0.7:
+            cost = self._marginals().__getitem__
+        elif rng.random() < LARGE_FIRST:
+            # the largest first: big pods take the big holes before small ones split them
+            cost = lambda c: -self.prep.cards_of[c]  # noqa: E731
+        else:
+            cost = self.prep.cards_of.__getitem__
         order = sorted((c for c in self.cands if c not in self.S),
                        key=lambda c: (cost(c) * (1 + noise * rng.random()), c))
         for c in order:
             self.add(c, allow_open, tiers)
+        if self.opened:
+            self.drain(tiers)
+
+    def drain(self, tiers):
+        """Close opened idle nodes whose pods all fit elsewhere without opening another (the
+        least loaded first): each one closed is one more net node."""
+        R = self.prep.resource
+        for m in sorted(self.opened, key=lambda m: (-self.free[m].get(R, 0), m)):
+            if m not in self.opened:
+                continue
+            mark = len(self.log)
+            pods = sorted(self.on[m], key=lambda k: (-self.r_need[k], k))
+            for k in pods:
+                self._unplace(k)
+            for k in pods:
+                to = self._receiver(k, False, tiers)
+                if to is None:
+                    self.undo(mark)
+                    break
+                self._place(k, to)
 
     def clear(self):
         for c in sorted(self.S):
@@ -329,31 +383,41 @@ class SetSearch:
         self.start(sorted(vacated), pins)
         return max(best, self.walk(third, seed + 2, "disruption"), key=lambda r: r[0])
 
-    def _marginal(self, c):
-        """About what vacating `c` adds to the plan's GANG-3 cost: a PodGroup not yet disrupted
-        (an affected workload), the R and pods it moves."""
-        out = 0.0
-        for g, keys in self.prep.groups_of[c].items():
-            if g not in self.groups:
-                out += 1.0
-            out += 0.9 * self.prep.group_r[c][g] + 0.1 * len(keys)
-        return out
+    def _marginals(self):
+        """What vacating each remaining candidate adds to the GANG-3 weighted cost of the plan
+        of S (exact: the round loop's own PlanCost increments)."""
+        cost = PlanCost(self.prep.gangs)
+        for c in self.S:
+            cost.add(self.prep.groups_of[c])
+        return {c: sum(w * d for w, d in zip(self.weights, cost.with_candidate(self.prep.groups_of[c])))
+                for c in self.cands if c not in self.S}
 
     def walk(self, iterations, seed, goal):
         """Ruin and recreate from the current state, `iterations` times; the best (net,
         -disruption) state seen. goal "net": a state is kept when it frees at least as many net
         nodes as the current one; "disruption": when it frees as many and disrupts no more."""
-        rng = random.Random(seed)
+        rng = self.rng = random.Random(seed)
         cur = (self.net(), -self.disruption())
         floor = cur[0]
+        cur_w = (cur[0], -self.waste())
         best, best_state = cur, self.snapshot()
+        stale, patience = 0, max(PATIENCE, iterations // 4)
         for _ in range(iterations):
+            if goal == "net" and stale >= patience:
+                # stuck: start again from an empty plan (the best state is kept)
+                self.clear()
+                cur, cur_w, stale = (0, 0.0), (0, 0), 0
+            stale += 1
             mark = len(self.log)
-            self._ruin(rng)
+            if rng.random() >= NO_RUIN:
+                self._ruin(rng)
             self._recreate(rng, goal == "disruption")
             net = self.net()
             if goal == "net":
-                keep = net >= cur[0] or rng.random() < ESCAPE
+                w = self.waste()
+                keep = (net, -w) >= cur_w or rng.random() < ESCAPE
+                if keep:
+                    cur_w = (net, -w)
                 new = (net, -self.disruption()) if keep else None
             else:
                 new = (net, -self.disruption()) if net >= floor else None
@@ -364,5 +428,5 @@ class SetSearch:
             self.log.clear()
             cur = new
             if new > best:
-                best, best_state = new, self.snapshot()
+                best, best_state, stale = new, self.snapshot(), 0
         return best, best_state
