@@ -53,6 +53,15 @@ def foreign_providers(core, mine):
 SCHEDULE_TIMEOUT = 240.0
 
 
+def seed_nodes():
+    """The seed's three node names (ascend-node-01..03), made unique to one test. Volcano's
+    scheduler can keep a deleted node's pods, and a node entry without its Node, when a node of the
+    same name comes back at once; it then never schedules there (seen: a gang Pending for 240 s on
+    ascend-node-02 right after the previous test deleted and this one re-created it)."""
+    tag = uuid.uuid4().hex[:4]
+    return tuple(f"ascend-node-0{i}-{tag}" for i in (1, 2, 3))
+
+
 def build_seed_layout(api, fake_nodes, ns, nodes):
     """The seed's 3-node layout in namespace `ns` on `nodes` (3 names). Returns
     {"batch": {pod: (node, uid)}, "protected": {pod: (node, uid)}}."""

@@ -12,7 +12,7 @@ import time
 import pytest
 from kubernetes import client
 
-from tests.e2e.execute_helpers import (LEASE_NAMESPACE, PodDeletions, build_seed_layout, cli, cli_process,
+from tests.e2e.execute_helpers import (LEASE_NAMESPACE, PodDeletions, build_seed_layout, cli, cli_process, seed_nodes,
                                        delete_runs, EvictionTrap, execute_run, get_run, reason_of,
                                        unique, wait_for, write_run)
 from tests.harness import NPU_RESOURCE
@@ -62,7 +62,7 @@ def test_seed_scenario_executes_and_verifies(control_plane, fake_nodes, make_nam
     api = control_plane.api_client
     core = client.CoreV1Api(api)
     ns = make_namespace("repack-demo")
-    nodes = ("ascend-node-01", "ascend-node-02", "ascend-node-03")
+    nodes = seed_nodes()
     layout = build_seed_layout(api, fake_nodes, ns, nodes)
     deletions = PodDeletions(api, ns)
     name = unique("ascend-execute")

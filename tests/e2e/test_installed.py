@@ -197,7 +197,7 @@ def natural_choice_when_node_01_is_emptied(core, node_agent, ns):
     nodes in the state the replacements meet: node 01 emptied by the evictions, nodes 02 and 03
     holding their protected jobs (7 cards, 2 CPUs, 2 GiB each, bound by nodeName). A probe pod of a
     worker's shape in the twin's pool is scheduled, read and deleted; so are the twin nodes (the
-    seed layout wants no other accelerator nodes). Returns the seed node the choice stands for.
+    seed layout wants no other accelerator nodes). Returns the index (0-2) of the seed node the choice stands for.
     (A probe next to the real layout would meet node 01 still holding the victims: an exact tie
     that vc-scheduler breaks at random.)"""
     from tests.harness import npu_node
@@ -221,7 +221,7 @@ def natural_choice_when_node_01_is_emptied(core, node_agent, ns):
     finally:
         for name in twins:
             node_agent.remove_node(name, delete_pods=True)
-    return "ascend-node-" + natural.rsplit("-", 1)[1]
+    return int(natural.rsplit("-", 1)[1]) - 1
 
 
 def probe_natural_node(core, ns, spec, timeout=60):
@@ -247,16 +247,16 @@ def test_seed_execute_is_steered_by_the_installed_webhook_and_coordinator(
     follows it: the installed controller evicts, the replacements are gated by the installed
     webhook, nominated by the installed coordinator and bound by vc-scheduler on their planned
     nodes; node 01 is freed."""
-    from tests.e2e.execute_helpers import (LEASE_NAMESPACE, build_seed_layout, cli, delete_runs, execute_run,
+    from tests.e2e.execute_helpers import (LEASE_NAMESPACE, build_seed_layout, seed_nodes, cli, delete_runs, execute_run,
                                            reason_of, unique, write_run)
 
     api = control_plane.api_client
     core = client.CoreV1Api(api)
     pod = installed_pod(core)
     # Where vc-scheduler alone would put the replacements: the planned nodes must be others.
-    natural = natural_choice_when_node_01_is_emptied(core, node_agent, make_namespace("probe"))
+    nodes = seed_nodes()
+    natural = nodes[natural_choice_when_node_01_is_emptied(core, node_agent, make_namespace("probe"))]
     ns = make_namespace("repack-demo")
-    nodes = ("ascend-node-01", "ascend-node-02", "ascend-node-03")
     layout = build_seed_layout(api, fake_nodes, ns, nodes)
 
     webhook_ctx = ssl.create_default_context(cadata=__import__("base64").b64decode(
@@ -372,13 +372,13 @@ def test_seed_flow_with_kubectl_apply_is_reconciled_in_the_cluster(
 
     The seed also places a Kthena ModelServing; it cannot run here (its Go module is not served by
     the module proxy this machine reaches), so this test uses the seed's VCJob parts only."""
-    from tests.e2e.execute_helpers import build_seed_layout, delete_runs, get_run, reason_of, unique, vcjob
+    from tests.e2e.execute_helpers import build_seed_layout, delete_runs, seed_nodes, get_run, reason_of, unique, vcjob
 
     api = control_plane.api_client
     core = client.CoreV1Api(api)
     rbac = client.RbacAuthorizationV1Api(api)
     ns = make_namespace("repack-demo")
-    nodes = ("ascend-node-01", "ascend-node-02", "ascend-node-03")
+    nodes = seed_nodes()
     layout = build_seed_layout(api, fake_nodes, ns, nodes)
     victims = {uid for _, uid in layout["batch"].values()}
     names = {k: unique(k) for k in ("bob-execute", "scoped-dryrun", "guarded-dryrun", "execute", "pending")}

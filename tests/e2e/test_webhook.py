@@ -390,12 +390,12 @@ def test_seed_flow_apply_places_every_replacement_on_its_planned_node(stack, con
     """Seed steps 5-6 with the placement hint: apply evicts, Volcano re-creates the workers under the
     same names, the webhook gates them, the coordinator nominates the planned nodes, vc-scheduler
     binds there; node 01 is freed and the run ends ExecutionCompleted with planned = selected = actual."""
-    from tests.e2e.execute_helpers import (LEASE_NAMESPACE, build_seed_layout, cli, delete_runs, execute_run,
+    from tests.e2e.execute_helpers import (LEASE_NAMESPACE, build_seed_layout, seed_nodes, cli, delete_runs, execute_run,
                                            reason_of, unique, write_run)
 
     monkeypatch.setenv("REPACK_NAMESPACE", LEASE_NAMESPACE)
     ns = make_namespace("repack-demo")
-    nodes = ("ascend-node-01", "ascend-node-02", "ascend-node-03")
+    nodes = seed_nodes()
     layout = build_seed_layout(stack.api, fake_nodes, ns, nodes)
     name = unique("ascend-execute")
     try:
