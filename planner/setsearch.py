@@ -232,7 +232,12 @@ class SetSearch:
         for k in sorted(self.on.get(c, ())):
             self._unplace(k)
             moving.append(k)
-        for k in moving:
+        return self._place_all(moving, allow_open, tiers, mark)
+
+    def _place_all(self, pods, allow_open, tiers, mark):
+        """Each of `pods` (unplaced) to its receiver in turn; when one finds none, everything since
+        `mark` is undone and False returned."""
+        for k in pods:
             m = self._receiver(k, allow_open, tiers)
             if m is None:
                 self.undo(mark)
@@ -314,13 +319,7 @@ class SetSearch:
         pods = sorted(self.where, key=lambda k: (-self.r_need[k], len(self.elig[k]), k))
         for k in pods:
             self._unplace(k)
-        for k in pods:
-            m = self._receiver(k, True, tiers)
-            if m is None:
-                self.undo(mark)
-                return False
-            self._place(k, m)
-        return True
+        return self._place_all(pods, True, tiers, mark)
 
     def _recreate(self, rng, cheap=False):
         """Add candidates while they fit: fewest cards first, most cards first, or (`cheap`) the
@@ -357,12 +356,7 @@ class SetSearch:
             pods = sorted(self.on[m], key=lambda k: (-self.r_need[k], k))
             for k in pods:
                 self._unplace(k)
-            for k in pods:
-                to = self._receiver(k, False, tiers)
-                if to is None:
-                    self.undo(mark)
-                    break
-                self._place(k, to)
+            self._place_all(pods, False, tiers, mark)
 
     def clear(self):
         for c in sorted(self.S):
