@@ -102,10 +102,10 @@ class SetSearch:
             for m in sorted(prep.alloc):
                 if m == self.home[k] or any(v > self.free[m].get(r, 0) for r, v in need.items()):
                     continue
-                ck = (k, prep.class_of.get(m))
+                ck = (k, prep.class_of[m])        # every provider has a class (prepare._classes)
                 ok = static.get(ck)
                 if ok is None:
-                    rep = snap.node_by_name[prep.class_rep[prep.class_of[m]]] if m in prep.class_of else snap.node_by_name[m]
+                    rep = snap.node_by_name[prep.class_rep[ck[1]]]
                     ok = static[ck] = run_filters(p, rep, base, {}, STATIC_FILTERS) is None
                 if ok:
                     out.append(m)

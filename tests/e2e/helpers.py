@@ -20,6 +20,18 @@ def wait_for(what, fn, timeout=90.0, interval=0.25):
     pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
 
 
+def absent(read) -> bool:
+    """True when `read()` answers 404; any other API error is raised."""
+    from kubernetes.client.rest import ApiException
+    try:
+        read()
+        return False
+    except ApiException as e:
+        if e.status == 404:
+            return True
+        raise
+
+
 def vcjob(name, labels, tasks, node_selector):
     """A Volcano Job as the seed writes it; tasks: [(task, replicas, cards)].
 

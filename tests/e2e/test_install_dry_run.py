@@ -15,6 +15,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from kubectl_repack.deploy import manifests
+from tests.e2e.helpers import absent
 
 pytestmark = pytest.mark.e2e
 
@@ -24,16 +25,6 @@ CRD = "repackruns.repack.volcano.sh"
 
 def _repack(*args):
     return subprocess.run([EXE, *args], capture_output=True, text=True, timeout=120)
-
-
-def _absent(read) -> bool:
-    try:
-        read()
-        return False
-    except ApiException as e:
-        if e.status == 404:
-            return True
-        raise
 
 
 def _cluster_state(api):
@@ -47,10 +38,10 @@ def _cluster_state(api):
     return {
         "crd": crd,
         "clusterroles": [n for n in (manifests.NAME, manifests.CONTROLLER_NAME)
-                         if not _absent(lambda n=n: rbac.read_cluster_role(n))],
+                         if not absent(lambda n=n: rbac.read_cluster_role(n))],
         "clusterrolebindings": [n for n in (manifests.NAME, manifests.CONTROLLER_NAME)
-                                if not _absent(lambda n=n: rbac.read_cluster_role_binding(n))],
-        "webhook": not _absent(lambda: reg.read_mutating_webhook_configuration(manifests.CONFIG_NAME)),
+                                if not absent(lambda n=n: rbac.read_cluster_role_binding(n))],
+        "webhook": not absent(lambda: reg.read_mutating_webhook_configuration(manifests.CONFIG_NAME)),
     }
 
 
@@ -72,7 +63,7 @@ def test_server_dry_run_into_a_new_namespace_checks_what_it_can_and_creates_noth
                 "dry run does not create the namespace)") in lines, r.stdout
     assert "PRIVATE KEY" not in r.stdout and "secret/" not in r.stdout
     # Nothing was stored.
-    assert _absent(lambda: core.read_namespace(namespace))
+    assert absent(lambda: core.read_namespace(namespace))
     assert _cluster_state(api) == before
 
 
@@ -130,7 +121,7 @@ def test_the_controllers_cert_manager_with_its_own_rbac_makes_and_rotates_what_i
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
     reg = client.AdmissionregistrationV1Api(api)
     try:
-        assert _absent(lambda: core.read_namespaced_secret(manifests.SECRET_NAME, namespace))
+        assert absent(lambda: core.read_namespaced_secret(manifests.SECRET_NAME, namespace))
         assert all(h.client_config.ca_bundle is None
                    for h in reg.read_mutating_webhook_configuration(manifests.CONFIG_NAME).webhooks)
         as_controller = connect(control_plane.kubeconfig, overrides=Overrides(

@@ -26,7 +26,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tests.e2e.helpers import wait_for
+from tests.e2e.helpers import absent, wait_for
 from tests.harness import NPU_RESOURCE
 from tests.harness.controlplane import REPO_ROOT
 from tests.harness.realnode import NODE_LABEL, local_processes
@@ -247,7 +247,7 @@ def test_seed_execute_is_steered_by_the_installed_webhook_and_coordinator(
     follows it: the installed controller evicts, the replacements are gated by the installed
     webhook, nominated by the installed coordinator and bound by vc-scheduler on their planned
     nodes; node 01 is freed."""
-    from tests.e2e.execute_helpers import (LEASE_NAMESPACE, build_seed_layout, seed_nodes, cli, delete_runs, execute_run,
+    from tests.e2e.execute_helpers import (build_seed_layout, seed_nodes, cli, delete_runs, execute_run,
                                            reason_of, unique, write_run)
 
     api = control_plane.api_client
@@ -614,15 +614,6 @@ def test_uninstall_removes_everything_install_created(installed, real_node, cont
     assert out.returncode == 0, out.stdout + out.stderr
     installed["uninstalled"] = True
     print(out.stdout)
-
-    def absent(read):
-        try:
-            read()
-            return False
-        except ApiException as e:
-            if e.status == 404:
-                return True
-            raise
 
     reg = client.AdmissionregistrationV1Api(api)
     rbac = client.RbacAuthorizationV1Api(api)
