@@ -132,7 +132,7 @@ def seed(control_plane, node_agent):
         except ApiException:
             pass
         for node in added:
-            node_agent.remove_node(node)
+            node_agent.remove_node(node, delete_pods=True)
 
 
 def test_live_plan_reports_the_seed_figures(seed):

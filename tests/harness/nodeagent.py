@@ -143,9 +143,13 @@ class NodeAgent:
 
     def remove_node(self, name: str, delete_pods: bool = False) -> None:
         """Deletes the Node. delete_pods: first force-delete the pods bound to it, so none is
-        left behind on a node that no longer exists."""
+        left behind on a node that no longer exists, and wait (up to 30 s) until they are gone:
+        vc-scheduler, told of a pod's deletion after its node's, keeps an entry for that node
+        without the Node ("received argument of nil node"), and a later test then saw a pod stay
+        unscheduled for its whole timeout."""
         if delete_pods:
-            pods = self.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={name}")
+            selector = f"spec.nodeName={name}"
+            pods = self.core.list_pod_for_all_namespaces(field_selector=selector)
             for pod in pods.items:
                 try:
                     self.core.delete_namespaced_pod(
@@ -154,6 +158,10 @@ class NodeAgent:
                 except ApiException as e:
                     if e.status != 404:
                         raise
+            deadline = time.monotonic() + 30
+            while pods.items and time.monotonic() < deadline:
+                time.sleep(0.2)
+                pods = self.core.list_pod_for_all_namespaces(field_selector=selector, limit=1)
         with self._lock:
             self.nodes.pop(name, None)
         try:
