@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Build the krew release archive of kubectl-repack and write its sha256 into krew-manifest.yaml.
+"""Build the krew release archive of kubectl-repack; on request, write its sha256 into krew-manifest.yaml.
 
 The archive holds one self-contained zipapp, `kubectl-repack`, runnable by any `python3` >= 3.10
 on Linux and macOS, amd64 and arm64 alike: the pure-Python packages `planner` and `kubectl_repack`
@@ -10,15 +10,23 @@ the set pure: jsonschema < 4.18 (later versions need the compiled rpds-py) and k
 (36 pulls aiohttp, 37 pydantic-core). The webhook is not part of the plugin.
 
 The vendored set is the one in constraints.txt, the same pins the pip install and the tests use,
-so the zipapp runs exactly the library versions CI tested. The build is reproducible: files are
-sorted and carry fixed timestamps, so the same sources and pins give the same sha256, and the
-committed krew-manifest.yaml must carry that sha256 (a test builds and compares). Vendored packages are cached under
-~/.cache/kubectl-repack/release (never in the repository), keyed by requirements and Python.
+so the zipapp runs exactly the library versions CI tested. The build is reproducible on any machine,
+with any interpreter, with a cold or a warm cache: what pip writes that depends on the build host
+(console scripts under bin/, whose shebang names the interpreter, and their lines in each RECORD) is
+dropped, every RECORD is rewritten from the files the archive really holds, files are sorted and
+carry fixed timestamps and modes. The vendor cache (~/.cache/kubectl-repack/release, never in the
+repository) is keyed on everything that decides its content: the requirements, constraints.txt,
+the target Python, pip's version and this script's vendoring format; a cached tree whose content
+digest no longer matches the one recorded when it was made is rebuilt.
 
-    python3 hack/release.py                      # dist/kubectl-repack-v0.1.0.tar.gz + manifest
-    python3 hack/release.py --dist /tmp/d --manifest /tmp/d/krew-manifest.yaml
+    python3 hack/release.py                   # dist/kubectl-repack-v0.1.0.tar.gz, prints its sha256
+    python3 hack/release.py --write-manifest  # ... and rewrites krew-manifest.yaml's sha256 and files
+    python3 hack/release.py --check           # exit 1 when krew-manifest.yaml is not this build's
+    python3 hack/release.py --dist /tmp/d --manifest /tmp/d/krew-manifest.yaml --write-manifest
 """
 import argparse
+import base64
+import csv
 import gzip
 import hashlib
 import io
@@ -74,12 +82,71 @@ def _ignore_junk(_directory, names):
     return [n for n in names if n == "__pycache__" or n.endswith((".pyc", ".pyo"))]
 
 
+# Bump when what vendor() keeps or how normalise_vendored() rewrites it changes: old caches are then ignored.
+VENDOR_FORMAT = 2
+# Per-install files that record how pip was asked, not what was installed.
+INSTALL_ONLY = ("REQUESTED", "direct_url.json")
+
+
+def vendor_key(pip_version):
+    """Digest of everything that decides the vendored tree's content."""
+    parts = REQUIREMENTS + (f"py{MIN_PYTHON}", f"pip {pip_version}", f"format {VENDOR_FORMAT}",
+                            CONSTRAINTS.read_text())
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def record_hash(data):
+    """A RECORD hash field as the wheel spec writes it: urlsafe base64 of the sha256, unpadded."""
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def normalise_vendored(root):
+    """Make a `pip install --target` tree independent of the host that ran it.
+
+    pip writes console scripts into bin/ with a shebang naming its interpreter, and lists them
+    (with their hash) in RECORD as ../../bin/NAME. The zipapp has no bin/, so both go; compiled
+    modules go too (see the module docstring). Each RECORD is then rewritten to list exactly the
+    files of its distribution that remain, hashed from their bytes, sorted."""
+    shutil.rmtree(root / "bin", ignore_errors=True)
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and (path.suffix in COMPILED_SUFFIXES or ".so." in path.name):
+            path.unlink()
+        elif path.is_dir() and path.name == "__pycache__":
+            shutil.rmtree(path)
+    for info in sorted(root.glob("*.dist-info")):
+        for name in INSTALL_ONLY:
+            (info / name).unlink(missing_ok=True)
+        record = info / "RECORD"
+        own = record.relative_to(root).as_posix()
+        rows = []
+        for row in csv.reader(record.read_text().splitlines()):
+            name = row[0] if row else ""
+            path = root / name
+            if not name or name == own or name.startswith(("/", "../")) or not path.is_file():
+                continue
+            data = path.read_bytes()
+            rows.append((name, record_hash(data), str(len(data))))
+        out = io.StringIO()
+        csv.writer(out, lineterminator="\n").writerows(sorted(rows) + [(own, "", "")])
+        record.write_text(out.getvalue())
+
+
+def tree_digest(root):
+    """sha256 over the sorted relative paths and bytes of every file under root but .complete."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.name != ".complete"):
+        data = path.read_bytes()
+        digest.update(f"{path.relative_to(root).as_posix()}\0{len(data)}\0".encode())
+        digest.update(data)
+    return digest.hexdigest()
+
+
 def vendor(cache):
-    """Pure-Python dependencies in a cached directory; built once per requirement set."""
-    pins = CONSTRAINTS.read_text()
-    key = hashlib.sha256("\n".join(REQUIREMENTS + (f"py{MIN_PYTHON}", pins)).encode()).hexdigest()[:16]
-    target = cache / f"vendor-{key}"
-    if (target / ".complete").exists():
+    """Pure-Python dependencies in a cached directory; built once per key (see vendor_key)."""
+    from importlib.metadata import version
+    target = cache / f"vendor-{vendor_key(version('pip'))}"
+    complete = target / ".complete"
+    if complete.exists() and complete.read_text().strip() == tree_digest(target):
         return target
     shutil.rmtree(target, ignore_errors=True)
     staging = Path(tempfile.mkdtemp(prefix="vendor-", dir=cache))
@@ -91,14 +158,9 @@ def vendor(cache):
          "--python-version", ".".join(map(str, MIN_PYTHON)), "--only-binary=:all:",
          "--constraint", str(CONSTRAINTS), *REQUIREMENTS],
         check=True)
-    shutil.rmtree(staging / "bin", ignore_errors=True)
-    for path in sorted(staging.rglob("*")):
-        if path.is_file() and (path.suffix in COMPILED_SUFFIXES or ".so." in path.name):
-            path.unlink()
-        elif path.is_dir() and path.name == "__pycache__":
-            shutil.rmtree(path)
+    normalise_vendored(staging)
+    (staging / ".complete").write_text(tree_digest(staging) + "\n")
     staging.rename(target)
-    (target / ".complete").write_text("\n".join(REQUIREMENTS) + "\n")
     return target
 
 
@@ -130,7 +192,8 @@ def build_zipapp(app, target):
 
 
 def build_tarball(members, target):
-    """tar.gz of (name, path) pairs, normalised so equal inputs give equal bytes."""
+    """tar.gz of (name, path) pairs, normalised so equal inputs give equal bytes: the plugin
+    binary is 0755 and every other file 0644, whatever the checkout's permissions."""
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as archive:
         for name, path in sorted(members):
@@ -138,7 +201,7 @@ def build_tarball(members, target):
             data = path.read_bytes()
             info.size, info.mtime, info.uid, info.gid = len(data), 0, 0, 0
             info.uname = info.gname = ""
-            info.mode = 0o755 if os.access(path, os.X_OK) else 0o644
+            info.mode = 0o755 if name == BIN else 0o644
             archive.addfile(info, io.BytesIO(data))
     with open(target, "wb") as out, gzip.GzipFile(filename="", mode="wb", fileobj=out,
                                                   mtime=0) as gz:
@@ -149,8 +212,8 @@ def sha256_of(path):
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def rewrite_manifest(manifest, digest, file_names):
-    """Set every platform's sha256 and file list, keeping the manifest's layout and comments."""
+def rewritten_manifest(manifest, digest, file_names):
+    """The manifest's text with every platform's sha256 and file list set, layout and comments kept."""
     text = manifest.read_text()
     text, count = re.subn(r"(?m)^([ ]*sha256:[ ]*).*$", lambda m: f'{m.group(1)}"{digest}"', text)
     if count == 0:
@@ -167,7 +230,26 @@ def rewrite_manifest(manifest, digest, file_names):
     for platform in parsed["spec"]["platforms"]:
         if platform["sha256"] != digest or [f["from"] for f in platform["files"]] != file_names:
             raise SystemExit(f"{manifest}: could not rewrite platform {platform['selector']}")
-    manifest.write_text(text)
+    return text
+
+
+def rewrite_manifest(manifest, digest, file_names):
+    manifest.write_text(rewritten_manifest(manifest, digest, file_names))
+
+
+def build(dist, cache, version):
+    """Build the archive into dist; (archive path, sha256, the manifest's file list)."""
+    dist.mkdir(parents=True, exist_ok=True)
+    cache.mkdir(parents=True, exist_ok=True)
+    archive = dist / f"kubectl-repack-{version}.tar.gz"
+    with tempfile.TemporaryDirectory(prefix="kubectl-repack-release-") as scratch:
+        scratch = Path(scratch)
+        stage_app(scratch / "app", vendor(cache))
+        build_zipapp(scratch / "app", scratch / BIN)
+        members = [(BIN, scratch / BIN)]
+        members += [(name, REPO / name) for name in EXTRA_FILES if (REPO / name).is_file()]
+        build_tarball(members, archive)
+    return archive, sha256_of(archive), [name for name, _ in members if name != "README.md"]
 
 
 def main(argv=None):
@@ -175,25 +257,31 @@ def main(argv=None):
     parser.add_argument("--dist", type=Path, default=REPO / "dist",
                         help="where to write the archive (default: dist/)")
     parser.add_argument("--manifest", type=Path, default=REPO / "krew-manifest.yaml",
-                        help="krew manifest whose sha256 fields are rewritten in place")
+                        help="the krew manifest: its version names the archive (default: krew-manifest.yaml)")
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument("--write-manifest", action="store_true",
+                        help="rewrite the manifest's sha256 fields and file lists for this build")
+    action.add_argument("--check", action="store_true",
+                        help="exit 1 when the manifest does not describe this build (nothing is written)")
     parser.add_argument("--cache", type=Path, default=CACHE, help="vendored packages cache")
     args = parser.parse_args(argv)
 
-    version = manifest_version(args.manifest)
-    args.dist.mkdir(parents=True, exist_ok=True)
-    args.cache.mkdir(parents=True, exist_ok=True)
-    archive = args.dist / f"kubectl-repack-{version}.tar.gz"
-    with tempfile.TemporaryDirectory(prefix="kubectl-repack-release-") as scratch:
-        scratch = Path(scratch)
-        stage_app(scratch / "app", vendor(args.cache))
-        build_zipapp(scratch / "app", scratch / BIN)
-        members = [(BIN, scratch / BIN)]
-        members += [(name, REPO / name) for name in EXTRA_FILES if (REPO / name).is_file()]
-        build_tarball(members, archive)
-    digest = sha256_of(archive)
-    file_names = [name for name, _ in members if name != "README.md"]
-    rewrite_manifest(args.manifest, digest, file_names)
+    archive, digest, file_names = build(args.dist, args.cache, manifest_version(args.manifest))
     print(f"{archive}  sha256 {digest}")
+    wanted = rewritten_manifest(args.manifest, digest, file_names)
+    if args.write_manifest:
+        args.manifest.write_text(wanted)
+        print(f"{args.manifest}: sha256 and files written")
+    elif yaml.safe_load(wanted) != yaml.safe_load(args.manifest.read_text()):
+        fix = "python3 hack/release.py --write-manifest" + (
+            "" if args.manifest == REPO / "krew-manifest.yaml" else f" --manifest {args.manifest}")
+        message = f"{args.manifest} is stale: it does not carry this build's sha256 {digest}; run `{fix}` and commit it"
+        if args.check:
+            print(f"error: {message}", file=sys.stderr)
+            return 1
+        print(f"note: {message}", file=sys.stderr)
+    elif args.check:
+        print(f"{args.manifest}: up to date")
     return 0
 
 

@@ -17,7 +17,8 @@ def build_release(out: Path):
     """(archive, manifest path, unpacked dir) of a fresh build into `out`, with a manifest copy."""
     manifest = out / "krew-manifest.yaml"
     manifest.write_text(MANIFEST.read_text())
-    subprocess.run([sys.executable, str(RELEASE), "--dist", str(out), "--manifest", str(manifest)],
+    subprocess.run([sys.executable, str(RELEASE), "--dist", str(out), "--manifest", str(manifest),
+                    "--write-manifest"],
                    check=True, cwd=out, timeout=600)
     archive = next(out.glob("kubectl-repack-v*.tar.gz"))
     unpacked = out / "unpacked"

@@ -378,10 +378,10 @@ def test_zipapp_cluster_commands_fail_cleanly_without_a_cluster(release_build, t
 def test_committed_manifest_is_the_one_the_release_build_writes(release_build):
     """krew-manifest.yaml carries the sha256 and file list of the archive that hack/release.py
     builds from this tree and constraints.txt (reproducible), so a stale manifest fails here.
-    Fix: `python3 hack/release.py` (it rewrites krew-manifest.yaml), then commit it."""
+    Fix: `python3 hack/release.py --write-manifest`, then commit it."""
     _, built, _ = release_build
     committed = yaml.safe_load(MANIFEST.read_text())
-    assert committed == built, "krew-manifest.yaml is stale: run `python3 hack/release.py` and commit it"
+    assert committed == built, "krew-manifest.yaml is stale: run `python3 hack/release.py --write-manifest` and commit it"
     assert all([f["from"] for f in p["files"]] == ["kubectl-repack", "LICENSE"] for p in committed["spec"]["platforms"])
 
 
@@ -403,3 +403,89 @@ def test_the_zipapp_vendors_exactly_the_pinned_set(release_build):
                     for n in z.namelist() if n.split("/")[0].endswith(".dist-info")}
     assert vendored and {n: v for n, v in vendored.items()} == {n: pins[n] for n in vendored}
     assert vendored["jsonschema"] == "4.17.3" and vendored["kubernetes"] == "35.0.0"
+
+
+# ---- reproducible on any machine (issue 26) ------------------------------------------------------
+def _build(python, cache, out):
+    """hack/release.py run by `python` with vendor cache `cache`; the archive's bytes."""
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = out / "krew-manifest.yaml"
+    manifest.write_text(MANIFEST.read_text())
+    subprocess.run([str(python), str(RELEASE), "--dist", str(out), "--manifest", str(manifest),
+                    "--cache", str(cache)], check=True, cwd=out, timeout=600, capture_output=True)
+    assert manifest.read_text() == MANIFEST.read_text(), "release.py wrote the manifest unasked"
+    return next(out.glob("kubectl-repack-v*.tar.gz")).read_bytes()
+
+
+def _zip_members(archive_bytes):
+    import io
+    import tarfile
+    with tarfile.open(fileobj=io.BytesIO(archive_bytes)) as tar:
+        zipapp = tar.extractfile("kubectl-repack").read()
+    with zipfile.ZipFile(io.BytesIO(zipapp)) as z:
+        return {name: z.read(name) for name in z.namelist()}
+
+
+def test_archive_is_the_same_bytes_from_any_interpreter_and_any_cache_state(tmp_path):
+    """Cold caches filled by the interpreter running the tests and by a fresh venv (another
+    interpreter path, so other console-script shebangs), then each cache reused by the other
+    interpreter, then a cache whose tree was changed after it was made: one archive, bytes equal.
+    Then nothing of the build host is inside: no bin/, no ../ RECORD line, no path of either
+    interpreter or of the caches, and every RECORD lists exactly the bytes its files hold."""
+    venv = tmp_path / "venv with space"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
+    other = venv / "bin" / "python"
+    cold_here, cold_there = tmp_path / "cache-here", tmp_path / "cache-there"
+    builds = {
+        "cold, this interpreter": _build(sys.executable, cold_here, tmp_path / "a"),
+        "cold, a fresh venv": _build(other, cold_there, tmp_path / "b"),
+        "venv on this interpreter's cache": _build(other, cold_here, tmp_path / "c"),
+        "this interpreter on the venv's cache": _build(sys.executable, cold_there, tmp_path / "d"),
+    }
+    # A cache changed after it was made (a half-written or hand-edited tree) is rebuilt, not used.
+    (vendored,) = cold_here.glob("vendor-*")
+    (vendored / "idna" / "__init__.py").write_text("# edited\n")
+    builds["this interpreter on an edited cache"] = _build(sys.executable, cold_here, tmp_path / "e")
+    digests = {how: hashlib.sha256(data).hexdigest() for how, data in builds.items()}
+    assert len(set(digests.values())) == 1, digests
+
+    members = _zip_members(builds["cold, this interpreter"])
+    assert not [n for n in members if n.startswith("bin/")]
+    host = [str(p).encode() for p in (Path(sys.executable).resolve().parent, venv, tmp_path)]
+    for name, data in members.items():
+        assert not [h for h in host if h in data], name
+    records = [n for n in members if n.endswith(".dist-info/RECORD")]
+    assert len(records) > 10
+    release = load_release()
+    for record in records:
+        lines = members[record].decode().splitlines()
+        assert lines[-1] == f"{record},,"
+        for line in lines[:-1]:
+            path, digest, size = line.split(",")
+            assert not path.startswith(("../", "/")) and path in members, (record, line)
+            assert (digest, int(size)) == (release.record_hash(members[path]), len(members[path])), (record, line)
+
+
+def test_release_writes_the_manifest_only_when_asked_and_check_names_the_fix(tmp_path):
+    stale = tmp_path / "krew-manifest.yaml"
+    stale.write_text(re.sub(r'sha256: "[0-9a-f]+"', 'sha256: "' + "0" * 64 + '"', MANIFEST.read_text()))
+    before = stale.read_text()
+    base = [sys.executable, str(RELEASE), "--dist", str(tmp_path / "dist"), "--manifest", str(stale)]
+    done = subprocess.run(base + ["--check"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1 and stale.read_text() == before
+    assert done.stderr.startswith(f"error: {stale} is stale: it does not carry this build's sha256 ")
+    assert f"run `python3 hack/release.py --write-manifest --manifest {stale}` and commit it" in done.stderr
+    done = subprocess.run(base, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and stale.read_text() == before and "is stale" in done.stderr
+    done = subprocess.run(base + ["--write-manifest"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and stale.read_text() != before
+    done = subprocess.run(base + ["--check"], capture_output=True, text=True, timeout=600)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert done.stdout.endswith(f"{stale}: up to date\n")
+
+
+def test_committed_manifest_passes_release_check(tmp_path):
+    """The command the stale-manifest message names, as a maintainer runs it on the real manifest."""
+    done = subprocess.run([sys.executable, str(RELEASE), "--check", "--dist", str(tmp_path)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
