@@ -110,12 +110,12 @@ def review_body(i: int) -> bytes:
 def bench_app():
     """The webhook app over the synthetic index with an always-fresh coordinator Lease."""
     from webhook.app import create_app
-    from webhook.metrics import Metrics
+    from webhook.metrics import WebhookMetrics
     from webhook.relocations import RelocationStore
 
     store = RelocationStore()
     store.replace_all([synthetic_run()])
-    return create_app(store, lambda now: True, Metrics())
+    return create_app(store, lambda now: True, WebhookMetrics())
 
 
 def serve(args: argparse.Namespace) -> None:
