@@ -2,7 +2,7 @@
 own timeout (5 s, the API server's limit) while 16 sockets sit idle, 8 more finished the TLS
 handshake and stall, and 4 dribble a request a byte at a time. This is a functional deadline (past
 it the API server gives up and admits the pod unsteered), not a benchmark: the latency figures are
-in bench/webhook_latency.py (--idle).
+in bench/webhook_latency.py (--slow, --idle, --idle-tcp).
 
 Before webhook.server, gunicorn's gthread worker held a thread per silent connection (for 5 s
 each, then without limit once TLS was up) and werkzeug did every TLS handshake in its accept
