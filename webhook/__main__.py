@@ -67,27 +67,7 @@ def build(args: argparse.Namespace, start_watches: bool = True):
     if start_watches:
         RepackRunWatcher(store, api_client).start()
         LeaseWatcher(lease, args.lease_namespace, args.lease_name, api_client).start()
-    return create_app(store, lease.fresh, WebhookMetrics(), signing_key=SigningKey(api_client, args.lease_namespace))
-
-
-class SigningKey:
-    """The RepackRun stamp key from its Secret (created by the controller): read once, and while it
-    is missing at most every `retry` seconds (each RepackRun CREATE asks)."""
-
-    def __init__(self, api_client: Any, namespace: str, retry: float = 5.0):
-        self.api, self.namespace, self.retry = api_client, namespace, retry
-        self.key: Optional[bytes] = None
-        self.tried = float("-inf")
-
-    def __call__(self) -> Optional[bytes]:
-        import time
-
-        from kubectl_repack.kube.incluster import read_signing_key
-
-        if self.key is None and time.monotonic() - self.tried >= self.retry:
-            self.tried = time.monotonic()
-            self.key = read_signing_key(self.api, self.namespace)
-        return self.key
+    return create_app(store, lease.fresh, WebhookMetrics())
 
 
 class _HandshakeInThreadContext(ssl.SSLContext):

@@ -24,7 +24,7 @@ from kubectl_repack.api.gates import (GATED_AT_ANNOTATION, PLACEMENT_GATE, PLACE
                                       PLANNED_NODE_ANNOTATION, RELOCATION_INDEX_ANNOTATION,
                                       RELOCATION_RUN_ANNOTATION, RELOCATION_VICTIM_ANNOTATION,
                                       REPLACEMENT_PODGROUP_ANNOTATION, escape_pointer)
-from kubectl_repack.api.control import CREATOR_ANNOTATION, CREATOR_SIGNATURE_ANNOTATION, Creator, stamp_annotations
+from kubectl_repack.api.control import CREATOR_ANNOTATIONS, Creator
 from kubectl_repack.api.matching import DEFAULT_SCHEDULER_NAMES, Match, match
 from kubectl_repack.api.run import GROUP as RUN_GROUP, PLURAL as RUN_PLURAL
 from kubectl_repack.api.relocations import RelocationIndex
@@ -204,39 +204,45 @@ def review(admission_review: Any, index: RelocationIndex, gate_allowed: bool, no
     return review_outcome(admission_review, index, gate_allowed, now).response
 
 
-# --- RepackRun CREATE: the creator stamp (kubectl_repack.api.control) ----------------------------
-def _is_run_create(request: Mapping[str, Any]) -> bool:
+# --- RepackRuns: the creator record (kubectl_repack.api.control) ---------------------------------
+def _is_run_write(request: Mapping[str, Any]) -> bool:
     resource = request.get("resource")
-    return (isinstance(resource, Mapping) and request.get("operation") == "CREATE"
+    return (isinstance(resource, Mapping) and request.get("operation") in ("CREATE", "UPDATE")
             and resource.get("group") == RUN_GROUP and resource.get("resource") == RUN_PLURAL
             and not request.get("subResource"))
 
 
-def stamp_run(admission_review: Any, key: Optional[bytes]) -> AdmissionReview:
-    """Allowed always; for a RepackRun CREATE a JSONPatch writing the creator stamp from the
-    request's userInfo (signed with `key`). Without a key (not loaded yet) the patch only removes
-    whatever stamp the user pre-filled, so the controller will refuse to evict for the run rather
-    than trust it. Raises AdmissionReviewError for malformed input."""
+def record_creator(admission_review: Any) -> AdmissionReview:
+    """Allowed always; a JSONPatch that fills in the creator annotations, for `kubectl apply`.
+
+    On CREATE they are set from the request's userInfo (whatever was pre-filled is overwritten);
+    on UPDATE they are put back as the stored object has them, so a server-side re-apply of a
+    manifest without them (their field manager is the applier's) does not drop them. Nothing is
+    signed and nothing here is trusted: the admission policy CREATOR_POLICY_NAME, enforced by the
+    API server, compares the annotations with the authenticated user (CREATE) and with the stored
+    object (UPDATE), so a review forged by any caller gains nothing. Raises AdmissionReviewError
+    for malformed input (answered 400, never 500)."""
     request = _validate(admission_review)
     uid = request["uid"]
-    if not _is_run_create(request):
+    if not _is_run_write(request):
         return _response(uid, [])
     run = request.get("object")
     if not isinstance(run, Mapping):
-        raise AdmissionReviewError(f"AdmissionReview.request.object of repackrun CREATE {uid} is missing or not an object")
-    meta = run.get("metadata") if isinstance(run.get("metadata"), Mapping) else {}
-    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else None
-    name = str(meta.get("name") or request.get("name") or "")
-    if key is None or not name:
-        # generateName: the name is chosen after admission, so nothing can be signed for it
-        ops: list = [{"op": "remove", "path": "/metadata/annotations/" + escape_pointer(k)}
-                     for k in (CREATOR_ANNOTATION, CREATOR_SIGNATURE_ANNOTATION)
-                     if annotations is not None and k in annotations]
-        out = _response(uid, ops)
-        if not name:
-            out["response"]["warnings"] = ["repack: a RepackRun created with generateName gets no creator record, "
-                                           "so an Execute run will not evict; give metadata.name"]
-        return out
-    creator = Creator.from_user_info(request.get("userInfo"))
-    wanted = stamp_annotations(key, name, run.get("spec"), creator)
-    return _response(uid, build_patch(run, wanted, gate=False))
+        raise AdmissionReviewError(f"AdmissionReview.request.object of repackrun {request.get('operation')} {uid} "
+                                   "is missing or not an object")
+    if request["operation"] == "CREATE":
+        info = request.get("userInfo")
+        if not isinstance(info, Mapping) or not isinstance(info.get("username"), str) or not info.get("username"):
+            raise AdmissionReviewError(f"AdmissionReview.request.userInfo.username of repackrun CREATE {uid} "
+                                       "is missing or not a string")
+        groups = info.get("groups")
+        if groups is not None and not (isinstance(groups, list) and all(isinstance(g, str) for g in groups)):
+            raise AdmissionReviewError(f"AdmissionReview.request.userInfo.groups of repackrun CREATE {uid} "
+                                       "is not a list of strings")
+        wanted = Creator.from_user_info(info).annotations()
+        return _response(uid, build_patch(run, wanted, gate=False))
+    old = request.get("oldObject")
+    old_meta = old.get("metadata") if isinstance(old, Mapping) and isinstance(old.get("metadata"), Mapping) else {}
+    old_ann = old_meta.get("annotations") if isinstance(old_meta.get("annotations"), Mapping) else {}
+    kept = {k: old_ann[k] for k in CREATOR_ANNOTATIONS if isinstance(old_ann.get(k), str)}
+    return _response(uid, build_patch(run, kept, gate=False) if kept else [])

@@ -16,14 +16,15 @@ from typing import Any, Callable, Optional, Protocol
 from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from webhook.admission import AdmissionReviewError, review_outcome, stamp_run
+from webhook.admission import AdmissionReviewError, record_creator, review_outcome
 from kubectl_repack.api.matching import DEFAULT_SCHEDULER_NAMES
 from kubectl_repack.api.relocations import RecordKey, RelocationIndex
 from webhook.metrics import WebhookMetrics
 
 log = logging.getLogger(__name__)
 
-MAX_BODY_BYTES = 3 * 1024 * 1024  # the API server caps admission bodies near this size too
+MAX_BODY_BYTES = 3 * 1024 * 1024
+RUN_CREATOR_PATH = "/run-creator"  # kubectl_repack.deploy.manifests points the RepackRun webhook here  # the API server caps admission bodies near this size too
 
 
 class IndexProvider(Protocol):
@@ -51,11 +52,11 @@ def _fail_open(uid: str) -> dict:
 
 def create_app(index_provider: IndexProvider, lease_provider: Callable[[datetime], bool],
                metrics: Optional[WebhookMetrics] = None, clock: Callable[[], datetime] = _utcnow,
-               scheduler_names: frozenset[str] = DEFAULT_SCHEDULER_NAMES,
-               signing_key: Callable[[], Optional[bytes]] = lambda: None) -> Flask:
-    """Build the Flask app: /mutate and /stamp-run (POST), /healthz, /readyz, /metrics.
+               scheduler_names: frozenset[str] = DEFAULT_SCHEDULER_NAMES) -> Flask:
+    """Build the Flask app: /mutate and /run-creator (POST), /healthz, /readyz, /metrics.
 
-    `signing_key()` is the key of the RepackRun creator stamp (None while it cannot be read)."""
+    The webhook holds no key: /run-creator only fills in annotations that the API server's admission
+    policy checks (webhook.admission.record_creator)."""
     app = Flask("repack-webhook")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     metrics = metrics if metrics is not None else WebhookMetrics()
@@ -106,21 +107,24 @@ def create_app(index_provider: IndexProvider, lease_provider: Callable[[datetime
         finally:
             metrics.observe_latency(time.perf_counter() - started)
 
-    @app.post("/stamp-run")
-    def stamp() -> Response:
-        """RepackRun CREATE: record who creates the run (kubectl_repack.api.control)."""
+    @app.post(RUN_CREATOR_PATH)
+    def run_creator() -> Response:
+        """RepackRun CREATE/UPDATE: fill in (or keep) the creator annotations."""
         body, problem = _json_body()
         if problem:
             return bad_request(problem)
         try:
-            key = signing_key()
-        except Exception:  # noqa: BLE001 - no key: the stamp is removed, never forged
-            log.exception("reading the RepackRun signing key")
-            key = None
-        try:
-            return jsonify(stamp_run(body, key))
+            return jsonify(record_creator(body))
         except AdmissionReviewError as exc:
             return bad_request(str(exc))
+        except Exception:  # noqa: BLE001 - never 500; the admission policy decides anyway
+            log.exception("run creator review failed; answering allowed without a patch")
+            uid = body.get("request", {}).get("uid") if isinstance(body, dict) and isinstance(
+                body.get("request"), dict) else None
+            if isinstance(uid, str) and uid:
+                metrics.inc("errors_total")
+                return jsonify(_fail_open(uid))
+            return bad_request("internal error while reviewing the request")
 
     @app.get("/healthz")
     def healthz() -> Response:

@@ -15,11 +15,18 @@ One leader (Lease `repack-controller`, the kube layer's Lease client) reconciles
   --save`) and are left alone.
 
 Before a run's first eviction (and again when a started run is continued) the controller checks
-that the run's *creator* may evict: the creator stamp written by the admission webhook must verify
-(kubectl_repack.api.control) and a SubjectAccessReview as that user must allow `create
-pods/eviction` in every namespace the plan touches. Otherwise the run ends Failed,
-EvictionNotAuthorized, naming the namespace and the permission. A spec the CRD accepts but the
-planner refuses ends Failed, InvalidSpec, naming the field.
+that the run's *creator* may evict (kubectl_repack.api.control): the creator annotations, which the
+API server's admission policy vouches for, must exist, the run must be younger than that policy's
+enforcement and, for a new start, than the record's trust bound (`--creator-max-age`, 1h); then a
+SubjectAccessReview as that user must allow `create pods/eviction` in every namespace the plan
+touches, and it is asked again before every single eviction. Otherwise the run ends Failed,
+EvictionNotAuthorized, saying why. A spec the CRD accepts but the planner refuses ends Failed,
+InvalidSpec, naming the field.
+
+Only the controller decides what a run evicts (SEC-2): it plans on live state itself, and seals the
+victims of the records it writes with an HMAC keyed by a Secret only its account reads; records
+that do not verify against the seal, before the first and before every eviction, end the run
+Failed, RelocationRecordsInvalid, with nothing (further) evicted.
 
 Cancel and delete: the annotation `repack.volcano.sh/cancel: "true"` (`kubectl repack cancel`),
 or a delete, stops a run before its next eviction; it ends Failed/Cancelled saying what was and was
@@ -40,10 +47,12 @@ from typing import Any, Callable, Optional, Sequence
 
 import planner
 from planner.gcpause import paused_gc
-from kubectl_repack.api.control import (CONTROLLER_LEASE_NAME, FINALIZER, UntrustedCreator, cancel_requested,
-                                        executed_locally, finalizer_removal, run_durations, verified_creator)
-from kubectl_repack.api.run import MODE_DRY_RUN, MODE_EXECUTE, Reason, is_finished, phase_of
-from kubectl_repack.api.times import parse_duration, rfc3339, utcnow
+from kubectl_repack.api import control
+from kubectl_repack.api.control import (CONTROLLER_LEASE_NAME, CREATOR_MAX_AGE, FINALIZER, RECORDS_SEAL_ANNOTATION,
+                                        UntrustedCreator, cancel_requested, creator_of, creator_problem,
+                                        executed_locally, finalizer_removal, run_durations, seal_problem)
+from kubectl_repack.api.run import MODE_DRY_RUN, MODE_EXECUTE, Reason, is_finished, phase_of, relocations
+from kubectl_repack.api.times import parse_duration, parse_time, rfc3339, utcnow
 from kubectl_repack.engine.executor import Executor
 from kubectl_repack.engine.mutex import holder_identity
 from kubectl_repack.engine.workflow import ApplyRequest, apply_run
@@ -74,13 +83,18 @@ def _created(run: dict) -> str:
 class Controller:
     """One tick = elect, list runs, plan new DryRuns, hand Execute runs to the worker thread."""
 
-    def __init__(self, api, runs, cluster, lease, elector, key: Callable[[], Optional[bytes]],
+    def __init__(self, api, runs, cluster, lease, elector, key: Callable[[], bytes],
                  events: Callable[[dict], Callable[[str, str, bool], None]],
                  authorize_as: Callable[[Any, list], str], interval: float = DEFAULT_INTERVAL,
-                 execution_timeout=None, clock=None, patch_run: Optional[Callable[[str, list], None]] = None):
+                 execution_timeout=None, clock=None, patch_run: Optional[Callable[[str, list], None]] = None,
+                 policy_since: Callable[[], Any] = lambda: None, creator_max_age=CREATOR_MAX_AGE):
+        """`key()` is the records-seal key; `authorize_as(creator, namespaces)` why that user may not
+        evict there ('' when they may); `policy_since()` since when the creator admission policy is
+        enforced (None: it is not)."""
         self.api, self.runs, self.cluster, self.lease, self.elector = api, runs, cluster, lease, elector
         self.patch_run = patch_run or self._patch    # JSON patch of a run's metadata (finalizer)
         self.key, self.events, self.authorize_as = key, events, authorize_as
+        self.policy_since, self.creator_max_age = policy_since, creator_max_age
         self.interval = interval
         self.execution_timeout = execution_timeout or parse_duration(DEFAULT_EXECUTION_TIMEOUT)
         self.clock = clock
@@ -200,26 +214,46 @@ class Controller:
             self.add_finalizer(run)
 
         def authorize(namespaces: list) -> str:
+            fresh = self.runs.get(name)
             try:
-                key = self.key()
-                if key is None:
-                    return "the creator stamp cannot be checked: the signing key is not readable; nothing was evicted"
-                creator = verified_creator(run, key)
-            except ClusterAPIError as e:
-                raise ClusterAPIError(f"reading the signing key to check the creator of repackrun {name}: {e}") from e
+                creator = creator_of(fresh)
             except UntrustedCreator as e:
                 return f"no trustworthy creator record: {e}; nothing was evicted"
+            if not relocations(fresh):      # a new start: the record must be vouched for and fresh
+                problem = creator_problem(fresh, self._now(), parse_time, self.policy_since(), self.creator_max_age)
+                if problem:
+                    return f"the creator record cannot authorize this run: {problem}; nothing was evicted"
             return self.authorize_as(creator, namespaces)
+
+        def seal(run: dict, records: list) -> None:
+            value = control.seal(self.key(), str((run.get("metadata") or {}).get("uid") or ""), records)
+            self.runs.annotate(name, RECORDS_SEAL_ANNOTATION, value)
+
+        def vet(run: dict, record) -> Optional[tuple]:
+            problem = seal_problem(run, self.key())
+            if problem:
+                return Reason.INVALID_RECORDS, f"{problem}; nothing is evicted on their word"
+            if record is None:
+                return None
+            try:
+                denied = self.authorize_as(creator_of(run), [record.namespace])
+            except UntrustedCreator as e:
+                denied = f"no trustworthy creator record: {e}"
+            return (Reason.NOT_AUTHORIZED, denied) if denied else None
 
         request = ApplyRequest(name, None, wait=False, timeout=durations.get("timeout", self.execution_timeout),
                                cooldown=durations.get("cooldown"))
         kwargs = {"clock": self.clock} if self.clock else {}
         result = apply_run(request, self.runs, _GuardedLease(self.lease, self.leading), self.cluster, self.cluster,
                            _Log(), me=holder_identity(name, host=os.environ.get("POD_NAME")),
-                           authorize=authorize, cancelled=cancel_requested, on_event=record, **kwargs)
+                           authorize=authorize, cancelled=cancel_requested, on_event=record, seal=seal, vet=vet,
+                           **kwargs)
         if is_finished(result.run):
             self.drop_finalizer(result.run)
         return not result.pending
+
+    def _now(self):
+        return self.clock.now() if self.clock else utcnow()
 
     # -- finalizer --
     def add_finalizer(self, run: dict) -> None:
@@ -288,11 +322,14 @@ def serve_health(controller: Controller, port: int) -> ThreadingHTTPServer:
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     env = os.environ.get
     p = leader_process_args("repack-controller", __doc__.splitlines()[0], "REPACK_CONTROLLER", CONTROLLER_LEASE_NAME,
-                            f"{DEFAULT_INTERVAL}s", "namespace of the Leases and of the signing-key Secret")
+                            f"{DEFAULT_INTERVAL}s", "namespace of the Leases and of the records-seal key Secret")
     p.add_argument("--execution-timeout", default=env("REPACK_EXECUTION_TIMEOUT", DEFAULT_EXECUTION_TIMEOUT),
                    help="status.executionDeadline of a run, counted from its start")
     p.add_argument("--health-port", type=int, default=int(env("REPACK_CONTROLLER_HEALTH_PORT", "0")),
                    help="serve /healthz on this port (0: off)")
+    p.add_argument("--creator-max-age", default=env("REPACK_CREATOR_MAX_AGE", "1h"),
+                   help="an Execute whose creator record (the run's creation) is older than this when it would "
+                        "start is refused: the creator's groups are read at creation only")
     return p.parse_args(argv)
 
 
@@ -300,7 +337,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of `python -m webhook.controller`."""
     from kubectl_repack.engine.execute_lease import ExecuteLease
     from kubectl_repack.kube.client import connect
-    from kubectl_repack.kube.incluster import EventRecorder, ensure_signing_key, eviction_denied
+    from kubectl_repack.kube.incluster import EventRecorder, creator_policy_since, ensure_key, eviction_denied
     from kubectl_repack.kube.lease import LeaseClient
     from kubectl_repack.kube.objects import LiveCluster
     from kubectl_repack.kube.runs import RunStore
@@ -311,6 +348,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         lease_duration = max(1, int(round(parse_duration(args.lease_duration).total_seconds())))
         interval = parse_duration(args.interval).total_seconds()
         execution_timeout = parse_duration(args.execution_timeout)
+        creator_max_age = parse_duration(args.creator_max_age)
         api = connect(args.kubeconfig)
     except (ValueError, RepackError) as e:
         log.error("%s", e)
@@ -319,20 +357,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     elector = LeaderElector(LeaseClient(api, args.namespace, args.lease_name), identity, lease_duration)
     key_cache: dict = {}
 
-    def key() -> Optional[bytes]:
+    def key() -> bytes:
         if "key" not in key_cache:
-            key_cache["key"] = ensure_signing_key(api, args.namespace)
+            key_cache["key"] = ensure_key(api, args.namespace)
         return key_cache["key"]
 
     cluster = LiveCluster(api)
     controller = Controller(api, RunStore(api), cluster, ExecuteLease(api, args.namespace), elector, key,
                             lambda run: EventRecorder(api, run, COMPONENT),
                             lambda creator, namespaces: eviction_denied(api, creator, namespaces),
-                            interval=interval, execution_timeout=execution_timeout)
+                            interval=interval, execution_timeout=execution_timeout,
+                            policy_since=lambda: creator_policy_since(api), creator_max_age=creator_max_age)
     try:
-        key()   # created at start, so the webhook can sign the first run
+        key()   # made at start, not in the middle of a run's first status write
     except RepackError as e:
-        log.warning("signing key: %s (retried when a run needs it)", e)
+        log.warning("records-seal key: %s (retried when a run needs it)", e)
     if args.health_port:
         serve_health(controller, args.health_port)
     from webhook import certmanager   # issue 14: the webhook's TLS Secret and caBundle, made in the cluster

@@ -1,110 +1,170 @@
 """Who may cause a run's evictions, and how a run is stopped: the names and rules shared by the
-admission webhook (which stamps the creator), the in-cluster controller (which verifies the stamp,
-asks the API server whether that user may evict, and honours cancel and delete) and the plugin
-(`kubectl repack cancel`, `apply --local`).
+admission webhook (which fills in the creator), the admission policy the API server enforces (which
+vouches for it), the in-cluster controller (which asks the API server whether that user may evict,
+seals the records it writes, and honours cancel and delete) and the plugin (`kubectl repack cancel`,
+`apply --local`, `plan --save`).
 
-The creator stamp. On CREATE of a RepackRun the webhook writes the requesting user (the admission
-request's userInfo, which the API server fills from the authenticated identity) into
-`repack.volcano.sh/creator`, and an HMAC-SHA256 over the run's name, spec and that user into
-`repack.volcano.sh/creator-signature`, keyed by a Secret only the in-cluster processes can read.
-Whatever a user pre-fills is overwritten; if the webhook was not reached (it fails open), a
-pre-filled stamp does not verify, and the controller refuses to evict for that run. The spec is
-immutable (CRD rule), so a valid stamp cannot be moved to another spec; copied to a re-created run
-of the same name and spec, it authorizes exactly what its creator authorized.
+The creator record (SEC-1). Three annotations name the user who created the run, as the API server
+authenticated them: CREATOR_USERNAME/UID/GROUPS_ANNOTATION. They are filled in by whoever creates
+the run (the plugin from a SelfSubjectReview, the mutating webhook for `kubectl apply`) and
+*checked* by the ValidatingAdmissionPolicy CREATOR_POLICY_NAME (failurePolicy Fail, rendered by
+kubectl_repack.deploy.manifests): on CREATE they must equal `request.userInfo`, on UPDATE they may
+not change. Nothing is signed, so no endpoint can be asked to forge a record. Groups are frozen at
+creation and no API can re-read them, so a record is trusted for CREATOR_MAX_AGE only: an Execute
+that starts later is refused (`creator_problem`).
+
+The records seal (SEC-2). The controller alone plans an Execute and writes its relocation records;
+it seals the victims it chose (run uid, and each record's namespace, PodGroup, pod, uid and planned
+node) with an HMAC keyed by a Secret only its ServiceAccount can read, into RECORDS_SEAL_ANNOTATION.
+Whoever may write `repackruns/status` can report placements, but records it adds or changes do
+not verify, and nothing is evicted on their word.
 """
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import hmac
 import json
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
 
 from .run import as_map
 
 CANCEL_ANNOTATION = "repack.volcano.sh/cancel"               # "true": stop before the next eviction
 EXECUTOR_ANNOTATION = "repack.volcano.sh/executor"           # "local": the plugin carries the run out itself
 EXECUTOR_LOCAL = "local"
-CREATOR_ANNOTATION = "repack.volcano.sh/creator"
-CREATOR_SIGNATURE_ANNOTATION = "repack.volcano.sh/creator-signature"
+CREATOR_USERNAME_ANNOTATION = "repack.volcano.sh/creator-username"
+CREATOR_UID_ANNOTATION = "repack.volcano.sh/creator-uid"
+CREATOR_GROUPS_ANNOTATION = "repack.volcano.sh/creator-groups"   # the groups, joined by GROUP_SEPARATOR
+CREATOR_ANNOTATIONS = (CREATOR_USERNAME_ANNOTATION, CREATOR_UID_ANNOTATION, CREATOR_GROUPS_ANNOTATION)
+GROUP_SEPARATOR = ","
+# What runs made before the admission policy carried: a JSON user and an HMAC handed out by the
+# webhook on request. Neither is trusted any more; such runs are refused with a reason saying so.
+LEGACY_CREATOR_ANNOTATIONS = ("repack.volcano.sh/creator", "repack.volcano.sh/creator-signature")
+LEGACY_SIGNING_SECRET_NAME = "repack-run-signing-key"        # deleted by install and uninstall
+CREATOR_POLICY_NAME = "repack-run-creator"                   # the ValidatingAdmissionPolicy and its binding
+CREATOR_MAX_AGE = dt.timedelta(hours=1)
+RECORDS_SEAL_ANNOTATION = "repack.volcano.sh/records-seal"
 FINALIZER = "repack.volcano.sh/stop-before-delete"
 # Set by `kubectl repack apply` (anyone may): the run's execution deadline from its start, and the
 # cluster-wide cooldown to store (as `apply --local --cooldown` does). Durations like "10m".
 TIMEOUT_ANNOTATION = "repack.volcano.sh/execution-timeout"
 COOLDOWN_ANNOTATION = "repack.volcano.sh/execute-cooldown"
+# Bounds of what those annotations may say (SEC-4: every duration read from an annotation is bounded).
+MAX_EXECUTION_TIMEOUT = dt.timedelta(hours=24)
+MAX_COOLDOWN = dt.timedelta(days=7)
 CONTROLLER_LEASE_NAME = "repack-controller"
-SIGNING_SECRET_NAME = "repack-run-signing-key"
-SIGNING_SECRET_KEY = "key"
-SIGNATURE_VERSION = "v1"
+SEAL_SECRET_NAME = "repack-controller-seal-key"              # read by the controller's account only
+SEAL_SECRET_KEY = "key"
+SEAL_VERSION = "v1"
 
 TRUE_VALUES = frozenset({"true", "yes", "1"})
 
 
 @dataclass(frozen=True)
 class Creator:
-    """The authenticated user who created a run (admission userInfo)."""
+    """The authenticated user who created a run (admission userInfo; `extra` is not recorded:
+    the admission policy cannot compare it, so nothing is authorized on its word)."""
     username: str
     uid: str = ""
     groups: tuple = ()
-    extra: Mapping[str, tuple] = field(default_factory=dict)
 
     @classmethod
     def from_user_info(cls, info: Any) -> "Creator":
+        """From an authentication.k8s.io/v1 UserInfo (admission request, SelfSubjectReview)."""
         info = as_map(info)
-        extra = {str(k): tuple(str(x) for x in (v or ())) for k, v in as_map(info.get("extra")).items()}
+        groups = info.get("groups")
         return cls(str(info.get("username") or ""), str(info.get("uid") or ""),
-                   tuple(str(g) for g in (info.get("groups") or ())), extra)
+                   tuple(str(g) for g in groups) if isinstance(groups, (list, tuple)) else ())
 
-    def to_dict(self) -> dict:
-        out: dict = {"username": self.username}
-        if self.uid:
-            out["uid"] = self.uid
-        if self.groups:
-            out["groups"] = list(self.groups)
-        if self.extra:
-            out["extra"] = {k: list(v) for k, v in sorted(self.extra.items())}
-        return out
-
-
-def _canonical(name: str, spec: Any, creator: Creator) -> bytes:
-    return json.dumps({"name": name, "spec": spec, "creator": creator.to_dict()}, sort_keys=True,
-                      separators=(",", ":"), ensure_ascii=True).encode()
-
-
-def sign(key: bytes, name: str, spec: Any, creator: Creator) -> str:
-    """The signature annotation's value for this run and creator."""
-    return f"{SIGNATURE_VERSION}:" + hmac.new(key, _canonical(name, spec, creator), hashlib.sha256).hexdigest()
-
-
-def stamp_annotations(key: bytes, name: str, spec: Any, creator: Creator) -> dict:
-    """The two annotations the webhook writes on CREATE."""
-    return {CREATOR_ANNOTATION: json.dumps(creator.to_dict(), sort_keys=True, separators=(",", ":")),
-            CREATOR_SIGNATURE_ANNOTATION: sign(key, name, spec, creator)}
+    def annotations(self) -> dict:
+        """The three annotations that record this user (what the admission policy compares)."""
+        return {CREATOR_USERNAME_ANNOTATION: self.username, CREATOR_UID_ANNOTATION: self.uid,
+                CREATOR_GROUPS_ANNOTATION: GROUP_SEPARATOR.join(self.groups)}
 
 
 class UntrustedCreator(ValueError):
-    """The run carries no creator stamp that verifies; the message says why."""
+    """The run carries no creator record that may be acted on; the message says why."""
 
 
-def verified_creator(run: Mapping[str, Any], key: bytes) -> Creator:
-    """The run's creator if its stamp verifies against `key`; UntrustedCreator otherwise."""
+def creator_of(run: Mapping[str, Any]) -> Creator:
+    """The creator recorded on the run; UntrustedCreator when there is none (or only a legacy stamp)."""
+    ann = as_map(as_map(run.get("metadata")).get("annotations"))
+    if ann.get(CREATOR_USERNAME_ANNOTATION) is None:
+        if any(ann.get(k) for k in LEGACY_CREATOR_ANNOTATIONS):
+            raise UntrustedCreator("the run carries a creator stamp of an older kubectl-repack, which could be "
+                                   "forged; re-create the run (kubectl delete, then apply it again)")
+        raise UntrustedCreator(f"no creator record (annotation {CREATOR_USERNAME_ANNOTATION}, filled in when the run "
+                               f"is created and checked by the admission policy {CREATOR_POLICY_NAME})")
+    username = str(ann.get(CREATOR_USERNAME_ANNOTATION) or "")
+    if not username:
+        raise UntrustedCreator(f"annotation {CREATOR_USERNAME_ANNOTATION} names no user")
+    groups = str(ann.get(CREATOR_GROUPS_ANNOTATION) or "")
+    return Creator(username, str(ann.get(CREATOR_UID_ANNOTATION) or ""),
+                   tuple(groups.split(GROUP_SEPARATOR)) if groups else ())
+
+
+def creator_problem(run: Mapping[str, Any], now: dt.datetime, parse_time, policy_created: Optional[dt.datetime],
+                    max_age: dt.timedelta = CREATOR_MAX_AGE) -> str:
+    """Why the run's creator record may not authorize a *new* start of the run ('' when it may).
+
+    The record is vouched for only if the admission policy existed when the run was created
+    (`policy_created`: the later of the policy's and its binding's creationTimestamp; None when
+    either is missing), and only while it is fresh: the groups in it are those of creation time."""
     meta = as_map(run.get("metadata"))
-    ann = as_map(meta.get("annotations"))
-    raw, sig = ann.get(CREATOR_ANNOTATION), ann.get(CREATOR_SIGNATURE_ANNOTATION)
-    if not raw or not sig:
-        raise UntrustedCreator(f"no creator record (annotations {CREATOR_ANNOTATION} and "
-                               f"{CREATOR_SIGNATURE_ANNOTATION} are written by the repack admission webhook "
-                               "when the run is created; it was not reached)")
-    try:
-        creator = Creator.from_user_info(json.loads(raw))
-    except (ValueError, TypeError, AttributeError) as e:
-        raise UntrustedCreator(f"annotation {CREATOR_ANNOTATION} is not a user record: {e}") from None
-    if not creator.username:
-        raise UntrustedCreator(f"annotation {CREATOR_ANNOTATION} names no user")
-    if not hmac.compare_digest(str(sig), sign(key, str(meta.get("name") or ""), run.get("spec"), creator)):
-        raise UntrustedCreator(f"annotation {CREATOR_SIGNATURE_ANNOTATION} does not verify (written or changed by "
-                               "someone other than the repack admission webhook)")
-    return creator
+    created = parse_time(meta.get("creationTimestamp"))
+    if policy_created is None:
+        return (f"the admission policy {CREATOR_POLICY_NAME} (or its binding) is not installed, so no creator record "
+                "can be trusted; run `kubectl repack install`")
+    if created is None:
+        return "the run has no metadata.creationTimestamp"
+    if created < policy_created:
+        return (f"the run was created before the admission policy {CREATOR_POLICY_NAME} that vouches for its creator "
+                "record; re-create the run")
+    age = now - created
+    if age > max_age:
+        return (f"its creator record is {_human(age)} old, older than the {_human(max_age)} a record is trusted "
+                "(the creator's groups are read when the run is created and cannot be read again); "
+                "re-create the run to execute it")
+    return ""
+
+
+def _human(delta: dt.timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{(seconds % 3600) // 60:02d}m"
+    return f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+# --- the records seal (SEC-2) -----------------------------------------------------------------------
+_SEALED_FIELDS = ("namespace", "podGroupName", "victimPodName", "victimPodUID", "plannedNodeName")
+
+
+def _sealed_bytes(run_uid: str, records: Sequence[Mapping[str, Any]]) -> bytes:
+    victims = [[str(as_map(r).get(f) or "") for f in _SEALED_FIELDS] for r in records]
+    return json.dumps({"run": run_uid, "records": victims}, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def seal(key: bytes, run_uid: str, records: Sequence[Mapping[str, Any]]) -> str:
+    """The seal annotation's value for these records of the run with uid `run_uid`."""
+    return f"{SEAL_VERSION}:" + hmac.new(key, _sealed_bytes(run_uid, records), hashlib.sha256).hexdigest()
+
+
+def seal_problem(run: Mapping[str, Any], key: bytes) -> str:
+    """'' when the run's records are the ones the controller sealed; else why they are not."""
+    meta = as_map(run.get("metadata"))
+    records = as_map(run.get("status")).get("relocations")
+    if not isinstance(records, list):
+        return "status.relocations is not a list"
+    got = as_map(meta.get("annotations")).get(RECORDS_SEAL_ANNOTATION)
+    if not isinstance(got, str) or not got:
+        return (f"the relocation records carry no seal (annotation {RECORDS_SEAL_ANNOTATION}): the controller "
+                "did not write them")
+    want = seal(key, str(meta.get("uid") or ""), records)
+    if not hmac.compare_digest(got.encode("utf-8", "replace"), want.encode()):
+        return (f"the relocation records do not match their seal (annotation {RECORDS_SEAL_ANNOTATION}): "
+                "they were added or changed by someone other than the controller")
+    return ""
 
 
 def cancel_requested(run: Optional[Mapping[str, Any]]) -> str:
@@ -137,13 +197,19 @@ def finalizer_removal(run: Mapping[str, Any]) -> list:
 
 def run_durations(run: Optional[Mapping[str, Any]], parse) -> dict:
     """{'timeout': ..., 'cooldown': ...} from the run's annotations, parsed with `parse` (a duration
-    parser raising ValueError); only those present. A bad value raises ValueError naming the annotation."""
+    parser raising ValueError); only those present. A bad value, or one past its bound
+    (MAX_EXECUTION_TIMEOUT, MAX_COOLDOWN), raises ValueError naming the annotation."""
     ann = as_map(as_map(as_map(run).get("metadata")).get("annotations"))
     out = {}
-    for key, annotation in (("timeout", TIMEOUT_ANNOTATION), ("cooldown", COOLDOWN_ANNOTATION)):
+    for key, annotation, bound in (("timeout", TIMEOUT_ANNOTATION, MAX_EXECUTION_TIMEOUT),
+                                   ("cooldown", COOLDOWN_ANNOTATION, MAX_COOLDOWN)):
         if ann.get(annotation) is not None:
             try:
-                out[key] = parse(str(ann[annotation]))
-            except (ValueError, OverflowError) as e:
-                raise ValueError(f"metadata.annotations[{annotation}]: {ann[annotation]!r}: {e}") from None
+                value = parse(str(ann[annotation]))
+            except (ValueError, OverflowError, TypeError) as e:
+                raise ValueError(f"metadata.annotations[{annotation}]: {str(ann[annotation])[:64]!r}: {e}") from None
+            if value > bound:
+                raise ValueError(f"metadata.annotations[{annotation}]: {str(ann[annotation])[:64]!r} is longer than "
+                                 f"the {_human(bound)} allowed")
+            out[key] = value
     return out

@@ -51,6 +51,8 @@ KINDS = {
     "Service": ("services", True),
     "MutatingWebhookConfiguration": ("mutatingwebhookconfigurations", False),
     "NetworkPolicy": ("networkpolicies", True),
+    "ValidatingAdmissionPolicy": ("validatingadmissionpolicies", False),
+    "ValidatingAdmissionPolicyBinding": ("validatingadmissionpolicybindings", False),
 }
 
 
@@ -431,6 +433,9 @@ def command(namespace, image, node_selector, tolerations, priority_class, apiser
             continue
         server_side_apply(api, obj)
         click.echo(f"{describe(obj)} serverside-applied")
+    legacy = legacy_secret(namespace)
+    if delete_object(api, legacy):   # an older install's creator-stamp key: readable by the old webhook
+        click.echo(f"{describe(legacy)} deleted (the creator-stamp key of an older install)")
     deployments = [o["metadata"] for o in objs if o["kind"] == "Deployment"]
     if wait and deployments:
         started = time.monotonic()
@@ -448,6 +453,19 @@ def command(namespace, image, node_selector, tolerations, priority_class, apiser
                         f"`kubectl -n {dep['namespace']} logs deploy/{manifests.CONTROLLER_NAME}`") from None
                 raise
             click.echo(f"deployment.apps/{dep['name']} Ready")
+
+
+def controller_secret_names() -> tuple:
+    """Secrets the controller (or an older install) makes in its namespace, besides the TLS pair."""
+    from kubectl_repack.api.control import LEGACY_SIGNING_SECRET_NAME, SEAL_SECRET_NAME
+
+    return SEAL_SECRET_NAME, LEGACY_SIGNING_SECRET_NAME
+
+
+def legacy_secret(namespace: str) -> dict:
+    from kubectl_repack.api.control import LEGACY_SIGNING_SECRET_NAME
+
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": LEGACY_SIGNING_SECRET_NAME, "namespace": namespace}}
 
 
 def _exists(api, path: str) -> bool:
@@ -501,11 +519,11 @@ def uninstall_command(namespace, include_crd, dry_run):
     """Remove the webhook and coordinator (and with --include-crd the RepackRun CRD)."""
     # The NetworkPolicy is listed whether or not install made one (--apiserver-cidr): not found is fine.
     objs = manifests_for(namespace, "unused", None, None, {"apiserver_cidrs": ["0.0.0.0/32"]})
-    from kubectl_repack.api.control import SIGNING_SECRET_NAME
     from kubectl_repack.deploy.manifests import CONTROLLER_NAME
 
+    # the TLS pair and the seal key are made by the controller; the legacy signing key by older versions
     secrets_ = [{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace}}
-                for name in (_secret_name(), SIGNING_SECRET_NAME)]   # the second is made by the controller
+                for name in (_secret_name(), *controller_secret_names())]
     ordered = [o for o in reversed(objs) if o["kind"] != "CustomResourceDefinition"]
     at = ordered.index(next(o for o in ordered if o["kind"] == "Deployment")) + 1
     ordered[at:at] = secrets_

@@ -6,12 +6,17 @@ reference copies under config/webhook/ (no Secret, no caBundle: those are made p
 
 RBAC is least privilege by construction: the webhook's service account may read what the planner's
 filters need, patch pods (to remove its own gate) and pods/status (nominatedNodeName), write
-RepackRun status, delete finished RepackRuns (ttlSecondsAfterFinished), use Leases in its own
-namespace and read the RepackRun signing key there. It can neither evict nor delete pods.
+RepackRun status, delete finished RepackRuns (ttlSecondsAfterFinished) and use Leases in its own
+namespace. It holds no key, and can neither evict nor delete pods.
 
 The RepackRun controller (webhook.controller) runs in its own Deployment with its own service
 account, the only one that may create pods/eviction; it also asks SubjectAccessReviews (may the
-run's creator evict?), records Events, and keeps the signing key Secret of its namespace.
+run's creator evict?), records Events, keeps the records-seal key Secret of its namespace (which
+only it may read) and reads the creator admission policy (is it in force?).
+
+The creator of a RepackRun is vouched for by the API server: the ValidatingAdmissionPolicy
+`creator_policy` (failurePolicy Fail) refuses a CREATE whose creator annotations are not the
+authenticated user and an UPDATE that changes them (kubectl_repack.api.control).
 """
 from __future__ import annotations
 
@@ -20,6 +25,8 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
+from kubectl_repack.api.control import (CREATOR_GROUPS_ANNOTATION, CREATOR_POLICY_NAME, CREATOR_UID_ANNOTATION,
+                                        CREATOR_USERNAME_ANNOTATION, GROUP_SEPARATOR)
 from kubectl_repack.deploy.certs import CA_CRT, TLS_CRT, TLS_KEY, CertBundle
 
 NAMESPACE = "repack-system"
@@ -35,6 +42,7 @@ CERT_MOUNT = "/etc/repack-webhook/tls"
 METRICS_PORT = 9090  # the coordinator's /metrics and /healthz (plain HTTP)
 CONTROLLER_HEALTH_PORT = 8081  # the controller's /healthz (plain HTTP)
 STAMP_WEBHOOK_NAME = "creator.repack.volcano.sh"
+RUN_CREATOR_PATH = "/run-creator"   # webhook.app serves it
 RUN_AS = 65532  # the image's numeric USER; stated again so runAsNonRoot is verifiable
 TMP_MOUNT = "/tmp"
 # Why one replica (also written on the Deployment, as the annotation below): the webhook keeps
@@ -75,13 +83,9 @@ def cluster_role_rules() -> list[dict]:
 
 
 def lease_role_rules() -> list[dict]:
-    """Leases only in the webhook's own namespace (leader election and the liveness signal), and
-    reading the RepackRun signing key there (the controller creates it)."""
-    from kubectl_repack.api.control import SIGNING_SECRET_NAME
-
+    """Leases only in the webhook's own namespace (leader election and the liveness signal)."""
     return [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-             "verbs": ["get", "list", "watch", "create", "update"]},
-            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [SIGNING_SECRET_NAME], "verbs": ["get"]}]
+             "verbs": ["get", "list", "watch", "create", "update"]}]
 
 
 def controller_cluster_role_rules() -> list[dict]:
@@ -104,18 +108,22 @@ def controller_cluster_role_rules() -> list[dict]:
         # webhook.certmanager keeps the webhook configuration's caBundle equal to the TLS Secret's CA.
         {"apiGroups": ["admissionregistration.k8s.io"], "resources": ["mutatingwebhookconfigurations"],
          "resourceNames": [CONFIG_NAME], "verbs": ["get", "patch"]},
+        # Is the creator policy in force, and since when (a run older than it has no vouched-for creator)?
+        {"apiGroups": ["admissionregistration.k8s.io"],
+         "resources": ["validatingadmissionpolicies", "validatingadmissionpolicybindings"],
+         "resourceNames": [CREATOR_POLICY_NAME], "verbs": ["get"]},
     ]
 
 
 def controller_role_rules() -> list[dict]:
-    """In its own namespace: Leases (its leader election and the execute mutex), the signing key and
-    the webhook's TLS Secret (created; `create` cannot be limited by name), replacing only the TLS
+    """In its own namespace: Leases (its leader election and the execute mutex), the records-seal key
+    and the webhook's TLS Secret (created; `create` cannot be limited by name), replacing only the TLS
     Secret when it rotates it, and the webhook Deployment's pod template (rolled after a rotation)."""
-    from kubectl_repack.api.control import SIGNING_SECRET_NAME
+    from kubectl_repack.api.control import SEAL_SECRET_NAME
 
     return [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
              "verbs": ["get", "list", "watch", "create", "update"]},
-            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [SIGNING_SECRET_NAME, SECRET_NAME],
+            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [SEAL_SECRET_NAME, SECRET_NAME],
              "verbs": ["get"]},
             {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
             {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [SECRET_NAME], "verbs": ["update"]},
@@ -321,9 +329,9 @@ def mutating_webhook_configuration(namespace: str, ca_bundle_pem: Optional[bytes
         client_config["caBundle"] = base64.b64encode(ca_bundle_pem).decode()
     stamp_config = dict(client_config)
     if url:
-        stamp_config["url"] = url.rsplit("/mutate", 1)[0] + "/stamp-run"
+        stamp_config["url"] = url.rsplit("/mutate", 1)[0] + RUN_CREATOR_PATH
     else:
-        stamp_config["service"] = dict(client_config["service"], path="/stamp-run")
+        stamp_config["service"] = dict(client_config["service"], path=RUN_CREATOR_PATH)
     return {
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
         "metadata": _meta(CONFIG_NAME),
@@ -342,13 +350,15 @@ def mutating_webhook_configuration(namespace: str, ca_bundle_pem: Optional[bytes
                 "key": "kubernetes.io/metadata.name", "operator": "NotIn",
                 "values": sorted({"kube-system", namespace})}]},
         }, {
-            # Who created each RepackRun (kubectl_repack.api.control). Fail open like the pod webhook:
-            # a run created while the webhook is unreachable carries no valid stamp, so the
-            # controller refuses to evict for it; nothing is blocked, nothing is trusted blindly.
+            # Fills in the creator annotations for `kubectl apply` (CREATE) and keeps them over a
+            # server-side re-apply (UPDATE). It only helps: the admission policy (creator_policy)
+            # checks them, so while this webhook is unreachable (fail open) a run without them is
+            # refused with a message saying what to add, and nothing it answers is trusted.
             "name": STAMP_WEBHOOK_NAME,
             "admissionReviewVersions": ["v1"],
             "clientConfig": stamp_config,
-            "rules": [{"apiGroups": ["repack.volcano.sh"], "apiVersions": ["v1alpha1"], "operations": ["CREATE"],
+            "rules": [{"apiGroups": ["repack.volcano.sh"], "apiVersions": ["v1alpha1"],
+                       "operations": ["CREATE", "UPDATE"],
                        "resources": ["repackruns"], "scope": "Cluster"}],
             "failurePolicy": "Ignore",
             "sideEffects": "None",
@@ -356,6 +366,69 @@ def mutating_webhook_configuration(namespace: str, ca_bundle_pem: Optional[bytes
             "matchPolicy": "Equivalent",
         }],
     }
+
+
+def _cel_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def creator_policy() -> Manifest:
+    """SEC-1: the API server vouches for a RepackRun's creator. On CREATE the three creator
+    annotations must equal `request.userInfo` (username, uid, groups joined by GROUP_SEPARATOR);
+    on UPDATE they may not be added, changed or removed. failurePolicy Fail: a policy that cannot
+    be evaluated refuses, it never lets a record through unchecked. `extra` is not compared (CEL has
+    no stable rendering of it), so nothing is authorized on it (SubjectAccessReviews omit it)."""
+    user, uid, groups = (_cel_string(k) for k in (CREATOR_USERNAME_ANNOTATION, CREATOR_UID_ANNOTATION,
+                                                  CREATOR_GROUPS_ANNOTATION))
+    sep = _cel_string(GROUP_SEPARATOR)
+    keys = f"[{user}, {uid}, {groups}]"
+    fix = ("'RepackRun: the creator annotations must name the user creating it; kubectl repack plan --save and "
+           "apply fill them in, and so does the repack webhook for kubectl apply; without them set metadata.annotations "
+           f"{CREATOR_USERNAME_ANNOTATION}: \"' + variables.username + '\", {CREATOR_UID_ANNOTATION}: \"' + "
+           f"variables.uid + '\", {CREATOR_GROUPS_ANNOTATION}: \"' + variables.groups + '\" "
+           "(kubectl auth whoami -o yaml shows them)'")
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": _meta(CREATOR_POLICY_NAME),
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": ["repack.volcano.sh"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
+                "resources": ["repackruns"]}]},
+            "variables": [
+                {"name": "ann", "expression": "has(object.metadata.annotations) ? object.metadata.annotations : {}"},
+                {"name": "old", "expression": "request.operation == 'UPDATE' && has(oldObject.metadata.annotations)"
+                                              " ? oldObject.metadata.annotations : {}"},
+                {"name": "username", "expression": "has(request.userInfo.username) ? request.userInfo.username : ''"},
+                {"name": "uid", "expression": "has(request.userInfo.uid) ? request.userInfo.uid : ''"},
+                {"name": "groupList", "expression": "has(request.userInfo.groups) ? request.userInfo.groups : []"},
+                {"name": "groups", "expression": f"variables.groupList.join({sep})"},
+            ],
+            "validations": [
+                {"expression": f"request.operation != 'CREATE' || !variables.groupList.exists(g, g.contains({sep}))",
+                 "message": f"RepackRun: a group of the creating user contains {GROUP_SEPARATOR!r}, which the creator "
+                            "record cannot hold; create the run as another user",
+                 "reason": "Forbidden"},
+                {"expression": f"request.operation != 'CREATE' || ({user} in variables.ann && {uid} in variables.ann && "
+                               f"{groups} in variables.ann && variables.ann[{user}] == variables.username && "
+                               f"variables.ann[{uid}] == variables.uid && variables.ann[{groups}] == variables.groups)",
+                 "messageExpression": fix,
+                 "reason": "Forbidden"},
+                {"expression": f"request.operation != 'UPDATE' || {keys}.all(k, (k in variables.ann) == "
+                               "(k in variables.old) && (!(k in variables.ann) || variables.ann[k] == variables.old[k]))",
+                 "message": "RepackRun: the creator annotations (repack.volcano.sh/creator-*) cannot be added, "
+                            "changed or removed after creation",
+                 "reason": "Forbidden"},
+            ],
+        },
+    }
+
+
+def creator_policy_binding() -> Manifest:
+    """Binds creator_policy cluster-wide with the Deny action."""
+    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": _meta(CREATOR_POLICY_NAME),
+            "spec": {"policyName": CREATOR_POLICY_NAME, "validationActions": ["Deny"]}}
 
 
 def network_policy(namespace: str, apiserver_cidrs: list) -> Manifest:
@@ -390,7 +463,8 @@ def render(namespace: str = NAMESPACE, image: str = DEFAULT_IMAGE, ca_bundle_pem
     """
     if ca_bundle_pem is None and certs is not None:
         ca_bundle_pem = certs.ca_cert_pem
-    out = [namespace_manifest(namespace), service_account(namespace), cluster_role(),
+    out = [creator_policy(), creator_policy_binding(), namespace_manifest(namespace), service_account(namespace),
+           cluster_role(),
            cluster_role_binding(namespace), lease_role(namespace), lease_role_binding(namespace)]
     if certs is not None:
         out.append(secret(namespace, certs))
@@ -417,6 +491,7 @@ FILES = {
     "deployment.yaml": lambda ns, image: [deployment(ns, image), controller_deployment(ns, image)],
     "service.yaml": lambda ns, image: [service(ns)],
     "mutatingwebhookconfiguration.yaml": lambda ns, image: [mutating_webhook_configuration(ns)],
+    "validatingadmissionpolicy.yaml": lambda ns, image: [creator_policy(), creator_policy_binding()],
 }
 
 

@@ -123,10 +123,13 @@ class ExecuteLease:
             self._thread.join(timeout=LEASE_REQUEST_TIMEOUT + 1)
             self._thread = None
 
-    def release(self, me: str, run_name: str, completed: Optional[dt.datetime]) -> None:
+    def release(self, me: str, run_name: str, completed: Optional[dt.datetime],
+                store_cooldown: Optional[dt.timedelta] = None) -> None:
         """Give the Lease up; `completed` (an Execute that evicted something finished then) starts
-        the cooldown for everyone."""
+        the cooldown for everyone; `store_cooldown` becomes the cluster-wide setting."""
         self.stop_renewing()
         annotations = ({LAST_COMPLETION_ANNOTATION: rfc3339(completed), LAST_RUN_ANNOTATION: run_name}
-                       if completed is not None else None)
-        self.client.release(me, annotations)
+                       if completed is not None else {})
+        if store_cooldown is not None:
+            annotations[COOLDOWN_ANNOTATION] = format_duration(store_cooldown)
+        self.client.release(me, annotations or None)

@@ -77,12 +77,18 @@ class Executor:
     annotation, delete) means no further eviction; the evicted pods' replacements are still
     tracked, and the run ends Failed/Cancelled saying what was and was not moved.
     `on_event(reason, message, warning)` hears every step (Events on the RepackRun).
+    `vet(run, record)` is asked with the freshest run before the first eviction (record None) and
+    before every eviction (the record about to be evicted): a (reason, message) back means this
+    run may not evict any more (the in-cluster controller: records not sealed by it, a creator who
+    lost the right to evict); nothing further is evicted, the evicted pods' replacements are still
+    tracked, and the run ends Failed with that reason.
     """
 
     def __init__(self, reader: ClusterReader, evictor: Evictor, runs: RunWriter, clock: Clock = None,
                  options: Options = None, on_progress: Callable[[Progress], None] = None,
                  guard: Callable[[], Optional[str]] = None, cancelled: Callable[[dict], str] = None,
-                 on_event: Callable[[str, str, bool], None] = None):
+                 on_event: Callable[[str, str, bool], None] = None,
+                 vet: Callable[[dict, Optional[Relocation]], Optional[tuple]] = None):
         self.reader, self.evictor, self.runs = reader, evictor, runs
         self.clock = clock or Clock()
         self.options = options or Options()
@@ -90,7 +96,9 @@ class Executor:
         self.guard = guard or (lambda: None)
         self.cancelled = cancelled or (lambda run: "")
         self.on_event = on_event or (lambda reason, message, warning: None)
+        self.vet = vet or (lambda run, record: None)
         self._cancel = ""
+        self._refused: Optional[tuple] = None   # (reason, message) from vet: no further eviction
         self._told: dict = {}   # record index -> last placement phase an event was sent for
 
     # -- status writes (each a read-modify-write of only the fields apply owns) --
@@ -200,6 +208,11 @@ class Executor:
                    f"on their word: {'; '.join(problems[:5])}"
                    + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""))
             return self._finish(name, Outcome(PHASE_FAILED, Reason.INVALID_RECORDS, msg))
+        refused = self.vet(run, None)
+        if refused and not any(r.eviction.evicted or r.eviction.phase == EVICTION_IN_PROGRESS
+                               for r in relocations(st)):
+            return self._finish(name, Outcome(PHASE_FAILED, refused[0], f"{refused[1]}; nothing was evicted"))
+        self._refused = refused
         deadline = parse_time(st.get("executionDeadline")) or (self.clock.now() + self.options.execution_timeout)
         run, skipped = self._evict_all(name, run, deadline)
         run, timed_out = self._track_placements(name, run, deadline)
@@ -208,6 +221,9 @@ class Executor:
         if any(r.eviction.evicted for r in relocations(st)):
             ver = verify(self.reader.snapshot_objects(), goal_resource(run),
                          (st.get("plan") or {}).get("freedNodes") or [])
+        if self._refused:
+            stopped = decide_outcome(st, ver, timed_out, cancelled=self._refused[1])
+            return self._finish(name, Outcome(PHASE_FAILED, self._refused[0], stopped.message, stopped.result))
         return self._finish(name, decide_outcome(st, ver, timed_out, not_started=skipped, cancelled=self._cancel))
 
     def _progress(self, run: dict) -> None:
@@ -253,8 +269,8 @@ class Executor:
                 continue
             if not self._cancel:
                 self._cancel = self.cancelled(self.runs.get(name))
-            if self._cancel:
-                run = self._not_evicted(name, run, [i for i, _ in todo], self._cancel)
+            if self._cancel or self._refused:
+                run = self._not_evicted(name, run, [i for i, _ in todo], self._cancel or self._refused[1])
                 continue
             if self.clock.now() >= deadline:
                 run = self._not_started(name, run, [i for i, _ in todo], deadline)
@@ -284,9 +300,14 @@ class Executor:
                     not_started += rest
                     break
                 self._check_guard(name)
-                self._cancel = self.cancelled(self.runs.get(name))
+                fresh = self.runs.get(name)
+                self._cancel = self.cancelled(fresh)
                 if self._cancel:
                     run = self._not_evicted(name, run, [j for j, _ in todo[pos:]], self._cancel)
+                    break
+                self._refused = self.vet(fresh, rec)
+                if self._refused:
+                    run = self._not_evicted(name, run, [j for j, _ in todo[pos:]], self._refused[1])
                     break
                 victim = (rec.namespace, rec.victim_pod_name, rec.victim_pod_uid)
                 # write-ahead, and the last look at the record: still the victim we are about to evict

@@ -17,6 +17,7 @@ from kubectl_repack.errors import ClusterAPIError, NotFound, RepackError, Valida
 
 from .executor import Executor, Options, Progress, evicted_any
 from .mutex import LeaseDecision, holder_identity
+from .outcome import initial_relocations
 from .ports import Clock, ClusterReader, Evictor
 
 
@@ -34,7 +35,8 @@ class Mutex(Protocol):
     def try_acquire(self, me: str, now: dt.datetime, cooldown: dt.timedelta,
                     store_cooldown: Optional[dt.timedelta] = None) -> LeaseDecision: ...
     def start_renewing(self, me: str) -> None: ...
-    def release(self, me: str, run_name: str, completed: Optional[dt.datetime]) -> None: ...
+    def release(self, me: str, run_name: str, completed: Optional[dt.datetime],
+                store_cooldown: Optional[dt.timedelta] = None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -102,14 +104,17 @@ def namespaces_to_evict(run: dict) -> list:
 def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: ClusterReader, evictor: Evictor,
               reporter: Reporter, clock: Optional[Clock] = None, me: Optional[str] = None,
               authorize: Optional[Callable[[list], str]] = None, cancelled: Optional[Callable[[dict], str]] = None,
-              on_event: Optional[Callable[[str, str, bool], None]] = None) -> ApplyResult:
+              on_event: Optional[Callable[[str, str, bool], None]] = None,
+              seal: Optional[Callable[[dict, list], None]] = None,
+              vet: Optional[Callable[[dict, object], Optional[tuple]]] = None) -> ApplyResult:
     """Carry out (or continue) one Execute run; see the module docstring for the order.
 
     In the cluster (webhook.controller) three more hooks apply: `authorize(namespaces)` returns why
     the run's creator may not evict in one of them ('' when allowed) and is asked before the first
     eviction of a new or continued run (the run then ends Failed, EvictionNotAuthorized);
     `cancelled(run)` says why the run must stop (cancel annotation, delete); `on_event` hears each
-    step (Events)."""
+    step (Events); `seal(run, records)` is handed the relocation records of a new plan before they
+    are written (the controller seals them); `vet` is the Executor's (asked before every eviction)."""
     clock = clock or Clock()
     name = request.name
     sweep_expired(runs, clock.now(), name, reporter)
@@ -126,15 +131,19 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
                       options=Options(execution_timeout=request.timeout,
                                       eviction_retry_timeout=request.eviction_retry_timeout),
                       on_progress=reporter.progress,
-                      guard=lease.check, cancelled=cancelled, on_event=on_event)
+                      guard=lease.check, cancelled=cancelled, on_event=on_event, vet=vet)
     why = cancelled(current)
     if why and not (current.get("status") or {}).get("relocations"):
         return ApplyResult(engine.fail(name, Reason.CANCELLED, f"{why}: nothing was evicted"))
 
     give_up = clock.now() + request.timeout
     last_reason = None
+    # In the cluster the run's cooldown becomes everyone's setting only once its creator was
+    # authorized (stored when the Lease is released); the plugin's own --cooldown is stored at once.
+    store_now = None if authorize else request.cooldown
+    store_later = None
     while True:
-        decision = lease.try_acquire(me, clock.now(), cooldown_now, request.cooldown)
+        decision = lease.try_acquire(me, clock.now(), cooldown_now, store_now)
         if decision.acquire:
             break
         why = cancelled(runs.get(name))
@@ -161,11 +170,19 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
         if not (current.get("status") or {}).get("relocations") and not is_finished(current):
             plan = engine.plan_live(current)                              # EXEC-1: never a DryRun's plan
             denied = authorize(sorted({m.pod.namespace for m in plan.moves})) if authorize and plan.moves else ""
-            current = engine.fail(name, Reason.NOT_AUTHORIZED, denied) if denied else engine.start(name, plan)
+            if denied:
+                current = engine.fail(name, Reason.NOT_AUTHORIZED, denied)
+            else:
+                store_later = request.cooldown if authorize else None
+                if seal and plan.moves:
+                    seal(current, initial_relocations(plan))    # before the records exist
+                current = engine.start(name, plan)
         elif not is_finished(current) and authorize:
             denied = authorize(namespaces_to_evict(current))
             if denied:
                 current = engine.fail(name, Reason.NOT_AUTHORIZED, denied)
+            else:
+                store_later = request.cooldown
         if not is_finished(current):
             current = engine.execute(name)
         if evicted_any(current):
@@ -179,7 +196,7 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
         raise
     finally:
         try:
-            lease.release(me, name, completed)
+            lease.release(me, name, completed, store_later)
         except ClusterAPIError as e:   # never hides what ended the run; the Lease then expires
             reporter.note(f"warning: releasing the execute Lease: {e}; it expires by itself")
     return ApplyResult(current)

@@ -1,6 +1,6 @@
-"""What the in-cluster controller and webhook need from the API server besides runs and pods: the
-key of the RepackRun creator stamp (a Secret in their namespace), SubjectAccessReviews for the
-run's creator, and Events on a RepackRun."""
+"""What the in-cluster controller needs from the API server besides runs and pods: the key of the
+records seal (a Secret in its namespace that only its account may read), whether the creator
+admission policy is in force, SubjectAccessReviews for the run's creator, and Events on a RepackRun."""
 from __future__ import annotations
 
 import base64
@@ -8,9 +8,11 @@ import logging
 import secrets
 from typing import Optional
 
-from kubectl_repack.api.control import SIGNING_SECRET_KEY, SIGNING_SECRET_NAME, Creator
+import datetime as dt
+
+from kubectl_repack.api.control import CREATOR_POLICY_NAME, SEAL_SECRET_KEY, SEAL_SECRET_NAME, Creator
 from kubectl_repack.api.run import API_VERSION, KIND
-from kubectl_repack.api.times import rfc3339, utcnow
+from kubectl_repack.api.times import parse_time, rfc3339, utcnow
 from kubectl_repack.errors import ClusterAPIError, Conflict, NotFound
 
 from .client import request
@@ -21,35 +23,61 @@ EVENTS_NAMESPACE = "default"   # where Events of cluster-scoped objects go (as k
 KEY_BYTES = 32
 
 
-def read_signing_key(api, namespace: str) -> Optional[bytes]:
-    """The stamp key, or None while the Secret does not exist."""
+def read_key(api, namespace: str, name: str = SEAL_SECRET_NAME) -> Optional[bytes]:
+    """The key in Secret `name`, or None while the Secret does not exist."""
     try:
-        obj = request(api, "GET", f"/api/v1/namespaces/{namespace}/secrets/{SIGNING_SECRET_NAME}")
+        obj = request(api, "GET", f"/api/v1/namespaces/{namespace}/secrets/{name}")
     except NotFound:
         return None
-    raw = (obj.get("data") or {}).get(SIGNING_SECRET_KEY)
+    raw = (obj.get("data") or {}).get(SEAL_SECRET_KEY)
     if not raw:
-        raise ClusterAPIError(f"secret {namespace}/{SIGNING_SECRET_NAME} has no data.{SIGNING_SECRET_KEY}")
+        raise ClusterAPIError(f"secret {namespace}/{name} has no data.{SEAL_SECRET_KEY}")
     return base64.b64decode(raw)
 
 
-def ensure_signing_key(api, namespace: str) -> bytes:
-    """The stamp key, created (random, in the cluster only: no client ever sees it) when missing."""
-    key = read_signing_key(api, namespace)
+def ensure_key(api, namespace: str, name: str = SEAL_SECRET_NAME) -> bytes:
+    """The key, created (random, in the cluster only: no client ever sees it) when missing."""
+    key = read_key(api, namespace, name)
     if key is not None:
         return key
     body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": SIGNING_SECRET_NAME, "namespace": namespace,
+            "metadata": {"name": name, "namespace": namespace,
                          "labels": {"app.kubernetes.io/part-of": "kubectl-repack"}},
-            "data": {SIGNING_SECRET_KEY: base64.b64encode(secrets.token_bytes(KEY_BYTES)).decode()}}
+            "data": {SEAL_SECRET_KEY: base64.b64encode(secrets.token_bytes(KEY_BYTES)).decode()}}
     try:
         request(api, "POST", f"/api/v1/namespaces/{namespace}/secrets", body)
     except Conflict:
         pass   # another replica created it first: use theirs
-    key = read_signing_key(api, namespace)
+    key = read_key(api, namespace, name)
     if key is None:
-        raise ClusterAPIError(f"secret {namespace}/{SIGNING_SECRET_NAME} vanished right after its creation")
+        raise ClusterAPIError(f"secret {namespace}/{name} vanished right after its creation")
     return key
+
+
+# A policy takes effect once the API server's informer has seen it, a moment after it is stored: a
+# run created within this margin of the policy's creation is not counted as checked by it.
+POLICY_SETTLE = dt.timedelta(seconds=5)
+
+
+def creator_policy_since(api) -> Optional[dt.datetime]:
+    """Since when the creator admission policy is enforced (its and its binding's later
+    creationTimestamp, plus POLICY_SETTLE); None when either is missing or does not deny."""
+    since = []
+    for plural in ("validatingadmissionpolicies", "validatingadmissionpolicybindings"):
+        try:
+            obj = request(api, "GET", f"/apis/admissionregistration.k8s.io/v1/{plural}/{CREATOR_POLICY_NAME}")
+        except NotFound:
+            return None
+        spec = obj.get("spec") or {}
+        if plural.endswith("bindings") and "Deny" not in (spec.get("validationActions") or []):
+            return None
+        if not plural.endswith("bindings") and spec.get("failurePolicy", "Fail") != "Fail":
+            return None
+        created = parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
+        if created is None:
+            return None
+        since.append(created)
+    return max(since) + POLICY_SETTLE
 
 
 def eviction_denied(api, creator: Creator, namespaces: list) -> str:
@@ -61,8 +89,6 @@ def eviction_denied(api, creator: Creator, namespaces: list) -> str:
                                        "resource": "pods", "subresource": "eviction"}}
         if creator.uid:
             spec["uid"] = creator.uid
-        if creator.extra:
-            spec["extra"] = {k: list(v) for k, v in creator.extra.items()}
         answer = request(api, "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews",
                          {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec})
         status = answer.get("status") or {}

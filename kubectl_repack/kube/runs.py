@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 from typing import Callable, Mapping, Optional
 
+from kubectl_repack.api.control import CREATOR_USERNAME_ANNOTATION, Creator
 from kubectl_repack.api.run import API_VERSION, GROUP, KIND, PLURAL, VERSION
 from kubectl_repack.errors import ClusterAPIError, Conflict, NotFound
 
@@ -16,6 +17,18 @@ from .client import REQUEST_TIMEOUT, call, request, retry_on_conflict
 from .objects import Kind, list_objects
 
 RUN_KIND = Kind(API_VERSION, KIND, PLURAL)
+
+
+def whoami(api) -> Optional[Creator]:
+    """The caller as the API server authenticates them (SelfSubjectReview, authentication.k8s.io/v1,
+    GA in Kubernetes 1.28); None where the API is not served (then nothing fills the record in, and
+    the admission policy, if installed, refuses the run saying what to add)."""
+    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    try:
+        answer = request(api, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", body)
+    except NotFound:
+        return None
+    return Creator.from_user_info(((answer.get("status") or {}).get("userInfo")))
 
 
 class RunStore:
@@ -37,15 +50,25 @@ class RunStore:
         return list_objects(self.api, RUN_KIND)
 
     def create(self, obj: dict) -> dict:
-        """Create the run from apiVersion/kind/metadata/spec (the API server ignores status here)."""
+        """Create the run from apiVersion/kind/metadata/spec (the API server ignores status here),
+        with the creator annotations filled in from a SelfSubjectReview when the run has none (the
+        admission policy compares them with the caller: kubectl_repack.api.control)."""
         name = obj["metadata"]["name"]
         body = {k: obj[k] for k in ("apiVersion", "kind", "metadata", "spec") if k in obj}
+        annotations = dict(body["metadata"].get("annotations") or {})
+        if CREATOR_USERNAME_ANNOTATION not in annotations:
+            me = self.whoami()
+            if me is not None:
+                body["metadata"] = dict(body["metadata"], annotations={**annotations, **me.annotations()})
         try:
             return call(f"creating repackrun {name}", self.custom.create_cluster_custom_object,
                         GROUP, VERSION, PLURAL, body, _request_timeout=REQUEST_TIMEOUT)
         except Conflict as e:
             raise Conflict(f"repackrun {name} already exists; choose another name (--name) or delete it "
                            f"with `kubectl delete repackrun {name}`", e.status) from e
+
+    def whoami(self) -> Optional[Creator]:
+        return whoami(self.api)
 
     def annotate(self, name: str, key: str, value: Optional[str]) -> dict:
         """Set (or with None remove) one annotation with a JSON merge patch on metadata only: the

@@ -14,6 +14,7 @@ alone would have put such a pod.
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import ssl
@@ -23,6 +24,7 @@ import time
 import urllib.request
 
 import pytest
+import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
@@ -397,8 +399,8 @@ def test_seed_flow_with_kubectl_apply_is_reconciled_in_the_cluster(
         assert reason_of(refused, "Failed") == ("True", "EvictionNotAuthorized"), refused["status"]
         message = refused["status"]["message"]
         assert f"'{bob}'" in message and f"namespace '{ns}'" in message and "pods/eviction" in message, message
-        creator = json.loads(refused["metadata"]["annotations"]["repack.volcano.sh/creator"])
-        assert creator["username"] == bob                      # recorded from the request, not written by bob
+        creator = refused["metadata"]["annotations"]["repack.volcano.sh/creator-username"]
+        assert creator == bob                      # filled in by the webhook, checked by the admission policy
         assert not refused["status"].get("relocations")
         assert all(codes == [] for codes in audit_evictions(control_plane, victims).values())
         FIGURES["sar_refusal"] = message
@@ -487,6 +489,86 @@ def test_seed_flow_with_kubectl_apply_is_reconciled_in_the_cluster(
         except ApiException:
             pass
 
+
+
+def test_records_written_by_a_status_writer_evict_nothing(
+        installed, real_node, control_plane, node_agent, fake_nodes, make_namespace, tmp_path):
+    """Security finding 3 on the installed controller: an admin's Execute waits for the execute
+    Lease (held here); a user who may write repackruns/status but not evict puts a complete,
+    self-consistent plan and a record into it, naming a protected pod the planner would never move.
+    When the Lease is free the controller finds records it did not seal, ends the run Failed,
+    RelocationRecordsInvalid, and the API server's audit log shows no Eviction for any pod. The
+    admin's manifest, server-side applied twice without the creator annotations, keeps the record
+    the webhook filled in (the policy would refuse dropping it)."""
+    from tests.e2e.execute_helpers import build_seed_layout, delete_runs, get_run, reason_of, unique
+
+    api = control_plane.api_client
+    core = client.CoreV1Api(api)
+    coordination = client.CoordinationV1Api(api)
+    rbac = client.RbacAuthorizationV1Api(api)
+    ns = make_namespace("repack-forged")
+    nodes = ("forged-node-01", "forged-node-02", "forged-node-03")
+    layout = build_seed_layout(api, fake_nodes, ns, nodes)
+    every_pod = {uid for _, uid in list(layout["batch"].values()) + list(layout["protected"].values())}
+    mallory = unique("mallory")
+    rbac.create_cluster_role({"metadata": {"name": mallory}, "rules": [
+        {"apiGroups": ["repack.volcano.sh"], "resources": ["repackruns", "repackruns/status"],
+         "verbs": ["get", "list", "watch", "patch", "update"]}]})
+    rbac.create_cluster_role_binding({"metadata": {"name": mallory}, "subjects": [
+        {"kind": "User", "name": mallory, "apiGroup": "rbac.authorization.k8s.io"}],
+        "roleRef": {"kind": "ClusterRole", "name": mallory, "apiGroup": "rbac.authorization.k8s.io"}})
+    name = unique("forged-execute")
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    hold = {"metadata": {"name": "repack-execute", "namespace": NAMESPACE},
+            "spec": {"holderIdentity": "e2e-hold", "leaseDurationSeconds": 3600, "acquireTime": now, "renewTime": now}}
+    try:
+        try:
+            coordination.delete_namespaced_lease("repack-execute", NAMESPACE)
+        except ApiException as e:
+            assert e.status == 404, e
+        coordination.create_namespaced_lease(NAMESPACE, hold)
+        manifest = _sample("ascend-execute-001.yaml", name, eviction={"gracePeriodSeconds": 0})
+        for _ in range(2):   # server-side, twice, the manifest without the creator annotations
+            path = tmp_path / f"{name}.yaml"
+            path.write_text(yaml.safe_dump(manifest))
+            out = control_plane.kubectl("apply", "--server-side", "-f", str(path), check=False)
+            assert out.returncode == 0, out.stdout + out.stderr
+        admin = json.loads(control_plane.kubectl("auth", "whoami", "-o", "json").stdout)["status"]["userInfo"]
+        assert get_run(api, name)["metadata"]["annotations"]["repack.volcano.sh/creator-username"] == admin["username"]
+        wait_for("the Execute to wait for the held Lease", lambda: reason_of(get_run(api, name), "Progressing")[1]
+                 == "AnotherRunActive" or None, timeout=120)
+
+        victim, (node, uid) = sorted(layout["protected"].items())[0]
+        group = core.read_namespaced_pod(victim, ns).metadata.annotations["scheduling.k8s.io/group-name"]
+        forged = {"status": {
+            "plan": {"summary": {"fragBeforePercent": 50, "fragAfterPercent": 0, "freedNodeCount": 1,
+                                 "movedCardCount": 4},
+                     "moves": [{"namespace": ns, "podGroupName": group, "cards": 4,
+                                "pods": [{"name": victim, "fromNode": node, "toNode": nodes[0], "cards": 4}]}],
+                     "freedNodes": [node]},
+            "relocations": [{"namespace": ns, "podGroupName": group, "victimPodName": victim, "victimPodUID": uid,
+                             "plannedNodeName": nodes[0], "eviction": {"phase": "Pending"},
+                             "placement": {"phase": "WaitingForReplacement"}}]}}
+        out = control_plane.kubectl("patch", "repackrun", name, "--subresource=status", "--type=merge", "-p",
+                                    json.dumps(forged), f"--as={mallory}", check=False)
+        assert out.returncode == 0, out.stderr
+        coordination.delete_namespaced_lease("repack-execute", NAMESPACE)
+        run = wait_for("the forged run to end", lambda: _finished(api, name), timeout=180)
+        assert reason_of(run, "Failed") == ("True", "RelocationRecordsInvalid"), run["status"]
+        assert "carry no seal" in run["status"]["message"] and "nothing was evicted" in run["status"]["message"]
+        counts = audit_evictions(control_plane, every_pod)
+        assert all(codes == [] for codes in counts.values()), counts
+        assert core.read_namespaced_pod(victim, ns).metadata.uid == uid       # still the same pod, never evicted
+        FIGURES["forged_records_refusal"] = run["status"]["message"]
+        print(f"\nforged records: {run['status']['message']}\nEviction calls per pod (audit log): {counts}")
+    finally:
+        delete_runs(api, [name])
+        rbac.delete_cluster_role_binding(mallory)
+        rbac.delete_cluster_role(mallory)
+        try:
+            coordination.delete_namespaced_lease("repack-execute", NAMESPACE)
+        except ApiException:
+            pass
 
 class EvictionHold:
     """A validating webhook for pods/eviction, served here over TLS, that holds the second distinct

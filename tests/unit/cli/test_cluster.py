@@ -167,9 +167,12 @@ class FakeCustom:
         return json.loads(json.dumps(self.obj))
 
 
-def store_with(custom):
+def store_with(custom, me=None):
+    from kubectl_repack.api.control import Creator
+
     store = kruns.RunStore.__new__(kruns.RunStore)
     store.api, store.custom = "api", custom
+    store.whoami = lambda: me or Creator("tester", "uid-t", ("system:authenticated",))
     return store
 
 
@@ -184,6 +187,19 @@ def test_create_sends_no_status_and_status_goes_through_the_subresource():
     out = store.write_status("r", {"phase": "Succeeded"})
     assert out["status"] == {"phase": "Succeeded"}
     assert custom.writes == ["1"]
+
+
+def test_create_records_the_caller_as_creator_unless_the_run_names_one():
+    from kubectl_repack.api.control import CREATOR_USERNAME_ANNOTATION, Creator
+
+    custom = FakeCustom()
+    store_with(custom, Creator("alice", "u-a", ("team-a", "system:authenticated"))).create(RUN)
+    assert custom.obj["metadata"]["annotations"] == Creator("alice", "u-a", ("team-a", "system:authenticated")).annotations()
+    assert "annotations" not in RUN["metadata"]            # the caller's object is not changed
+    custom = FakeCustom()
+    named = dict(RUN, metadata={"name": "r", "annotations": {CREATOR_USERNAME_ANNOTATION: "bob"}})
+    store_with(custom).create(named)
+    assert custom.obj["metadata"]["annotations"] == {CREATOR_USERNAME_ANNOTATION: "bob"}   # the policy judges it
 
 
 def test_status_write_retries_on_conflict_and_keeps_the_other_writers_fields():

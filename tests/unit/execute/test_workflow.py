@@ -31,6 +31,14 @@ class Store(FakeRuns):
         self.runs[obj["metadata"]["name"]] = copy.deepcopy(obj)
         return copy.deepcopy(obj)
 
+    def annotate(self, name, key, value):
+        ann = self.runs[name]["metadata"].setdefault("annotations", {})
+        if value is None:
+            ann.pop(key, None)
+        else:
+            ann[key] = value
+        return copy.deepcopy(self.runs[name])
+
     def delete(self, name, uid=None, resource_version=None):
         return self.runs.pop(name, None) is not None
 
@@ -55,8 +63,8 @@ class Mutex:
     def start_renewing(self, me):
         self.calls.append(("renew",))
 
-    def release(self, me, run_name, completed):
-        self.calls.append(("release", run_name, completed))
+    def release(self, me, run_name, completed, store_cooldown=None):
+        self.calls.append(("release", run_name, completed) + ((store_cooldown,) if store_cooldown else ()))
 
 
 class Notes:

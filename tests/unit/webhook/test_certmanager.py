@@ -257,7 +257,7 @@ def test_the_controller_process_starts_the_cert_manager_in_its_namespace(monkeyp
 
     started = []
     monkeypatch.setattr(client, "connect", lambda kubeconfig=None: "api")
-    monkeypatch.setattr(incluster, "ensure_signing_key", lambda api, ns: b"k")
+    monkeypatch.setattr(incluster, "ensure_key", lambda api, ns: b"k")
     monkeypatch.setattr(controller.Controller, "run", lambda self: None)
     monkeypatch.setattr(certmanager, "start", lambda api, ns, stop: started.append((api, ns, stop)))
     assert controller.main(["--namespace", "ops", "--health-port", "0"]) == 0

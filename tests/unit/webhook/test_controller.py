@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import copy
 
-from kubectl_repack.api.control import EXECUTOR_ANNOTATION, FINALIZER, Creator, stamp_annotations
-from tests.unit.execute.fakes import FakeClock, FakeCluster, execute_run, seed_objects
+import datetime as dt
+
+from kubectl_repack.api.control import (EXECUTOR_ANNOTATION, FINALIZER, RECORDS_SEAL_ANNOTATION, Creator, seal)
+from kubectl_repack.api.times import rfc3339
+from tests.unit.execute.fakes import T0, FakeClock, FakeCluster, execute_run, seed_objects
 from tests.unit.execute.test_workflow import PLANNED, Mutex, Store
 from webhook.controller import Controller
 
 KEY = b"s" * 32
+POLICY_SINCE = T0 - dt.timedelta(days=1)
 
 
 class Elector:
@@ -26,9 +30,10 @@ class Elector:
         self.released = True
 
 
-def stamped(run, user="alice"):
-    run["metadata"].setdefault("annotations", {}).update(
-        stamp_annotations(KEY, run["metadata"]["name"], run["spec"], Creator(user)))
+def stamped(run, user="alice", created=T0, groups=("team-a", "system:authenticated")):
+    """A run as the admission policy lets it in: the creator annotations of its creating user."""
+    run["metadata"].setdefault("annotations", {}).update(Creator(user, f"uid-{user}", tuple(groups)).annotations())
+    run["metadata"]["creationTimestamp"] = rfc3339(created)
     return run
 
 
@@ -40,7 +45,7 @@ def dry_run(name="dry-1"):
     return run
 
 
-def make(runs, leader=True, allowed=True):
+def make(runs, leader=True, allowed=True, policy_since=POLICY_SINCE):
     clock = FakeClock()
     cluster = FakeCluster(seed_objects(), rebind=PLANNED, clock=clock)
     store = Store(runs)
@@ -48,10 +53,12 @@ def make(runs, leader=True, allowed=True):
 
     def authorize_as(creator, namespaces):
         asked.append((creator.username, namespaces))
-        return "" if allowed else f"user {creator.username!r} may not create pods/eviction in namespace {namespaces[0]!r}"
+        ok = allowed(len(asked)) if callable(allowed) else allowed
+        return "" if ok else f"user {creator.username!r} may not create pods/eviction in namespace {namespaces[0]!r}"
     ctl = Controller(None, store, cluster, Mutex(), Elector(leader), lambda: KEY,
                      lambda run: (lambda reason, message, warning: events.append((run["metadata"]["name"], reason))),
-                     authorize_as, clock=clock, patch_run=lambda name, ops: patches.append((name, ops)))
+                     authorize_as, clock=clock, patch_run=lambda name, ops: patches.append((name, ops)),
+                     policy_since=lambda: policy_since)
     return ctl, store, cluster, events, patches, asked
 
 
@@ -86,23 +93,49 @@ def test_runs_of_the_plugin_and_finished_runs_are_left_alone():
 def test_an_execute_run_of_an_allowed_creator_is_carried_out():
     ctl, store, cluster, events, patches, asked = make([stamped(execute_run())])
     tick(ctl)
-    st = store.runs["run-1"]["status"]
+    run = store.runs["run-1"]
+    st = run["status"]
     assert st["phase"] == "Succeeded" and len(cluster.calls) == 2
-    assert asked == [("alice", ["demo"])]
+    # once for the plan's namespaces before the first eviction, then before each eviction
+    assert asked == [("alice", ["demo"])] * 3
     assert patches and patches[0][1][-1]["value"] == [FINALIZER]   # held while it ran
     assert [r for n, r in events if n == "run-1"][:2] == ["Started", "Evicted"]
+    assert run["metadata"]["annotations"][RECORDS_SEAL_ANNOTATION] == seal(KEY, "run-uid", st["relocations"])
 
 
-def test_an_unstamped_or_forged_run_is_refused_before_any_eviction():
-    forged = stamped(execute_run("forged"), user="alice")
-    forged["metadata"]["annotations"]["repack.volcano.sh/creator"] = '{"username":"cluster-admin"}'
-    ctl, store, cluster, *_ = make([execute_run("bare"), forged])
+def test_a_run_without_a_creator_record_or_with_a_legacy_stamp_is_refused_before_any_eviction():
+    legacy = execute_run("legacy")
+    legacy["metadata"]["annotations"] = {"repack.volcano.sh/creator": '{"username":"cluster-admin"}',
+                                         "repack.volcano.sh/creator-signature": "v1:00"}
+    ctl, store, cluster, *_ = make([execute_run("bare"), legacy])
     tick(ctl)
     tick(ctl)
-    for name in ("bare", "forged"):
+    for name in ("bare", "legacy"):
         st = store.runs[name]["status"]
         assert st["phase"] == "Failed" and "no trustworthy creator record" in st["message"], st
+        assert [c["reason"] for c in st["conditions"] if c["type"] == "Failed"] == ["EvictionNotAuthorized"]
+    assert "older kubectl-repack" in store.runs["legacy"]["status"]["message"]
+    assert "re-create the run" in store.runs["legacy"]["status"]["message"]
     assert cluster.calls == []
+
+
+def test_a_stale_creator_record_is_refused_when_the_run_would_start():
+    """Groups are read at creation only: an Execute whose record is older than the bound when it
+    starts is refused, saying how old and what to do."""
+    ctl, store, cluster, *_ = make([stamped(execute_run(), created=T0 - dt.timedelta(hours=2))])
+    tick(ctl)
+    st = store.runs["run-1"]["status"]
+    assert st["phase"] == "Failed" and cluster.calls == []
+    assert "2h00m old, older than the 1h00m" in st["message"] and "re-create the run" in st["message"], st["message"]
+
+
+def test_a_run_the_admission_policy_did_not_check_is_refused():
+    for since, words in ((None, "is not installed"), (T0 + dt.timedelta(minutes=1), "created before the admission")):
+        ctl, store, cluster, *_ = make([stamped(execute_run())], policy_since=since)
+        tick(ctl)
+        st = store.runs["run-1"]["status"]
+        assert st["phase"] == "Failed" and words in st["message"], st["message"]
+        assert cluster.calls == []
 
 
 def test_a_creator_without_eviction_rights_is_refused():
@@ -111,6 +144,59 @@ def test_a_creator_without_eviction_rights_is_refused():
     st = store.runs["run-1"]["status"]
     assert st["phase"] == "Failed" and "'bob' may not create pods/eviction in namespace 'demo'" in st["message"]
     assert cluster.calls == [] and asked == [("bob", ["demo"])]
+
+
+def test_a_creator_who_loses_the_right_mid_run_stops_the_run_before_the_next_eviction():
+    ctl, store, cluster, _, _, asked = make([stamped(execute_run())], allowed=lambda n: n <= 2)
+    tick(ctl)
+    st = store.runs["run-1"]["status"]
+    assert len(cluster.calls) == 1 and st["phase"] == "Failed", st
+    assert [c["reason"] for c in st["conditions"] if c["type"] == "Failed"] == ["EvictionNotAuthorized"]
+    assert st["relocations"][1]["eviction"]["phase"] == "Pending"
+    assert "may not create pods/eviction" in st["relocations"][1]["eviction"]["message"]
+
+
+def test_records_written_by_a_status_writer_evict_nothing():
+    """Finding 3: someone who may write repackruns/status puts records (and a matching plan) into a
+    Pending Execute of an allowed creator; the controller does not take them as its own."""
+    from tests.unit.execute.fakes import engine_for
+
+    victim = stamped(execute_run())
+    # what a status writer could write: a complete, self-consistent plan and its records
+    scratch = Store([copy.deepcopy(victim)])
+    clock = FakeClock()
+    eng = engine_for(FakeCluster(seed_objects(), rebind=PLANNED, clock=clock), scratch, clock)
+    eng.start("run-1", eng.plan_live(scratch.runs["run-1"]))
+    victim["status"] = copy.deepcopy(scratch.runs["run-1"]["status"])
+    forged_seal = copy.deepcopy(victim)
+    forged_seal["metadata"]["name"] = "run-2"
+    forged_seal["metadata"]["annotations"][RECORDS_SEAL_ANNOTATION] = seal(b"guess" * 8, "run-uid",
+                                                                           victim["status"]["relocations"])
+    ctl, store, cluster, *_ = make([victim, forged_seal])
+    tick(ctl)
+    tick(ctl)
+    for name in ("run-1", "run-2"):
+        st = store.runs[name]["status"]
+        assert st["phase"] == "Failed", st
+        assert [c["reason"] for c in st["conditions"] if c["type"] == "Failed"] == ["RelocationRecordsInvalid"]
+        assert "nothing was evicted" in st["message"], st["message"]
+    assert "carry no seal" in store.runs["run-1"]["status"]["message"]
+    assert "do not match their seal" in store.runs["run-2"]["status"]["message"]
+    assert cluster.calls == []
+
+
+def test_a_record_swapped_after_the_seal_is_not_evicted():
+    """The seal is checked before every eviction: a record changed between two evictions stops the run."""
+    ctl, store, cluster, *_ = make([stamped(execute_run())])
+
+    def swap(pod_name):
+        if pod_name == "train-worker-0":
+            store.runs["run-1"]["status"]["relocations"][1]["plannedNodeName"] = "n1"
+    cluster.on_evict = swap
+    tick(ctl)
+    st = store.runs["run-1"]["status"]
+    assert [c for c in cluster.calls] and len(cluster.calls) == 1, cluster.calls
+    assert [c["reason"] for c in st["conditions"] if c["type"] == "Failed"] == ["RelocationRecordsInvalid"]
 
 
 def test_a_bad_timeout_annotation_is_an_invalid_spec():
@@ -164,3 +250,51 @@ def test_leadership_is_renewed_while_a_tick_is_busy():
     runner.join(10)
     assert busy_renewals >= 3, renewals         # every 0.5 s although the first tick had not returned
     assert ctl.elector.released
+
+
+# ---- poison runs end once (finding 7) and an unauthorized run sets nothing (finding 8) -------------
+def test_durations_past_their_bound_end_the_run_as_invalid_spec_instead_of_retrying_forever():
+    for annotation, value in (("repack.volcano.sh/execution-timeout", "876000000h"),
+                              ("repack.volcano.sh/execute-cooldown", "876000000h"),
+                              ("repack.volcano.sh/execute-cooldown", "25h" * 1000)):
+        run = stamped(execute_run())
+        run["metadata"]["annotations"][annotation] = value
+        ctl, store, cluster, *_ = make([run])
+        tick(ctl)
+        st = store.runs["run-1"]["status"]
+        assert st["phase"] == "Failed" and annotation in st["message"], st
+        assert [c["reason"] for c in st["conditions"] if c["type"] == "Failed"] == ["InvalidSpec"]
+        assert len(st["message"]) < 400 and cluster.calls == []
+
+
+def test_a_seal_that_is_not_ascii_is_refused_not_a_crash():
+    from tests.unit.execute.fakes import engine_for
+
+    run = stamped(execute_run())
+    scratch = Store([copy.deepcopy(run)])
+    clock = FakeClock()
+    eng = engine_for(FakeCluster(seed_objects(), rebind=PLANNED, clock=clock), scratch, clock)
+    eng.start("run-1", eng.plan_live(scratch.runs["run-1"]))
+    run["status"] = copy.deepcopy(scratch.runs["run-1"]["status"])
+    run["metadata"]["annotations"][RECORDS_SEAL_ANNOTATION] = "v1:ä" * 40
+    ctl, store, cluster, *_ = make([run])
+    tick(ctl)
+    st = store.runs["run-1"]["status"]
+    assert st["phase"] == "Failed" and "do not match their seal" in st["message"] and cluster.calls == []
+
+
+def test_the_cooldown_of_an_unauthorized_run_is_not_stored():
+    run = stamped(execute_run(), user="mallory")
+    run["metadata"]["annotations"]["repack.volcano.sh/execute-cooldown"] = "168h"
+    ctl, store, cluster, *_ = make([run], allowed=False)
+    tick(ctl)
+    assert store.runs["run-1"]["status"]["phase"] == "Failed"
+    assert all(c[2] is None for c in ctl.lease.calls if c[0] == "try"), ctl.lease.calls
+    assert all(len(c) == 3 for c in ctl.lease.calls if c[0] == "release"), ctl.lease.calls   # nothing stored
+    # an authorized run's cooldown becomes the setting, when its Lease is released
+    run = stamped(execute_run(), user="alice")
+    run["metadata"]["annotations"]["repack.volcano.sh/execute-cooldown"] = "20m"
+    ctl, store, cluster, *_ = make([run])
+    tick(ctl)
+    assert store.runs["run-1"]["status"]["phase"] == "Succeeded"
+    assert [c[-1] for c in ctl.lease.calls if c[0] == "release"] == [dt.timedelta(minutes=20)], ctl.lease.calls

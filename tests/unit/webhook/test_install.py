@@ -35,7 +35,8 @@ def by_kind(objs, kind):
 def test_dry_run_renders_every_object_crd_first():
     objs = dry_run()
     assert [o["kind"] for o in objs] == [
-        "CustomResourceDefinition", "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
+        "CustomResourceDefinition", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "Namespace",
+        "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
         "RoleBinding", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
         "Deployment", "Service", "Deployment", "MutatingWebhookConfiguration"]
     assert objs[0]["metadata"]["name"] == "repackruns.repack.volcano.sh"
@@ -209,7 +210,7 @@ def test_install_applies_every_object_server_side(fake_api):
     result = invoke("install")
     assert result.exit_code == 0, result.output
     applies = [c for c in fake_api.calls if c[0] == "PATCH"]
-    assert len(applies) == 16
+    assert len(applies) == 18
     assert all(c[2] == "application/apply-patch+yaml" and c[3] == {"fieldManager": "kubectl-repack", "force": "true"}
                for c in applies)
     paths = [c[1] for c in applies]
@@ -297,7 +298,7 @@ def test_server_dry_run_sends_every_object_with_dry_run_all_and_stores_nothing(f
     result = invoke("install", "--dry-run=server")
     assert result.exit_code == 0, result.output
     writes = [c for c in fake_api.calls if c[0] != "GET"]
-    assert len(writes) == 16
+    assert len(writes) == 18
     assert all(c[0] == "PATCH" and c[3] == {"fieldManager": "kubectl-repack", "force": "true", "dryRun": "All"}
                for c in writes)
     lines = result.output.splitlines()
@@ -323,7 +324,7 @@ def test_server_dry_run_leaves_a_foreign_namespace_alone_and_prints_the_answers_
     result = invoke("install", "--dry-run=server", "-n", "default", "-o", "json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
-    assert doc["kind"] == "List" and len(doc["items"]) == 15     # the fake server answers {} for each
+    assert doc["kind"] == "List" and len(doc["items"]) == 17     # the fake server answers {} for each
     assert not any(c[0] == "PATCH" and c[1] == "/api/v1/namespaces/default" for c in fake_api.calls)
     assert any(c[0] == "PATCH" and c[1] == "/api/v1/namespaces/default/serviceaccounts/repack-webhook"
                for c in fake_api.calls)

@@ -78,12 +78,39 @@ def test_webhook_configuration_fields(bundle):
     cc = hook["clientConfig"]
     assert base64.b64decode(cc["caBundle"]) == bundle.ca_cert_pem
     assert cc["service"] == {"namespace": "repack-system", "name": "repack-webhook", "path": "/mutate", "port": 443}
-    # the creator stamp of RepackRuns: CREATE only, fail open (an unstamped run is refused by the controller)
+    # the creator record of RepackRuns: filled in on CREATE, kept on UPDATE, fail open (the
+    # admission policy checks it and refuses a run without it)
     assert stamp["name"] == manifests.STAMP_WEBHOOK_NAME and stamp["failurePolicy"] == "Ignore"
     assert stamp["rules"] == [{"apiGroups": ["repack.volcano.sh"], "apiVersions": ["v1alpha1"],
-                               "operations": ["CREATE"], "resources": ["repackruns"], "scope": "Cluster"}]
-    assert stamp["clientConfig"]["service"] == dict(cc["service"], path="/stamp-run")
+                               "operations": ["CREATE", "UPDATE"], "resources": ["repackruns"], "scope": "Cluster"}]
+    assert stamp["clientConfig"]["service"] == dict(cc["service"], path="/run-creator")
     assert stamp["clientConfig"]["caBundle"] == cc["caBundle"]
+
+
+def test_the_creator_policy_fails_closed_and_is_bound_to_deny(bundle):
+    objs = manifests.render(namespace="repack-system", certs=bundle)
+    (policy,) = by_kind(objs, "ValidatingAdmissionPolicy")
+    (binding,) = by_kind(objs, "ValidatingAdmissionPolicyBinding")
+    assert objs[:2] == [policy, binding]           # in force before anything that could create a run
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    assert policy["spec"]["matchConstraints"]["resourceRules"] == [{
+        "apiGroups": ["repack.volcano.sh"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
+        "resources": ["repackruns"]}]
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+
+
+def test_no_secret_is_readable_by_the_webhook_and_the_seal_key_only_by_the_controller(bundle):
+    from kubectl_repack.api.control import SEAL_SECRET_NAME
+
+    objs = manifests.render(namespace="repack-system", certs=bundle)
+    rules = {(o["kind"], o["metadata"]["name"]): o["rules"] for o in objs if o["kind"] in ("Role", "ClusterRole")}
+    readable = {}
+    for (kind, name), role_rules in rules.items():
+        secret_rules = [r for r in role_rules if "secrets" in r["resources"] and "get" in r["verbs"]]
+        assert all(r.get("resourceNames") for r in secret_rules), (kind, name)   # never every Secret
+        readable.setdefault(name, set()).update(n for r in secret_rules for n in r["resourceNames"])
+    assert readable[manifests.NAME] == set() and readable[manifests.NAME + "-leases"] == set()
+    assert SEAL_SECRET_NAME in readable[manifests.CONTROLLER_NAME]
 
 
 def test_only_the_controller_may_evict_and_it_has_what_a_run_needs(bundle):
@@ -125,7 +152,8 @@ def test_secret_service_deployment(bundle):
     assert pod_spec["serviceAccountName"] == "repack-webhook"
     assert svc["spec"]["selector"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
     assert pod_spec["volumes"][0]["secret"]["secretName"] == sec["metadata"]["name"]
-    assert [o["kind"] for o in objs][:2] == ["Namespace", "ServiceAccount"]
+    assert [o["kind"] for o in objs][:4] == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+                                             "Namespace", "ServiceAccount"]
     assert objs[-1]["kind"] == "MutatingWebhookConfiguration"  # registered last, once the server exists
 
 
