@@ -79,6 +79,9 @@ MAX_BUFFERED_BODY_BYTES = 4 * MAX_BODY_BYTES
 # Connections at once from one peer address (the API server needs a handful; 8 threads serve them).
 MAX_PEER_CONNECTIONS = 64
 REAPER_PERIOD_SECONDS = 0.1
+# gunicorn's loop touches its heartbeat file on every pass (a utime(2) each, slow on a busy disk);
+# the arbiter only needs one within its 30 s timeout.
+HEARTBEAT_SECONDS = 1.0
 RECV_BYTES = 64 * 1024
 
 if not all(hasattr(gthread.ThreadWorker, name) for name in ("enqueue_req", "finish_request", "wait_for_and_dispatch_events")) \
@@ -254,7 +257,14 @@ class BoundedThreadWorker(gthread.ThreadWorker):
         self.ssl_ctx = None
         self.ssl_ctx_key = None
         self.stop_capped = False
+        self.last_heartbeat = float("-inf")
         super().init_process()
+
+    def notify(self):
+        now = time.monotonic()
+        if now - self.last_heartbeat >= HEARTBEAT_SECONDS:
+            self.last_heartbeat = now
+            super().notify()
 
     # --- connections in and out ------------------------------------------------------------------
     def accept(self, listener):
@@ -521,8 +531,12 @@ class BoundedThreadWorker(gthread.ThreadWorker):
         conn.parser = None
         self._set_deadline(conn, WAIT, time.monotonic() + self.cfg.keepalive)
         # A pipelined request may be in conn.buf or decrypted inside the SSL object already
-        # (pending()), where the poller cannot see it: read before waiting.
-        self._read(conn)
+        # (pending()), where the poller cannot see it: read it now. Anything else is on the socket
+        # (reading stopped right after a whole record), where the poller sees it.
+        if conn.buf or (isinstance(conn.sock, ssl.SSLSocket) and conn.sock.pending()):
+            self._read(conn)
+        else:
+            self._watch(conn, selectors.EVENT_READ)
 
 
 WORKER_CLASS = f"{__name__}.BoundedThreadWorker"
