@@ -148,7 +148,7 @@ def bench_app():
 def serve(args: argparse.Namespace) -> None:
     import logging
 
-    from webhook.__main__ import serve_gunicorn, serve_werkzeug
+    from webhook.__main__ import default_worker_tmp_dir, serve_gunicorn, serve_werkzeug
 
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("webhook").setLevel(logging.WARNING)
@@ -160,8 +160,9 @@ def serve(args: argparse.Namespace) -> None:
 
         if args.peer_cap:
             webhook.server.MAX_PEER_CONNECTIONS = args.peer_cap  # read by the worker forked below
+        # The heartbeat file where production keeps it (a tmpfs), not on a possibly busy disk.
         ns = argparse.Namespace(host="127.0.0.1", port=args.port, cert_dir=args.cert_dir, threads=args.threads,
-                                log_level="warning")
+                                log_level="warning", worker_tmp_dir=default_worker_tmp_dir())
         serve_gunicorn(ns, app_factory=bench_app)
 
 
