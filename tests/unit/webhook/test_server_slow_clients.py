@@ -25,14 +25,15 @@ import pytest
 
 from kubectl_repack.deploy import certs
 from tests.unit.webhook.builders import pod, review_request
-from webhook.server import READ_DEADLINE_SECONDS, REQUEST_DEADLINE_SECONDS, frame_request
+from webhook.app import MAX_BODY_BYTES
+from webhook.server import MAX_BUFFERED_BODY_BYTES, READ_DEADLINE_SECONDS, REQUEST_DEADLINE_SECONDS, frame_request
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 THREADS = 8  # tests.unit.webhook.serve_fixture's
 DRIPPERS = 2 * THREADS
 # A well-behaved review is answered long before any dripper could be (they would need minutes).
 PROMPT = 2.0
-CAP = 4  # the per-peer cap of the capped server below
+CAP = 6  # the per-peer cap of the capped server below
 CAPPED_CHILD = ("import sys\nimport webhook.server as s\n"
                 f"s.MAX_PEER_CONNECTIONS = {CAP}\n"
                 "s.READ_DEADLINE_SECONDS = 5.0\ns.IDLE_SECONDS = 30.0  # no time-outs during a test\n"
@@ -267,6 +268,37 @@ def _eventually_ok(srv, uid):
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
+
+
+def test_large_bodies_are_read_only_while_they_fit_the_shared_buffer_budget(capped):
+    holders = MAX_BUFFERED_BODY_BYTES // MAX_BODY_BYTES
+    assert holders < CAP
+    body = json.dumps({"pad": "a" * (MAX_BODY_BYTES - 11)}).encode()
+    assert len(body) == MAX_BODY_BYTES
+    head = b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+    conns = [capped.connect(timeout=10) for _ in range(holders + 1)]
+    answers = {}
+
+    def finish(i):
+        conns[i].sendall(body[1000:])
+        answers[i] = conns[i].recv(20)
+
+    try:
+        for s in conns[:holders]:
+            s.sendall(head + body[:1000])
+        time.sleep(0.3)  # these hold the budget
+        conns[holders].sendall(head + body[:1000])
+        time.sleep(0.3)
+        late = threading.Thread(target=finish, args=(holders,), daemon=True)
+        late.start()  # its body is not read while the others hold the whole budget
+        late.join(1.0)
+        assert holders not in answers
+        finish(0)  # one completes (the app answers 400: not an AdmissionReview), its share comes back
+        late.join(5)
+        assert answers[0].startswith(b"HTTP/1.1 400") and answers[holders].startswith(b"HTTP/1.1 400")
+    finally:
+        for s in conns:
+            s.close()
 
 
 # --- whole requests only: keep-alive, pipelining, large bodies, Expect, malformed input --------
