@@ -64,6 +64,7 @@ log = logging.getLogger("webhook.controller")
 COMPONENT = "repack-controller"
 DEFAULT_INTERVAL = 2.0
 DEFAULT_EXECUTION_TIMEOUT = "10m"
+GATE_SWEEP_SECONDS = 5.0     # a gate is lifted at most this long after the placement lease ran out
 
 
 class _Log:
@@ -87,14 +88,18 @@ class Controller:
                  events: Callable[[dict], Callable[[str, str, bool], None]],
                  authorize_as: Callable[[Any, list], str], interval: float = DEFAULT_INTERVAL,
                  execution_timeout=None, clock=None, patch_run: Optional[Callable[[str, list], None]] = None,
-                 policy_since: Callable[[], Any] = lambda: None, creator_max_age=CREATOR_MAX_AGE):
+                 policy_since: Callable[[], Any] = lambda: None, creator_max_age=CREATOR_MAX_AGE,
+                 lift_gates: Callable[[Any], list] = lambda now: [], gate_sweep_seconds: float = GATE_SWEEP_SECONDS):
         """`key()` is the records-seal key; `authorize_as(creator, namespaces)` why that user may not
         evict there ('' when they may); `policy_since()` since when the creator admission policy is
-        enforced (None: it is not)."""
+        enforced (None: it is not); `lift_gates(now)` lifts gates older than the placement lease
+        (every `gate_sweep_seconds`), so a coordinator that is down keeps no pod gated past it."""
         self.api, self.runs, self.cluster, self.lease, self.elector = api, runs, cluster, lease, elector
         self.patch_run = patch_run or self._patch    # JSON patch of a run's metadata (finalizer)
         self.key, self.events, self.authorize_as = key, events, authorize_as
         self.policy_since, self.creator_max_age = policy_since, creator_max_age
+        self.lift_gates, self.gate_sweep_seconds = lift_gates, gate_sweep_seconds
+        self._last_gate_sweep = float("-inf")
         self.interval = interval
         self.execution_timeout = execution_timeout or parse_duration(DEFAULT_EXECUTION_TIMEOUT)
         self.clock = clock
@@ -132,6 +137,13 @@ class Controller:
     def tick(self) -> None:
         if not self.elector.is_leader:      # kept by keep_leading (tests may call ensure themselves)
             return
+        if time.monotonic() - self._last_gate_sweep >= self.gate_sweep_seconds:
+            self._last_gate_sweep = time.monotonic()
+            try:
+                for pod in self.lift_gates(self._now()):
+                    log.info("pod %s: placement gate lifted (older than the placement lease)", pod)
+            except RepackError as e:
+                log.warning("lifting expired placement gates: %s", e)
         runs = sorted(self.runs.list(), key=_created)
         for run in runs:
             if is_finished(run):
@@ -337,7 +349,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of `python -m webhook.controller`."""
     from kubectl_repack.engine.execute_lease import ExecuteLease
     from kubectl_repack.kube.client import connect
-    from kubectl_repack.kube.incluster import EventRecorder, creator_policy_since, ensure_key, eviction_denied
+    from kubectl_repack.kube.incluster import (EventRecorder, creator_policy_since, ensure_key, eviction_denied,
+                                               lift_expired_gates)
     from kubectl_repack.kube.lease import LeaseClient
     from kubectl_repack.kube.objects import LiveCluster
     from kubectl_repack.kube.runs import RunStore
@@ -367,7 +380,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                             lambda run: EventRecorder(api, run, COMPONENT),
                             lambda creator, namespaces: eviction_denied(api, creator, namespaces),
                             interval=interval, execution_timeout=execution_timeout,
-                            policy_since=lambda: creator_policy_since(api), creator_max_age=creator_max_age)
+                            policy_since=lambda: creator_policy_since(api), creator_max_age=creator_max_age,
+                            lift_gates=lambda now: lift_expired_gates(api, now))
     try:
         key()   # made at start, not in the middle of a run's first status write
     except RepackError as e:

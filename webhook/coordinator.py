@@ -35,7 +35,7 @@ import time
 from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
 
-from kubectl_repack.api.gates import COORDINATOR_LEASE_NAME, ungate_patch
+from kubectl_repack.api.gates import COORDINATOR_LEASE_NAME, PLACEMENT_LEASE, ungate_patch
 from kubectl_repack.api.run import goal_resource, is_active_execute, ttl_expired
 from kubectl_repack.api.times import parse_duration, utcnow
 from kubectl_repack.errors import ClusterAPIError, NotFound, RepackError
@@ -46,7 +46,7 @@ from webhook.placement import Decision, LiveFit, Replacement, decide, find_recor
 
 log = logging.getLogger("webhook.coordinator")
 
-DEFAULT_PLACEMENT_LEASE = timedelta(seconds=30)
+DEFAULT_PLACEMENT_LEASE = PLACEMENT_LEASE
 DEFAULT_INTERVAL = 1.0               # seconds between ticks
 DEFAULT_SWEEP_INTERVAL = 10.0        # seconds between cluster-wide sweeps for orphaned gates
 

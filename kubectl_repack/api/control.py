@@ -54,6 +54,7 @@ COOLDOWN_ANNOTATION = "repack.volcano.sh/execute-cooldown"
 MAX_EXECUTION_TIMEOUT = dt.timedelta(hours=24)
 MAX_COOLDOWN = dt.timedelta(days=7)
 CONTROLLER_LEASE_NAME = "repack-controller"
+EXECUTE_LEASE_NAME = "repack-execute"               # the cluster-wide execute mutex (engine.mutex)
 SEAL_SECRET_NAME = "repack-controller-seal-key"              # read by the controller's account only
 SEAL_SECRET_KEY = "key"
 SEAL_VERSION = "v1"

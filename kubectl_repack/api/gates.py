@@ -1,13 +1,16 @@
 """The scheduling gate and the annotations a replacement pod carries, and how the gate is lifted.
 
 The webhook adds them at pod creation (admission), the coordinator reads them back and lifts the
-gate, `uninstall` lifts any gate left behind: all three use these names and `ungate_patch`.
+gate, the controller lifts any gate older than the placement lease (when the coordinator is down),
+`uninstall` lifts any gate left behind: all of them use these names and `ungate_patch`.
 """
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any, Mapping
 
 from .run import as_map
+from .times import parse_time
 
 PLACEMENT_GATE = "repack.volcano.sh/placement"
 PLACEMENT_GATE_OWNER_ANNOTATION = "repack.volcano.sh/placement-gate-owner"
@@ -20,6 +23,9 @@ REPLACEMENT_PODGROUP_ANNOTATION = "repack.volcano.sh/replacement-podgroup"
 PLANNED_NODE_ANNOTATION = "repack.volcano.sh/planned-node"
 
 COORDINATOR_LEASE_NAME = "repack-coordinator"
+# The promise: no pod stays gated longer than this (the coordinator lifts the gate then, and the
+# controller does too, should the coordinator be down). Gates fail open.
+PLACEMENT_LEASE = dt.timedelta(seconds=30)
 
 
 def escape_pointer(token: str) -> str:
@@ -49,3 +55,17 @@ def ungate_patch(pod: Mapping[str, Any]) -> list:
     if PLACEMENT_GATE_OWNER_ANNOTATION in as_map(meta.get("annotations")):
         ops.append({"op": "remove", "path": "/metadata/annotations/" + escape_pointer(PLACEMENT_GATE_OWNER_ANNOTATION)})
     return ops
+
+
+def expired_gate_patches(pods, now: dt.datetime, lease: dt.timedelta = PLACEMENT_LEASE) -> list:
+    """[(namespace, name, JSON patch)] lifting our gate from every pod gated `lease` or longer ago
+    (or with no gated-at time: nobody knows when, so it is not kept)."""
+    out = []
+    for pod in pods:
+        if not has_gate(pod):
+            continue
+        meta = as_map(pod.get("metadata"))
+        gated = parse_time(as_map(meta.get("annotations")).get(GATED_AT_ANNOTATION))
+        if gated is None or now - gated >= lease:
+            out.append((str(meta.get("namespace") or ""), str(meta.get("name") or ""), ungate_patch(pod)))
+    return out

@@ -51,6 +51,7 @@ KINDS = {
     "Service": ("services", True),
     "MutatingWebhookConfiguration": ("mutatingwebhookconfigurations", False),
     "NetworkPolicy": ("networkpolicies", True),
+    "Lease": ("leases", True),
     "ValidatingAdmissionPolicy": ("validatingadmissionpolicies", False),
     "ValidatingAdmissionPolicyBinding": ("validatingadmissionpolicybindings", False),
 }

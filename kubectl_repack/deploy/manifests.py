@@ -4,10 +4,15 @@
 `--dry-run -o yaml` prints it. `python -m kubectl_repack.deploy.manifests config/webhook` rewrites the
 reference copies under config/webhook/ (no Secret, no caBundle: those are made per install).
 
-RBAC is least privilege by construction: the webhook's service account may read what the planner's
-filters need, patch pods (to remove its own gate) and pods/status (nominatedNodeName), write
-RepackRun status, delete finished RepackRuns (ttlSecondsAfterFinished) and use Leases in its own
-namespace. It holds no key, and can neither evict nor delete pods.
+RBAC is least privilege by construction (SEC-3), one ServiceAccount per process:
+
+- the webhook (network-facing) may read RepackRuns and watch the coordinator's Lease: nothing else,
+  no key, no write;
+- the coordinator may read what the planner's filters need, patch pods (to remove its own gate and
+  write its annotations: the admission policy `pod_write_policy` refuses any other pod change it
+  asks for) and pods/status (nominatedNodeName), write RepackRun status, delete finished
+  RepackRuns (ttlSecondsAfterFinished) and renew its own Lease;
+- Leases are made by install and granted by name (Kubernetes cannot limit `create` by name).
 
 The RepackRun controller (webhook.controller) runs in its own Deployment with its own service
 account, the only one that may create pods/eviction; it also asks SubjectAccessReviews (may the
@@ -33,6 +38,9 @@ NAMESPACE = "repack-system"
 NAME = "repack-webhook"
 # The RepackRun controller (issue 12): its own Deployment and ServiceAccount, the only one that may evict.
 CONTROLLER_NAME = "repack-controller"
+# The placement coordinator (issue 19): its own Deployment and ServiceAccount, apart from the webhook.
+COORDINATOR_NAME = "repack-coordinator"
+POD_WRITE_POLICY_NAME = "repack-pod-writes"
 SECRET_NAME = "repack-webhook-tls"
 WEBHOOK_NAME = "placement.repack.volcano.sh"
 CONFIG_NAME = "repack-placement"
@@ -68,7 +76,22 @@ def _meta(name: str, namespace: Optional[str] = None) -> dict:
 
 
 def cluster_role_rules() -> list[dict]:
-    """The ClusterRole's rules (cluster-wide reads, pod patches, RepackRun status)."""
+    """The webhook's cluster-wide permissions: it keeps its relocation index from a watch of RepackRuns."""
+    return [{"apiGroups": ["repack.volcano.sh"], "resources": ["repackruns"], "verbs": ["get", "list", "watch"]}]
+
+
+def lease_role_rules() -> list[dict]:
+    """The webhook's namespaced permissions: watching the coordinator's Lease (is anybody there to lift
+    a gate?), by name."""
+    from kubectl_repack.api.gates import COORDINATOR_LEASE_NAME
+
+    return [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [COORDINATOR_LEASE_NAME],
+             "verbs": ["get", "list", "watch"]}]
+
+
+def coordinator_cluster_role_rules() -> list[dict]:
+    """The coordinator's cluster-wide permissions (reads for the planner's filters, its pod writes,
+    RepackRun status and the TTL's deletes)."""
     read = ["get", "list", "watch"]
     return [
         {"apiGroups": [""], "resources": ["pods"], "verbs": read + ["patch"]},
@@ -82,10 +105,12 @@ def cluster_role_rules() -> list[dict]:
     ]
 
 
-def lease_role_rules() -> list[dict]:
-    """Leases only in the webhook's own namespace (leader election and the liveness signal)."""
-    return [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-             "verbs": ["get", "list", "watch", "create", "update"]}]
+def coordinator_role_rules() -> list[dict]:
+    """Its leader Lease only, by name (made by install)."""
+    from kubectl_repack.api.gates import COORDINATOR_LEASE_NAME
+
+    return [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [COORDINATOR_LEASE_NAME],
+             "verbs": ["get", "update"]}]
 
 
 def controller_cluster_role_rules() -> list[dict]:
@@ -93,8 +118,11 @@ def controller_cluster_role_rules() -> list[dict]:
     status and finalizers, SubjectAccessReviews for the creator, Events."""
     read = ["get", "list", "watch"]
     return [
-        {"apiGroups": [""], "resources": ["pods", "namespaces", "nodes", "persistentvolumes",
-                                          "persistentvolumeclaims"], "verbs": read},
+        {"apiGroups": [""], "resources": ["namespaces", "nodes", "persistentvolumes", "persistentvolumeclaims"],
+         "verbs": read},
+        # patch: lifting placement gates older than the placement lease (when the coordinator is down);
+        # pod_write_policy confines what its patches may change to exactly that.
+        {"apiGroups": [""], "resources": ["pods"], "verbs": read + ["patch"]},
         {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
         {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": read},
         {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": read},
@@ -116,13 +144,13 @@ def controller_cluster_role_rules() -> list[dict]:
 
 
 def controller_role_rules() -> list[dict]:
-    """In its own namespace: Leases (its leader election and the execute mutex), the records-seal key
+    """In its own namespace: its two Leases by name (leader election, the execute mutex), the records-seal key
     and the webhook's TLS Secret (created; `create` cannot be limited by name), replacing only the TLS
     Secret when it rotates it, and the webhook Deployment's pod template (rolled after a rotation)."""
-    from kubectl_repack.api.control import SEAL_SECRET_NAME
+    from kubectl_repack.api.control import CONTROLLER_LEASE_NAME, EXECUTE_LEASE_NAME, SEAL_SECRET_NAME
 
     return [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-             "verbs": ["get", "list", "watch", "create", "update"]},
+             "resourceNames": [CONTROLLER_LEASE_NAME, EXECUTE_LEASE_NAME], "verbs": ["get", "update"]},
             {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [SEAL_SECRET_NAME, SECRET_NAME],
              "verbs": ["get"]},
             {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
@@ -175,54 +203,58 @@ def secret(namespace: str, certs: CertBundle) -> Manifest:
             "metadata": _meta(SECRET_NAME, namespace), "data": data}
 
 
-def controller_rbac(namespace: str) -> list[Manifest]:
-    """ServiceAccount, ClusterRole(+Binding) and Role(+Binding) of the controller."""
-    meta = _meta(CONTROLLER_NAME)
-    meta["labels"]["app.kubernetes.io/name"] = CONTROLLER_NAME
+def process_rbac(namespace: str, name: str, cluster_rules: list, namespaced_rules: list) -> list[Manifest]:
+    """ServiceAccount, ClusterRole(+Binding) and Role(+Binding) of one in-cluster process, all named `name`."""
+    meta = _meta(name)
+    meta["labels"]["app.kubernetes.io/name"] = name
     ns_meta = dict(meta, namespace=namespace)
-    subject = [{"kind": "ServiceAccount", "name": CONTROLLER_NAME, "namespace": namespace}]
+    subject = [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": dict(ns_meta)},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": dict(meta),
-         "rules": controller_cluster_role_rules()},
+         "rules": cluster_rules},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": dict(meta),
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": CONTROLLER_NAME},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
          "subjects": subject},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": dict(ns_meta),
-         "rules": controller_role_rules()},
+         "rules": namespaced_rules},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": dict(ns_meta),
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": CONTROLLER_NAME},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
          "subjects": subject},
     ]
 
 
-def controller_deployment(namespace: str, image: str, node_selector: Optional[dict] = None,
-                          tolerations: Optional[list] = None, priority_class: Optional[str] = None) -> Manifest:
-    """The RepackRun controller: one replica, leader-elected (a rolling update's overlap is safe: only
-    the Lease holder acts, and a run continues from its records)."""
-    labels = dict(LABELS, **{"app.kubernetes.io/name": CONTROLLER_NAME})
-    env = [{"name": "REPACK_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-           {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-           {"name": "REPACK_CONTROLLER_HEALTH_PORT", "value": str(CONTROLLER_HEALTH_PORT)}]
-    probe = {"httpGet": {"path": "/healthz", "port": "health", "scheme": "HTTP"}}
-    container = {
-        "name": "controller", "image": image, "imagePullPolicy": "IfNotPresent",
-        "command": ["python", "-m", "webhook.controller"], "env": env,
-        "ports": [{"name": "health", "containerPort": CONTROLLER_HEALTH_PORT, "protocol": "TCP"}],
-        "readinessProbe": {**probe, "periodSeconds": 5},
-        "livenessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 6},
-        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
-        "volumeMounts": [{"name": "tmp", "mountPath": TMP_MOUNT}],
-        "securityContext": _security_context(),
-    }
+def controller_rbac(namespace: str) -> list[Manifest]:
+    """ServiceAccount, ClusterRole(+Binding) and Role(+Binding) of the controller."""
+    return process_rbac(namespace, CONTROLLER_NAME, controller_cluster_role_rules(), controller_role_rules())
+
+
+def coordinator_rbac(namespace: str) -> list[Manifest]:
+    """ServiceAccount, ClusterRole(+Binding) and Role(+Binding) of the coordinator."""
+    return process_rbac(namespace, COORDINATOR_NAME, coordinator_cluster_role_rules(), coordinator_role_rules())
+
+
+def leases(namespace: str) -> list[Manifest]:
+    """The Leases of the in-cluster processes, made here so that each process needs only `get` and
+    `update` on its own by name (RBAC cannot limit `create` by name). Only metadata is applied:
+    holder and times belong to the processes, and a re-install leaves them as they are."""
+    from kubectl_repack.api.control import CONTROLLER_LEASE_NAME, EXECUTE_LEASE_NAME
+    from kubectl_repack.api.gates import COORDINATOR_LEASE_NAME
+
+    return [{"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": _meta(name, namespace)}
+            for name in (COORDINATOR_LEASE_NAME, CONTROLLER_LEASE_NAME, EXECUTE_LEASE_NAME)]
+
+
+def _pod_spec(service_account: str, containers: list, volumes: list, node_selector: Optional[dict],
+              tolerations: Optional[list], priority_class: Optional[str], **extra: Any) -> dict:
+    """A pod spec as all three Deployments have it: non-root, RuntimeDefault seccomp, no Docker-link
+    variables (for the Service `repack-webhook` Kubernetes would set REPACK_WEBHOOK_PORT=tcp://..., the
+    webhook's own port variable), placed by the install flags."""
     pod_spec: dict[str, Any] = {
-        "serviceAccountName": CONTROLLER_NAME, "enableServiceLinks": False,
+        "serviceAccountName": service_account, "enableServiceLinks": False,
         "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS,
                             "seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [container],
-        "volumes": [{"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}],
-        # Evicted pods must get their chance to be re-created while this pod is replaced.
-        "terminationGracePeriodSeconds": 30,
+        "containers": containers, "volumes": volumes, **extra,
     }
     if node_selector:
         pod_spec["nodeSelector"] = dict(node_selector)
@@ -230,11 +262,64 @@ def controller_deployment(namespace: str, image: str, node_selector: Optional[di
         pod_spec["tolerations"] = [dict(t) for t in tolerations]
     if priority_class:
         pod_spec["priorityClassName"] = priority_class
-    meta = _meta(CONTROLLER_NAME, namespace)
+    return pod_spec
+
+
+# A read-only root file system; gunicorn and Python's tempfile need a writable /tmp.
+_TMP_VOLUME = {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}
+_ENV = [{"name": "REPACK_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+
+
+def _deployment(namespace: str, name: str, pod_spec: dict, **spec: Any) -> Manifest:
+    labels = dict(LABELS, **{"app.kubernetes.io/name": name})
+    meta = _meta(name, namespace)
     meta["labels"] = dict(labels)
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
-            "spec": {"replicas": 1, "selector": {"matchLabels": {"app.kubernetes.io/name": CONTROLLER_NAME}},
+            "spec": {"replicas": 1, **spec, "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
                      "template": {"metadata": {"labels": labels}, "spec": pod_spec}}}
+
+
+def controller_deployment(namespace: str, image: str, node_selector: Optional[dict] = None,
+                          tolerations: Optional[list] = None, priority_class: Optional[str] = None) -> Manifest:
+    """The RepackRun controller: one replica, leader-elected (a rolling update's overlap is safe: only
+    the Lease holder acts, and a run continues from its records)."""
+    probe = {"httpGet": {"path": "/healthz", "port": "health", "scheme": "HTTP"}}
+    container = {
+        "name": "controller", "image": image, "imagePullPolicy": "IfNotPresent",
+        "command": ["python", "-m", "webhook.controller"],
+        "env": _ENV + [{"name": "REPACK_CONTROLLER_HEALTH_PORT", "value": str(CONTROLLER_HEALTH_PORT)}],
+        "ports": [{"name": "health", "containerPort": CONTROLLER_HEALTH_PORT, "protocol": "TCP"}],
+        "readinessProbe": {**probe, "periodSeconds": 5},
+        "livenessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 6},
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
+        "volumeMounts": [{"name": "tmp", "mountPath": TMP_MOUNT}],
+        "securityContext": _security_context(),
+    }
+    # Evicted pods must get their chance to be re-created while this pod is replaced.
+    return _deployment(namespace, CONTROLLER_NAME, _pod_spec(
+        CONTROLLER_NAME, [container], [dict(_TMP_VOLUME)], node_selector, tolerations, priority_class,
+        terminationGracePeriodSeconds=30))
+
+
+def coordinator_deployment(namespace: str, image: str, node_selector: Optional[dict] = None,
+                           tolerations: Optional[list] = None, priority_class: Optional[str] = None) -> Manifest:
+    """The placement coordinator: one replica, leader-elected on its Lease (which the webhook watches
+    before it gates a pod), apart from the network-facing webhook so that neither shares a token."""
+    metrics_probe = {"httpGet": {"path": "/healthz", "port": "metrics", "scheme": "HTTP"}}
+    container = {
+        "name": "coordinator", "image": image, "imagePullPolicy": "IfNotPresent",
+        "command": ["python", "-m", "webhook.coordinator"],
+        "env": _ENV + [{"name": "REPACK_COORDINATOR_METRICS_PORT", "value": str(METRICS_PORT)}],
+        "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
+        "readinessProbe": {**metrics_probe, "periodSeconds": 5},
+        "livenessProbe": {**metrics_probe, "periodSeconds": 10},
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}},
+        "volumeMounts": [{"name": "tmp", "mountPath": TMP_MOUNT}],
+        "securityContext": _security_context(),
+    }
+    return _deployment(namespace, COORDINATOR_NAME, _pod_spec(
+        COORDINATOR_NAME, [container], [dict(_TMP_VOLUME)], node_selector, tolerations, priority_class))
 
 
 def _security_context() -> dict:
@@ -244,17 +329,15 @@ def _security_context() -> dict:
 
 def deployment(namespace: str, image: str, node_selector: Optional[dict] = None,
                tolerations: Optional[list] = None, priority_class: Optional[str] = None) -> Manifest:
-    """One replica (see REPLICAS): relocation claims live in the webhook process's memory, so replicas
-    would double-claim. Strategy Recreate for the same reason: a rolling update would run the old and
-    the new pod side by side, each handing out the same open record to a different replacement.
-    node_selector, tolerations and priority_class place the pod (install flags)."""
-    env = [{"name": "REPACK_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-           {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    """The admission webhook. One replica (see REPLICAS): relocation claims live in the webhook process's
+    memory, so replicas would double-claim. Strategy Recreate for the same reason: a rolling update
+    would run the old and the new pod side by side, each handing out the same open record to a
+    different replacement. node_selector, tolerations and priority_class place the pod (install flags)."""
     probe = {"scheme": "HTTPS", "port": CONTAINER_PORT}
     webhook = {
         "name": "webhook", "image": image, "imagePullPolicy": "IfNotPresent",
         "command": ["python", "-m", "webhook", "--cert-dir", CERT_MOUNT, "--port", str(CONTAINER_PORT)],
-        "env": env, "ports": [{"name": "https", "containerPort": CONTAINER_PORT, "protocol": "TCP"}],
+        "env": [dict(e) for e in _ENV], "ports": [{"name": "https", "containerPort": CONTAINER_PORT, "protocol": "TCP"}],
         "readinessProbe": {"httpGet": {"path": "/readyz", **probe}, "periodSeconds": 5},
         "livenessProbe": {"httpGet": {"path": "/healthz", **probe}, "periodSeconds": 10},
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
@@ -262,59 +345,28 @@ def deployment(namespace: str, image: str, node_selector: Optional[dict] = None,
                          {"name": "tmp", "mountPath": TMP_MOUNT}],
         "securityContext": _security_context(),
     }
-    metrics_probe = {"httpGet": {"path": "/healthz", "port": "metrics", "scheme": "HTTP"}}
-    coordinator = {
-        "name": "coordinator", "image": image, "imagePullPolicy": "IfNotPresent",
-        "command": ["python", "-m", "webhook.coordinator"],
-        "env": env + [{"name": "REPACK_COORDINATOR_METRICS_PORT", "value": str(METRICS_PORT)}],
-        "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
-        "readinessProbe": {**metrics_probe, "periodSeconds": 5},
-        "livenessProbe": {**metrics_probe, "periodSeconds": 10},
-        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}},
-        "volumeMounts": [{"name": "tmp", "mountPath": TMP_MOUNT}],
-        "securityContext": _security_context(),
-    }
-    pod_spec: dict[str, Any] = {
-        "serviceAccountName": NAME,
-        # No Docker-link variables: for the Service `repack-webhook` Kubernetes would set
-        # REPACK_WEBHOOK_PORT=tcp://<ClusterIP>:443, which is the webhook's own port variable.
-        "enableServiceLinks": False,
-        "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS,
-                            "seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [webhook, coordinator],
-        # A read-only root file system; gunicorn and Python's tempfile need a writable /tmp.
-        "volumes": [{"name": "tls", "secret": {"secretName": SECRET_NAME}},
-                    {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}],
-    }
-    if node_selector:
-        pod_spec["nodeSelector"] = dict(node_selector)
-    if tolerations:
-        pod_spec["tolerations"] = [dict(t) for t in tolerations]
-    if priority_class:
-        pod_spec["priorityClassName"] = priority_class
-    meta = _meta(NAME, namespace)
-    meta["annotations"] = {"repack.volcano.sh/replicas": REPLICAS_REASON}
-    return {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
-        "spec": {
-            "replicas": REPLICAS,
-            "strategy": {"type": "Recreate"},
-            "selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
-            "template": {
-                "metadata": {"labels": dict(LABELS)},
-                "spec": pod_spec,
-            },
-        },
-    }
+    dep = _deployment(namespace, NAME, _pod_spec(
+        NAME, [webhook], [{"name": "tls", "secret": {"secretName": SECRET_NAME}}, dict(_TMP_VOLUME)],
+        node_selector, tolerations, priority_class), strategy={"type": "Recreate"})
+    dep["spec"]["replicas"] = REPLICAS
+    dep["metadata"]["annotations"] = {"repack.volcano.sh/replicas": REPLICAS_REASON}
+    return dep
 
 
 def service(namespace: str) -> Manifest:
-    """ClusterIP Service: 443 -> the webhook container's 8443; metrics -> the coordinator's /metrics."""
+    """ClusterIP Service of the webhook: 443 -> the webhook container's 8443."""
     return {"apiVersion": "v1", "kind": "Service", "metadata": _meta(NAME, namespace),
             "spec": {"selector": {"app.kubernetes.io/name": NAME},
-                     "ports": [{"name": "https", "port": 443, "targetPort": CONTAINER_PORT, "protocol": "TCP"},
-                               {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics",
-                                "protocol": "TCP"}]}}
+                     "ports": [{"name": "https", "port": 443, "targetPort": CONTAINER_PORT, "protocol": "TCP"}]}}
+
+
+def coordinator_service(namespace: str) -> Manifest:
+    """ClusterIP Service of the coordinator's /metrics (plain HTTP, for scraping)."""
+    meta = _meta(COORDINATOR_NAME, namespace)
+    meta["labels"]["app.kubernetes.io/name"] = COORDINATOR_NAME
+    return {"apiVersion": "v1", "kind": "Service", "metadata": meta,
+            "spec": {"selector": {"app.kubernetes.io/name": COORDINATOR_NAME},
+                     "ports": [{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"}]}}
 
 
 def mutating_webhook_configuration(namespace: str, ca_bundle_pem: Optional[bytes] = None,
@@ -431,11 +483,75 @@ def creator_policy_binding() -> Manifest:
             "spec": {"policyName": CREATOR_POLICY_NAME, "validationActions": ["Deny"]}}
 
 
+def pod_write_policy(namespace: str) -> Manifest:
+    """SEC-3: what the coordinator's and the controller's pod patches may change. Their RBAC has to
+    allow `patch` on every pod (to lift the placement gate), and a pod's image, tolerations and
+    labels are mutable: without this policy their token could run any code under any pod's
+    ServiceAccount. With it, the only pod changes these two identities can make are removing the
+    placement gate and writing `repack.volcano.sh/` annotations."""
+    from kubectl_repack.api.gates import PLACEMENT_GATE
+
+    users = [f"system:serviceaccount:{namespace}:{n}" for n in (COORDINATOR_NAME, CONTROLLER_NAME)]
+    gate = _cel_string(PLACEMENT_GATE)
+    prefix = _cel_string("repack.volcano.sh/")
+
+    def same(path: str, empty: str = "[]", of: str = "") -> str:
+        new_value, old_value = (f"(has({o}.{path}) ? {o}.{path}{of} : {empty})" for o in ("object", "oldObject"))
+        return f"{new_value} == {old_value}"
+
+    unchanged = [("spec.containers images", same("spec.containers", of=".map(c, c.image)")),
+            ("spec.initContainers images", same("spec.initContainers", of=".map(c, c.image)")),
+            ("spec.tolerations", same("spec.tolerations")),
+            ("spec.activeDeadlineSeconds", same("spec.activeDeadlineSeconds", "0")),
+            ("metadata.labels", same("metadata.labels", "{}")),
+            ("metadata.ownerReferences", same("metadata.ownerReferences")),
+            ("metadata.finalizers", same("metadata.finalizers"))]
+    validations = [{"expression": expr, "message": f"{COORDINATOR_NAME}/{CONTROLLER_NAME} may not change a pod's {what}",
+                    "reason": "Forbidden"} for what, expr in unchanged]
+    validations += [
+        {"expression": "variables.newGates.all(g, variables.oldGates.exists(o, o.name == g.name)) && "
+                       f"variables.oldGates.all(o, o.name == {gate} || variables.newGates.exists(g, g.name == o.name))",
+         "message": f"{COORDINATOR_NAME}/{CONTROLLER_NAME} may only remove the {PLACEMENT_GATE} scheduling gate",
+         "reason": "Forbidden"},
+        {"expression": f"variables.newAnn.all(k, k.startsWith({prefix}) || (k in variables.oldAnn && "
+                       "variables.oldAnn[k] == variables.newAnn[k])) && "
+                       f"variables.oldAnn.all(k, k.startsWith({prefix}) || k in variables.newAnn)",
+         "message": f"{COORDINATOR_NAME}/{CONTROLLER_NAME} may only write repack.volcano.sh/ annotations",
+         "reason": "Forbidden"},
+    ]
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": _meta(POD_WRITE_POLICY_NAME),
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
+                                                    "resources": ["pods"]}]},
+            "matchConditions": [{"name": "repack-processes",
+                                 "expression": f"request.userInfo.username in [{', '.join(map(_cel_string, users))}]"}],
+            "variables": [
+                {"name": "newGates", "expression": "has(object.spec.schedulingGates) ? object.spec.schedulingGates : []"},
+                {"name": "oldGates",
+                 "expression": "has(oldObject.spec.schedulingGates) ? oldObject.spec.schedulingGates : []"},
+                {"name": "newAnn", "expression": "has(object.metadata.annotations) ? object.metadata.annotations : {}"},
+                {"name": "oldAnn",
+                 "expression": "has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}"},
+            ],
+            "validations": validations,
+        },
+    }
+
+
+def pod_write_policy_binding() -> Manifest:
+    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": _meta(POD_WRITE_POLICY_NAME),
+            "spec": {"policyName": POD_WRITE_POLICY_NAME, "validationActions": ["Deny"]}}
+
+
 def network_policy(namespace: str, apiserver_cidrs: list) -> Manifest:
-    """Opt-in (install --apiserver-cidr): only the API server may call the webhook's port; the
-    coordinator's metrics port (scraping, and its probes) stays open, a separate rule so one never
-    widens the other. Kubelet probes of the webhook port come from the node itself, which common
-    CNIs (Calico, Cilium) let through to local pods; where a CNI does not, add the nodes' CIDR."""
+    """Opt-in (install --apiserver-cidr): only the API server may call the webhook's port (the
+    coordinator runs in a pod of its own, which this policy does not select). Kubelet probes of the
+    webhook port come from the node itself, which common CNIs (Calico, Cilium) let through to local
+    pods; where a CNI does not, add the nodes' CIDR."""
     return {
         "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": _meta(NAME, namespace),
         "spec": {
@@ -444,7 +560,6 @@ def network_policy(namespace: str, apiserver_cidrs: list) -> Manifest:
             "ingress": [
                 {"from": [{"ipBlock": {"cidr": c}} for c in apiserver_cidrs],
                  "ports": [{"protocol": "TCP", "port": CONTAINER_PORT}]},
-                {"ports": [{"protocol": "TCP", "port": METRICS_PORT}]},
             ],
         },
     }
@@ -463,15 +578,17 @@ def render(namespace: str = NAMESPACE, image: str = DEFAULT_IMAGE, ca_bundle_pem
     """
     if ca_bundle_pem is None and certs is not None:
         ca_bundle_pem = certs.ca_cert_pem
-    out = [creator_policy(), creator_policy_binding(), namespace_manifest(namespace), service_account(namespace),
-           cluster_role(),
+    out = [creator_policy(), creator_policy_binding(), pod_write_policy(namespace), pod_write_policy_binding(),
+           namespace_manifest(namespace), service_account(namespace), cluster_role(),
            cluster_role_binding(namespace), lease_role(namespace), lease_role_binding(namespace)]
     if certs is not None:
         out.append(secret(namespace, certs))
     if apiserver_cidrs:  # before the pod serves; uninstall, in reverse, removes it after the webhook
         out.append(network_policy(namespace, list(apiserver_cidrs)))
-    out += controller_rbac(namespace)
+    out += coordinator_rbac(namespace) + controller_rbac(namespace) + leases(namespace)
     out += [deployment(namespace, image, node_selector, tolerations, priority_class), service(namespace),
+            coordinator_deployment(namespace, image, node_selector, tolerations, priority_class),
+            coordinator_service(namespace),
             controller_deployment(namespace, image, node_selector, tolerations, priority_class),
             mutating_webhook_configuration(namespace, ca_bundle_pem, url)]
     return out
@@ -487,11 +604,14 @@ def to_yaml(manifests: list[Manifest]) -> str:
 FILES = {
     "namespace.yaml": lambda ns, image: [namespace_manifest(ns)],
     "rbac.yaml": lambda ns, image: [service_account(ns), cluster_role(), cluster_role_binding(ns),
-                                    lease_role(ns), lease_role_binding(ns)] + controller_rbac(ns),
-    "deployment.yaml": lambda ns, image: [deployment(ns, image), controller_deployment(ns, image)],
-    "service.yaml": lambda ns, image: [service(ns)],
+                                    lease_role(ns), lease_role_binding(ns)] + coordinator_rbac(ns) + controller_rbac(ns),
+    "leases.yaml": lambda ns, image: leases(ns),
+    "deployment.yaml": lambda ns, image: [deployment(ns, image), coordinator_deployment(ns, image),
+                                          controller_deployment(ns, image)],
+    "service.yaml": lambda ns, image: [service(ns), coordinator_service(ns)],
     "mutatingwebhookconfiguration.yaml": lambda ns, image: [mutating_webhook_configuration(ns)],
-    "validatingadmissionpolicy.yaml": lambda ns, image: [creator_policy(), creator_policy_binding()],
+    "validatingadmissionpolicy.yaml": lambda ns, image: [creator_policy(), creator_policy_binding(),
+                                                         pod_write_policy(ns), pod_write_policy_binding()],
 }
 
 

@@ -80,6 +80,42 @@ def creator_policy_since(api) -> Optional[dt.datetime]:
     return max(since) + POLICY_SETTLE
 
 
+def unscheduled_pods(api, page_size: int = 500) -> list:
+    """Every pod not bound to a node, cluster-wide (paginated): the only pods a scheduling gate can hold."""
+    pods, token = [], None
+    while True:
+        query = [("fieldSelector", "spec.nodeName="), ("limit", str(page_size))] + ([("continue", token)] if token else [])
+        page = request(api, "GET", "/api/v1/pods", query=query)
+        pods += page.get("items") or []
+        token = (page.get("metadata") or {}).get("continue")
+        if not token:
+            return pods
+
+
+def lift_expired_gates(api, now: dt.datetime) -> list:
+    """Lift our gate from every pod gated longer than the placement lease (the coordinator's job,
+    done here too so that a coordinator that is down keeps no pod gated past the promise).
+    Returns the pods ungated, as `namespace/name`. A pod changed meanwhile (the `test` op fails,
+    422) or gone is left to the next sweep."""
+    from kubectl_repack.api.gates import expired_gate_patches
+
+    lifted = []
+    for namespace, name, ops in expired_gate_patches(unscheduled_pods(api), now):
+        if not ops:
+            continue
+        try:
+            request(api, "PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}", ops,
+                    content_type="application/json-patch+json")
+        except (NotFound, Conflict):
+            continue
+        except ClusterAPIError as e:
+            if e.status != 422:
+                raise
+            continue
+        lifted.append(f"{namespace}/{name}")
+    return lifted
+
+
 def eviction_denied(api, creator: Creator, namespaces: list) -> str:
     """'' when `creator` may create pods/eviction in every namespace; else why not (naming the
     namespace and the permission). One SubjectAccessReview per namespace, as the creator."""

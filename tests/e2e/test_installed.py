@@ -58,8 +58,9 @@ def built_image() -> str:
     return f"{name.rsplit(':', 1)[0]}@{digest}"
 
 
-def installed_pod(core):
-    pods = [p for p in core.list_namespaced_pod(NAMESPACE, label_selector=f"app.kubernetes.io/name={manifests.NAME}").items
+def installed_pod(core, name=manifests.NAME):
+    """The one live pod of Deployment `name` (the webhook's by default), or None."""
+    pods = [p for p in core.list_namespaced_pod(NAMESPACE, label_selector=f"app.kubernetes.io/name={name}").items
             if p.metadata.deletion_timestamp is None]
     return pods[0] if len(pods) == 1 else None
 
@@ -119,12 +120,11 @@ def read_metrics(url, context=None):
 
 
 def pod_logs(control_plane) -> str:
-    """Both containers' logs (the kubelet removes them with the pod, so read them first)."""
+    """Every process's logs (the kubelet removes them with the pod, so read them first)."""
     parts = []
-    for container in ("webhook", "coordinator"):
-        out = control_plane.kubectl("-n", NAMESPACE, "logs", f"deploy/{manifests.NAME}", "-c", container,
-                                    "--tail=200", check=False)
-        parts.append(f"--- {container} ---\n{out.stdout}{out.stderr}")
+    for deployment in (manifests.NAME, manifests.COORDINATOR_NAME, manifests.CONTROLLER_NAME):
+        out = control_plane.kubectl("-n", NAMESPACE, "logs", f"deploy/{deployment}", "--tail=200", check=False)
+        parts.append(f"--- {deployment} ---\n{out.stdout}{out.stderr}")
     return "\n".join(parts)
 
 
@@ -156,14 +156,18 @@ def test_installed_pod_runs_on_the_real_node_from_the_built_image(installed, rea
     api = control_plane.api_client
     core = client.CoreV1Api(api)
     pod = installed_pod(core)
-    assert pod is not None
-    assert pod.spec.node_name == real_node.name
+    coordinator = installed_pod(core, manifests.COORDINATOR_NAME)
+    assert pod is not None and coordinator is not None
+    assert pod.spec.node_name == coordinator.spec.node_name == real_node.name
     node = core.read_node(real_node.name)
     assert node.status.node_info.container_runtime_version.startswith("containerd://")
     assert NODE_LABEL in node.metadata.labels
     digest = installed["image"].split("@", 1)[1]
     assert real_node.imported[os.environ["REPACK_IMAGE"]] == digest
-    statuses = {c.name: c for c in pod.status.container_statuses}
+    # Each process in its own pod under its own ServiceAccount (no token shared with the webhook).
+    assert (pod.spec.service_account_name, coordinator.spec.service_account_name) == (manifests.NAME,
+                                                                                      manifests.COORDINATOR_NAME)
+    statuses = {c.name: c for p in (pod, coordinator) for c in p.status.container_statuses}
     assert set(statuses) == {"webhook", "coordinator"}
     for name, cs in statuses.items():
         assert cs.ready and cs.state.running, (name, cs)
@@ -171,7 +175,7 @@ def test_installed_pod_runs_on_the_real_node_from_the_built_image(installed, rea
         assert cs.container_id.split("://", 1)[1] in real_node.running_tasks(), name
         assert cs.image_id.endswith(digest), cs.image_id
         assert cs.restart_count == 0, (name, cs.restart_count)
-    for c in pod.spec.containers:
+    for c in pod.spec.containers + coordinator.spec.containers:
         assert c.image == installed["image"]
         assert c.security_context.read_only_root_filesystem and c.security_context.run_as_user == 65532
         assert c.readiness_probe is not None and c.liveness_probe is not None, c.name
@@ -189,7 +193,7 @@ def test_installed_pod_runs_on_the_real_node_from_the_built_image(installed, rea
     # The pod reached the API server through the `kubernetes` ClusterIP (kube-proxy): the
     # coordinator holds its leader Lease, written from inside the pod.
     lease = client.CoordinationV1Api(api).read_namespaced_lease("repack-coordinator", NAMESPACE)
-    assert lease.spec.holder_identity.startswith(pod.metadata.name), lease.spec.holder_identity
+    assert lease.spec.holder_identity.startswith(coordinator.metadata.name), lease.spec.holder_identity
     print(f"\ninstalled pod {pod.metadata.name} on {pod.spec.node_name} ({pod.status.pod_ip}); "
           f"install --wait took {FIGURES['install_seconds']:.1f}s\n{real_node.network.check_routes()}")
 
@@ -265,7 +269,7 @@ def test_seed_execute_is_steered_by_the_installed_webhook_and_coordinator(
         core.read_namespaced_secret(manifests.SECRET_NAME, NAMESPACE).data["ca.crt"]).decode())
     webhook_ctx.check_hostname = False  # the certificate names the Service, not the pod IP
     webhook_metrics = f"https://{pod.status.pod_ip}:{manifests.CONTAINER_PORT}/metrics"
-    svc = core.read_namespaced_service(manifests.NAME, NAMESPACE)
+    svc = core.read_namespaced_service(manifests.COORDINATOR_NAME, NAMESPACE)
     coordinator_metrics = f"http://{svc.spec.cluster_ip}:{manifests.METRICS_PORT}/metrics"
     before_webhook = read_metrics(webhook_metrics, webhook_ctx)
     before_coordinator = read_metrics(coordinator_metrics)
@@ -518,15 +522,18 @@ def test_records_written_by_a_status_writer_evict_nothing(
         {"kind": "User", "name": mallory, "apiGroup": "rbac.authorization.k8s.io"}],
         "roleRef": {"kind": "ClusterRole", "name": mallory, "apiGroup": "rbac.authorization.k8s.io"}})
     name = unique("forged-execute")
-    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    hold = {"metadata": {"name": "repack-execute", "namespace": NAMESPACE},
-            "spec": {"holderIdentity": "e2e-hold", "leaseDurationSeconds": 3600, "acquireTime": now, "renewTime": now}}
+
+    def set_holder(holder):
+        """The execute Lease (made by install; nobody may create it) held by `holder`, or free (None),
+        and with no cooldown pending (the seed flow's Execute left one)."""
+        lease = coordination.read_namespaced_lease("repack-execute", NAMESPACE)
+        lease.spec.holder_identity, lease.spec.lease_duration_seconds = holder, 3600
+        lease.spec.acquire_time = lease.spec.renew_time = dt.datetime.now(dt.timezone.utc)
+        lease.metadata.annotations = {k: v for k, v in (lease.metadata.annotations or {}).items()
+                                      if "last-completion" not in k and "cooldown" not in k} or None
+        coordination.replace_namespaced_lease("repack-execute", NAMESPACE, lease)
     try:
-        try:
-            coordination.delete_namespaced_lease("repack-execute", NAMESPACE)
-        except ApiException as e:
-            assert e.status == 404, e
-        coordination.create_namespaced_lease(NAMESPACE, hold)
+        set_holder("e2e-hold")
         manifest = _sample("ascend-execute-001.yaml", name, eviction={"gracePeriodSeconds": 0})
         for _ in range(2):   # server-side, twice, the manifest without the creator annotations
             path = tmp_path / f"{name}.yaml"
@@ -552,7 +559,7 @@ def test_records_written_by_a_status_writer_evict_nothing(
         out = control_plane.kubectl("patch", "repackrun", name, "--subresource=status", "--type=merge", "-p",
                                     json.dumps(forged), f"--as={mallory}", check=False)
         assert out.returncode == 0, out.stderr
-        coordination.delete_namespaced_lease("repack-execute", NAMESPACE)
+        set_holder(None)
         run = wait_for("the forged run to end", lambda: _finished(api, name), timeout=180)
         assert reason_of(run, "Failed") == ("True", "RelocationRecordsInvalid"), run["status"]
         assert "carry no seal" in run["status"]["message"] and "nothing was evicted" in run["status"]["message"]
@@ -565,10 +572,9 @@ def test_records_written_by_a_status_writer_evict_nothing(
         delete_runs(api, [name])
         rbac.delete_cluster_role_binding(mallory)
         rbac.delete_cluster_role(mallory)
-        try:
-            coordination.delete_namespaced_lease("repack-execute", NAMESPACE)
-        except ApiException:
-            pass
+        lease = coordination.read_namespaced_lease("repack-execute", NAMESPACE)
+        if lease.spec.holder_identity == "e2e-hold":
+            set_holder(None)
 
 class EvictionHold:
     """A validating webhook for pods/eviction, served here over TLS, that holds the second distinct
@@ -687,11 +693,60 @@ def test_controller_killed_mid_gang_continues_and_evicts_no_pod_twice(
         delete_runs(api, [name])
 
 
+def test_gates_are_lifted_within_the_promise_while_the_coordinator_is_down(installed, real_node, control_plane,
+                                                                        make_namespace):
+    """Security finding 10: with the coordinator's Deployment scaled to 0, a pod our webhook gated
+    20 s ago is ungated by the controller once the 30 s placement lease is over (at most one gate
+    sweep later), while a pod gated just now keeps its gate; other gates are never touched."""
+    from kubectl_repack.api.gates import (GATED_AT_ANNOTATION, PLACEMENT_GATE, PLACEMENT_GATE_OWNER_ANNOTATION,
+                                          PLACEMENT_LEASE)
+    from kubectl_repack.api.times import rfc3339
+    from webhook.controller import GATE_SWEEP_SECONDS, DEFAULT_INTERVAL
+
+    api = control_plane.api_client
+    core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+    ns = make_namespace("repack-gates")
+    apps.patch_namespaced_deployment_scale(manifests.COORDINATOR_NAME, NAMESPACE, {"spec": {"replicas": 0}})
+    try:
+        wait_for("the coordinator's pod gone", lambda: installed_pod(core, manifests.COORDINATOR_NAME) is None
+                 and not core.list_namespaced_pod(NAMESPACE, label_selector="app.kubernetes.io/name="
+                                                  + manifests.COORDINATOR_NAME).items, timeout=120)
+
+        def gated_pod(name, gated_at):
+            return {"metadata": {"name": name, "annotations": {GATED_AT_ANNOTATION: rfc3339(gated_at),
+                                                               PLACEMENT_GATE_OWNER_ANNOTATION: "some-run/uid"}},
+                    "spec": {"schedulingGates": [{"name": PLACEMENT_GATE}, {"name": "example.com/hold"}],
+                             "containers": [{"name": "c", "image": "registry.invalid/never:1"}]}}
+        gated_at = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=20)
+        core.create_namespaced_pod(ns, gated_pod("old", gated_at))
+        core.create_namespaced_pod(ns, gated_pod("fresh", dt.datetime.now(dt.timezone.utc)))
+
+        def lifted():
+            pod = core.read_namespaced_pod("old", ns)
+            return [g.name for g in pod.spec.scheduling_gates or []] == ["example.com/hold"] or None
+        wait_for("the old pod's placement gate lifted", lifted, timeout=90)
+        took = (dt.datetime.now(dt.timezone.utc) - gated_at).total_seconds()
+        bound = PLACEMENT_LEASE.total_seconds() + GATE_SWEEP_SECONDS + DEFAULT_INTERVAL + 5   # + polling slack
+        assert PLACEMENT_LEASE.total_seconds() <= took <= bound, took
+        fresh = core.read_namespaced_pod("fresh", ns)
+        assert [g.name for g in fresh.spec.scheduling_gates] == [PLACEMENT_GATE, "example.com/hold"]
+        assert PLACEMENT_GATE_OWNER_ANNOTATION not in (core.read_namespaced_pod("old", ns).metadata.annotations or {})
+        FIGURES["gate_lifted_after_seconds"] = round(took, 1)
+        print(f"\ncoordinator down: the gate set {took:.1f}s earlier was lifted by the controller (promise "
+              f"{PLACEMENT_LEASE.total_seconds():.0f}s + one {GATE_SWEEP_SECONDS:.0f}s sweep)")
+    finally:
+        apps.patch_namespaced_deployment_scale(manifests.COORDINATOR_NAME, NAMESPACE, {"spec": {"replicas": 1}})
+        wait_for("the coordinator back and holding its Lease", lambda: (lambda lease: lease.spec.holder_identity
+                 and installed_pod(core, manifests.COORDINATOR_NAME) is not None
+                 and lease.spec.holder_identity.startswith(installed_pod(core, manifests.COORDINATOR_NAME).metadata.name))(
+                     client.CoordinationV1Api(api).read_namespaced_lease("repack-coordinator", NAMESPACE)) or None,
+                 timeout=180)
+
 def test_uninstall_removes_everything_install_created(installed, real_node, control_plane):
     api = control_plane.api_client
     core = client.CoreV1Api(api)
-    pod = installed_pod(core)
-    containers = [cs.container_id.split("://", 1)[1] for cs in pod.status.container_statuses]
+    pods = [installed_pod(core, name) for name in (manifests.NAME, manifests.COORDINATOR_NAME, manifests.CONTROLLER_NAME)]
+    containers = [cs.container_id.split("://", 1)[1] for pod in pods for cs in pod.status.container_statuses]
     out = repack(control_plane.kubeconfig, "uninstall", "--namespace", NAMESPACE)
     assert out.returncode == 0, out.stdout + out.stderr
     installed["uninstalled"] = True
@@ -705,7 +760,11 @@ def test_uninstall_removes_everything_install_created(installed, real_node, cont
         ("ClusterRole", lambda: rbac.read_cluster_role(manifests.NAME)),
         ("ClusterRoleBinding", lambda: rbac.read_cluster_role_binding(manifests.NAME)),
         ("Deployment", lambda: apps.read_namespaced_deployment(manifests.NAME, NAMESPACE)),
+        ("Deployment", lambda: apps.read_namespaced_deployment(manifests.COORDINATOR_NAME, NAMESPACE)),
         ("Service", lambda: core.read_namespaced_service(manifests.NAME, NAMESPACE)),
+        ("Service", lambda: core.read_namespaced_service(manifests.COORDINATOR_NAME, NAMESPACE)),
+        ("ValidatingAdmissionPolicy", lambda: reg.read_validating_admission_policy("repack-run-creator")),
+        ("ValidatingAdmissionPolicy", lambda: reg.read_validating_admission_policy("repack-pod-writes")),
         ("Secret", lambda: core.read_namespaced_secret(manifests.SECRET_NAME, NAMESPACE)),
     ]:
         assert absent(read), f"{what} still there after uninstall"

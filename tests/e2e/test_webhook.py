@@ -294,19 +294,64 @@ def test_install_is_valid_idempotent_and_least_privilege(control_plane):
                            timeout=60)
         return r.stdout.strip()
 
-    # The RepackRun controller's account is the only one that may evict, and it may not delete or patch pods.
+    # The RepackRun controller's account is the only one that may evict; it may not delete pods, and its
+    # pod patches (lifting expired gates) are confined by the pod-write policy (below).
     assert can("create", "pods", "--subresource=eviction", "-n", "default", sa="repack-controller") == "yes"
     assert can("delete", "pods", "-n", "default", sa="repack-controller") == "no"
-    assert can("patch", "pods", "-n", "default", sa="repack-controller") == "no"
     assert can("create", "subjectaccessreviews.authorization.k8s.io", sa="repack-controller") == "yes"
+    assert can("get", "secrets/repack-controller-seal-key", "-n", ns, sa="repack-controller") == "yes"
+    assert can("create", "leases.coordination.k8s.io", "-n", ns, sa="repack-controller") == "no"
+    assert can("update", "leases.coordination.k8s.io/repack-execute", "-n", ns, sa="repack-controller") == "yes"
 
-    assert can("create", "pods", "--subresource=eviction", "-n", "default") == "no"
-    assert can("delete", "pods", "-n", "default") == "no"
-    assert can("patch", "pods", "--subresource=status", "-n", "default") == "yes"
-    assert can("patch", "pods", "-n", "default") == "yes"
-    assert can("update", "repackruns.repack.volcano.sh", "--subresource=status") == "yes"
-    assert can("update", "leases.coordination.k8s.io", "-n", ns) == "yes"
-    assert can("update", "leases.coordination.k8s.io", "-n", "default") == "no"
+    # The network-facing webhook holds no write, no Secret, no Lease but the coordinator's to watch.
+    for verb_args in (("create", "pods", "--subresource=eviction", "-n", "default"), ("delete", "pods", "-n", "default"),
+                      ("patch", "pods", "-n", "default"), ("patch", "pods", "--subresource=status", "-n", "default"),
+                      ("update", "repackruns.repack.volcano.sh", "--subresource=status"),
+                      ("get", "secrets/repack-controller-seal-key", "-n", ns),
+                      ("update", "leases.coordination.k8s.io/repack-coordinator", "-n", ns)):
+        assert can(*verb_args) == "no", verb_args
+    assert can("watch", "leases.coordination.k8s.io/repack-coordinator", "-n", ns) == "yes"
+    assert can("watch", "repackruns.repack.volcano.sh") == "yes"
+
+    # The coordinator, in its own Deployment under its own account: its pod writes and its own Lease.
+    client.AppsV1Api(api).read_namespaced_deployment("repack-coordinator", ns)
+    assert can("patch", "pods", "--subresource=status", "-n", "default", sa="repack-coordinator") == "yes"
+    assert can("patch", "pods", "-n", "default", sa="repack-coordinator") == "yes"
+    assert can("update", "repackruns.repack.volcano.sh", "--subresource=status", sa="repack-coordinator") == "yes"
+    assert can("update", "leases.coordination.k8s.io/repack-coordinator", "-n", ns, sa="repack-coordinator") == "yes"
+    assert can("update", "leases.coordination.k8s.io/repack-execute", "-n", ns, sa="repack-coordinator") == "no"
+    assert can("create", "leases.coordination.k8s.io", "-n", ns, sa="repack-coordinator") == "no"
+    assert can("create", "pods", "--subresource=eviction", "-n", "default", sa="repack-coordinator") == "no"
+    for name in ("repack-coordinator", "repack-controller", "repack-execute"):   # made by install
+        client.CoordinationV1Api(api).read_namespaced_lease(name, ns)
+
+    # What the pod-write policy lets those two accounts change on a pod: our gate and our annotations.
+    core = client.CoreV1Api(api)
+    pod_ns = f"{ns}-pods"
+    core.create_namespace({"metadata": {"name": pod_ns}})
+    try:
+        core.create_namespaced_pod(pod_ns, {"metadata": {"name": "gated", "labels": {"app": "x"},
+                                                         "annotations": {"team": "a"}},
+                                            "spec": {"schedulingGates": [{"name": "repack.volcano.sh/placement"},
+                                                                         {"name": "other.io/gate"}],
+                                                     "containers": [{"name": "c", "image": "registry.invalid/a:1"}]}})
+        for sa in ("repack-coordinator", "repack-controller"):
+            for patch in ({"spec": {"containers": [{"name": "c", "image": "registry.invalid/evil:1"}]}},
+                          {"metadata": {"labels": {"app": "y"}}}, {"metadata": {"annotations": {"team": "b"}}},
+                          {"spec": {"tolerations": [{"operator": "Exists"}]}}):
+                out = subprocess.run([kubectl, f"--kubeconfig={control_plane.kubeconfig}", "-n", pod_ns, "patch", "pod",
+                                      "gated", "--type=strategic", "-p", json.dumps(patch),
+                                      f"--as=system:serviceaccount:{ns}:{sa}"], capture_output=True, text=True, timeout=60)
+                assert out.returncode != 0 and "repack-pod-writes" in out.stderr, (sa, patch, out.stderr)
+        ungate = json.dumps([{"op": "replace", "path": "/spec/schedulingGates", "value": [{"name": "other.io/gate"}]},
+                             {"op": "add", "path": "/metadata/annotations/repack.volcano.sh~1note", "value": "x"}])
+        out = subprocess.run([kubectl, f"--kubeconfig={control_plane.kubeconfig}", "-n", pod_ns, "patch", "pod", "gated",
+                              "--type=json", "-p", ungate, f"--as=system:serviceaccount:{ns}:repack-controller"],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert gates(core.read_namespaced_pod("gated", pod_ns)) == ["other.io/gate"]
+    finally:
+        core.delete_namespace(pod_ns)
 
     out = repack_cli(control_plane.kubeconfig, "uninstall", "--namespace", ns)
     assert out.returncode == 0, out.stderr

@@ -298,3 +298,18 @@ def test_the_cooldown_of_an_unauthorized_run_is_not_stored():
     tick(ctl)
     assert store.runs["run-1"]["status"]["phase"] == "Succeeded"
     assert [c[-1] for c in ctl.lease.calls if c[0] == "release"] == [dt.timedelta(minutes=20)], ctl.lease.calls
+
+
+def test_the_leader_lifts_expired_gates_every_sweep_and_a_follower_does_not():
+    for leader, expected in ((True, 1), (False, 0)):
+        ctl, *_ = make([], leader=leader)
+        calls = []
+        ctl.lift_gates = lambda now: calls.append(now) or ["demo/p"]
+        ctl.tick()
+        ctl.tick()                      # within the sweep interval: not again
+        assert len(calls) == expected
+        if leader:
+            assert calls == [T0]
+            ctl._last_gate_sweep -= ctl.gate_sweep_seconds
+            ctl.tick()
+            assert len(calls) == 2

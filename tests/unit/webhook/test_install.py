@@ -35,14 +35,17 @@ def by_kind(objs, kind):
 def test_dry_run_renders_every_object_crd_first():
     objs = dry_run()
     assert [o["kind"] for o in objs] == [
-        "CustomResourceDefinition", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "Namespace",
-        "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
-        "RoleBinding", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
-        "Deployment", "Service", "Deployment", "MutatingWebhookConfiguration"]
+        "CustomResourceDefinition", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+        "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "Namespace",
+        *["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"] * 3,
+        "Lease", "Lease", "Lease", "Deployment", "Service", "Deployment", "Service", "Deployment",
+        "MutatingWebhookConfiguration"]
     assert objs[0]["metadata"]["name"] == "repackruns.repack.volcano.sh"
-    deploy = by_kind(objs, "Deployment")[0]
-    commands = [c["command"] for c in deploy["spec"]["template"]["spec"]["containers"]]
-    assert ["python", "-m", "webhook.coordinator"] in commands
+    commands = {d["metadata"]["name"]: [c["command"] for c in d["spec"]["template"]["spec"]["containers"]]
+                for d in by_kind(objs, "Deployment")}
+    assert commands["repack-coordinator"] == [["python", "-m", "webhook.coordinator"]]
+    assert commands["repack-controller"] == [["python", "-m", "webhook.controller"]]
+    assert [c[:3] for c in commands["repack-webhook"]] == [["python", "-m", "webhook"]]
 
 
 def test_webhook_configuration_fails_open_and_carries_no_ca_bundle_or_key():
@@ -110,24 +113,41 @@ def _rules_of(objs, service_account):
             for r in roles[(o["roleRef"]["kind"], o["roleRef"]["name"])]]
 
 
-def test_rbac_of_the_webhook_cannot_evict_or_delete_pods():
+def test_rbac_of_the_network_facing_webhook_is_read_only():
+    """Finding 4: the webhook's account reads RepackRuns and watches the coordinator's Lease, nothing else."""
     rules = _rules_of(dry_run(), "repack-webhook")
     for rule in rules:
+        assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
+        assert set(rule["resources"]) <= {"repackruns", "leases"}, rule
+    (lease_rule,) = [r for r in rules if r["resources"] == ["leases"]]
+    assert lease_rule["resourceNames"] == ["repack-coordinator"]
+
+
+def test_rbac_of_the_coordinator_cannot_evict_or_delete_pods():
+    rules = _rules_of(dry_run(), "repack-coordinator")
+    for rule in rules:
         resources = set(rule["resources"])
-        assert "pods/eviction" not in resources, rule
+        assert "pods/eviction" not in resources and "secrets" not in resources, rule
         if rule["apiGroups"] == [""] and resources & {"pods", "pods/status"}:
             assert not {"delete", "deletecollection", "create", "*"} & set(rule["verbs"]), rule
+        if "leases" in resources:
+            assert rule["resourceNames"] == ["repack-coordinator"] and "create" not in rule["verbs"], rule
     assert any("pods/status" in r["resources"] and "patch" in r["verbs"] for r in rules)
 
 
-def test_only_the_controller_may_evict_and_it_may_neither_delete_nor_patch_pods():
+def test_only_the_controller_may_evict_and_it_may_not_delete_pods():
     objs = dry_run()
     evict = {o["subjects"][0]["name"] for o in objs if o["kind"] in ("ClusterRoleBinding", "RoleBinding")
              if any("pods/eviction" in r["resources"] for r in _rules_of([*objs], o["subjects"][0]["name"]))}
     assert evict == {"repack-controller"}
     for rule in _rules_of(objs, "repack-controller"):
         if rule["apiGroups"] == [""] and "pods" in rule["resources"]:
-            assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
+            # patch: lifting expired gates only, as the pod-write policy confines it
+            assert set(rule["verbs"]) <= {"get", "list", "watch", "patch"}, rule
+    (policy,) = [o for o in objs if o["kind"] == "ValidatingAdmissionPolicy" and o["metadata"]["name"] == "repack-pod-writes"]
+    (condition,) = policy["spec"]["matchConditions"]
+    assert "system:serviceaccount:repack-system:repack-controller" in condition["expression"]
+    assert "system:serviceaccount:repack-system:repack-coordinator" in condition["expression"]
 
 
 def test_webhook_url_replaces_the_service_and_is_a_san(tmp_path):
@@ -195,7 +215,7 @@ def fake_api(monkeypatch):
     api = FakeApi()
     # install --wait (the default) polls the Deployment: here it is rolled out at once.
     for ns in ("repack-system", "default"):
-        for name in ("repack-webhook", "repack-controller"):
+        for name in ("repack-webhook", "repack-coordinator", "repack-controller"):
             api.existing[f"/apis/apps/v1/namespaces/{ns}/deployments/{name}"] = READY_DEPLOYMENT
     monkeypatch.setattr(options.Settings, "api", lambda self: api)
     return api
@@ -210,7 +230,7 @@ def test_install_applies_every_object_server_side(fake_api):
     result = invoke("install")
     assert result.exit_code == 0, result.output
     applies = [c for c in fake_api.calls if c[0] == "PATCH"]
-    assert len(applies) == 18
+    assert len(applies) == 30
     assert all(c[2] == "application/apply-patch+yaml" and c[3] == {"fieldManager": "kubectl-repack", "force": "true"}
                for c in applies)
     paths = [c[1] for c in applies]
@@ -298,7 +318,7 @@ def test_server_dry_run_sends_every_object_with_dry_run_all_and_stores_nothing(f
     result = invoke("install", "--dry-run=server")
     assert result.exit_code == 0, result.output
     writes = [c for c in fake_api.calls if c[0] != "GET"]
-    assert len(writes) == 18
+    assert len(writes) == 30
     assert all(c[0] == "PATCH" and c[3] == {"fieldManager": "kubectl-repack", "force": "true", "dryRun": "All"}
                for c in writes)
     lines = result.output.splitlines()
@@ -324,7 +344,7 @@ def test_server_dry_run_leaves_a_foreign_namespace_alone_and_prints_the_answers_
     result = invoke("install", "--dry-run=server", "-n", "default", "-o", "json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
-    assert doc["kind"] == "List" and len(doc["items"]) == 17     # the fake server answers {} for each
+    assert doc["kind"] == "List" and len(doc["items"]) == 29     # the fake server answers {} for each
     assert not any(c[0] == "PATCH" and c[1] == "/api/v1/namespaces/default" for c in fake_api.calls)
     assert any(c[0] == "PATCH" and c[1] == "/api/v1/namespaces/default/serviceaccounts/repack-webhook"
                for c in fake_api.calls)

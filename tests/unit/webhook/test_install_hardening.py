@@ -20,7 +20,7 @@ def invoke(*args):
 
 
 def pod_specs(*extra):
-    """{Deployment name: pod template spec} of `install --dry-run` (the webhook and the controller)."""
+    """{Deployment name: pod template spec} of `install --dry-run` (webhook, coordinator, controller)."""
     result = invoke("install", "--dry-run", "-o", "yaml", *extra)
     assert result.exit_code == 0, result.output
     return {d["metadata"]["name"]: d["spec"]["template"]["spec"]
@@ -28,11 +28,12 @@ def pod_specs(*extra):
 
 
 def pod_spec(*extra):
-    """The webhook Deployment's pod spec; the controller's must be placed the same way."""
+    """The webhook Deployment's pod spec; the coordinator's and the controller's must be placed the same way."""
     specs = pod_specs(*extra)
-    assert set(specs) == {"repack-webhook", "repack-controller"}
-    for key in ("nodeSelector", "tolerations", "priorityClassName"):
-        assert specs["repack-controller"].get(key) == specs["repack-webhook"].get(key), key
+    assert set(specs) == {"repack-webhook", "repack-coordinator", "repack-controller"}
+    for other in ("repack-coordinator", "repack-controller"):
+        for key in ("nodeSelector", "tolerations", "priorityClassName"):
+            assert specs[other].get(key) == specs["repack-webhook"].get(key), (other, key)
     return specs["repack-webhook"]
 
 
@@ -115,18 +116,25 @@ def test_numeric_non_root_users():
         assert isinstance(sc["runAsUser"], int) and sc["runAsUser"] != 0 and sc["runAsNonRoot"] is True
 
 
-def test_coordinator_probes_and_metrics_port_in_the_service():
+def test_coordinator_runs_apart_with_its_probes_and_metrics_service():
+    """The coordinator has a Deployment, a ServiceAccount and a metrics Service of its own; the
+    webhook's pod runs the webhook only (finding 4: no shared token)."""
     objs = manifests.render()
-    (dep,) = [o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == "repack-webhook"]
-    (svc,) = [o for o in objs if o["kind"] == "Service"]
-    coordinator = containers(dep["spec"]["template"]["spec"])["coordinator"]
+    deps = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Deployment"}
+    svcs = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Service"}
+    assert list(containers(deps["repack-webhook"]["spec"]["template"]["spec"])) == ["webhook"]
+    spec = deps["repack-coordinator"]["spec"]["template"]["spec"]
+    assert spec["serviceAccountName"] == "repack-coordinator"
+    assert deps["repack-webhook"]["spec"]["template"]["spec"]["serviceAccountName"] == "repack-webhook"
+    coordinator = containers(spec)["coordinator"]
     assert coordinator["ports"] == [{"name": "metrics", "containerPort": 9090, "protocol": "TCP"}]
     assert {"name": "REPACK_COORDINATOR_METRICS_PORT", "value": "9090"} in coordinator["env"]
     for probe in ("readinessProbe", "livenessProbe"):
         assert coordinator[probe]["httpGet"]["port"] == "metrics", probe
-    ports = {p["name"]: p for p in svc["spec"]["ports"]}
-    assert ports["metrics"]["port"] == 9090 and ports["metrics"]["targetPort"] == "metrics"
-    assert ports["https"]["port"] == 443
+    ports = {p["name"]: p for p in svcs["repack-coordinator"]["spec"]["ports"]}
+    assert ports == {"metrics": {"name": "metrics", "port": 9090, "targetPort": "metrics", "protocol": "TCP"}}
+    assert svcs["repack-coordinator"]["spec"]["selector"] == {"app.kubernetes.io/name": "repack-coordinator"}
+    assert [p["port"] for p in svcs["repack-webhook"]["spec"]["ports"]] == [443]
 
 
 def test_one_replica_with_its_reason_and_no_service_links():
@@ -249,7 +257,8 @@ def test_cluster_role_lets_the_coordinator_list_everything_its_live_snapshot_rea
     from webhook.coordinator import FILTER_KINDS
 
     assert FILTER_KINDS
-    (role,) = [o for o in manifests.render() if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "repack-webhook"]
+    (role,) = [o for o in manifests.render() if o["kind"] == "ClusterRole"
+               and o["metadata"]["name"] == manifests.COORDINATOR_NAME]
     for kind in FILTER_KINDS:
         group = kind.api_version.rpartition("/")[0]
         for verb in ("list", "watch"):
@@ -270,13 +279,12 @@ def test_cluster_role_lets_the_controller_list_everything_a_live_plan_reads():
                    for r in role["rules"]), kind
 
 # ---- opt-in NetworkPolicy (issue 13) ------------------------------------------------------------------
-def test_apiserver_cidr_renders_a_policy_that_keeps_the_metrics_port_separate():
+def test_apiserver_cidr_renders_a_policy_that_admits_only_those_to_the_webhook_pod():
     objs = manifests.render(apiserver_cidrs=["10.244.0.1/32", "2001:db8::/64"])
     (policy,) = [o for o in objs if o["kind"] == "NetworkPolicy"]
-    webhook_rule, metrics_rule = policy["spec"]["ingress"]
+    (webhook_rule,) = policy["spec"]["ingress"]    # the coordinator's metrics live in its own pod now
     assert webhook_rule == {"from": [{"ipBlock": {"cidr": "10.244.0.1/32"}}, {"ipBlock": {"cidr": "2001:db8::/64"}}],
                             "ports": [{"protocol": "TCP", "port": manifests.CONTAINER_PORT}]}
-    assert metrics_rule == {"ports": [{"protocol": "TCP", "port": manifests.METRICS_PORT}]}
     assert policy["spec"]["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": manifests.NAME}}
     assert not [o for o in manifests.render() if o["kind"] == "NetworkPolicy"]  # opt-in only
 

@@ -47,10 +47,26 @@ def test_rbac_cannot_evict_or_delete_pods(bundle):
     ("", "persistentvolumes", "get"), ("", "persistentvolumeclaims", "watch"),
     ("scheduling.volcano.sh", "podgroups", "list"), ("repack.volcano.sh", "repackruns", "watch"),
     ("repack.volcano.sh", "repackruns/status", "patch"), ("repack.volcano.sh", "repackruns/status", "update"),
-    ("coordination.k8s.io", "leases", "create"), ("coordination.k8s.io", "leases", "update"),
+    ("coordination.k8s.io", "leases", "update"),
 ])
 def test_rbac_grants_what_webhook_and_coordinator_need(group, resource, verb):
     assert grants(all_rules(manifests.render()), group, resource, verb)
+
+
+def test_no_process_may_create_leases_and_each_updates_only_its_own():
+    """Kubernetes cannot limit `create` by name, so install makes the Leases and each process is
+    granted get/update (the webhook get/list/watch) on its own by name."""
+    objs = manifests.render(namespace="repack-system")
+    made = {o["metadata"]["name"] for o in by_kind(objs, "Lease")}
+    assert made == {"repack-coordinator", "repack-controller", "repack-execute"}
+    own = {}
+    for role in by_kind(objs, "Role") + by_kind(objs, "ClusterRole"):
+        for rule in role["rules"]:
+            if "leases" in rule["resources"]:
+                assert "create" not in rule["verbs"] and rule.get("resourceNames"), (role["metadata"]["name"], rule)
+                own.setdefault(role["metadata"]["name"], set()).update(rule["resourceNames"])
+    assert own == {"repack-webhook-leases": {"repack-coordinator"}, "repack-coordinator": {"repack-coordinator"},
+                   "repack-controller": {"repack-controller", "repack-execute"}}
 
 
 def test_leases_only_in_own_namespace():
@@ -89,8 +105,8 @@ def test_webhook_configuration_fields(bundle):
 
 def test_the_creator_policy_fails_closed_and_is_bound_to_deny(bundle):
     objs = manifests.render(namespace="repack-system", certs=bundle)
-    (policy,) = by_kind(objs, "ValidatingAdmissionPolicy")
-    (binding,) = by_kind(objs, "ValidatingAdmissionPolicyBinding")
+    policy, _pod_writes = by_kind(objs, "ValidatingAdmissionPolicy")
+    binding, _ = by_kind(objs, "ValidatingAdmissionPolicyBinding")
     assert objs[:2] == [policy, binding]           # in force before anything that could create a run
     assert policy["spec"]["failurePolicy"] == "Fail"
     assert policy["spec"]["matchConstraints"]["resourceRules"] == [{
@@ -147,13 +163,13 @@ def test_secret_service_deployment(bundle):
     assert svc["spec"]["ports"][0]["port"] == 443 and svc["spec"]["ports"][0]["targetPort"] == 8443
     dep = by_kind(objs, "Deployment")[0]
     pod_spec = dep["spec"]["template"]["spec"]
-    assert [c["name"] for c in pod_spec["containers"]] == ["webhook", "coordinator"]
+    assert [c["name"] for c in pod_spec["containers"]] == ["webhook"]
     assert all(c["image"] == "img:1" for c in pod_spec["containers"])
     assert pod_spec["serviceAccountName"] == "repack-webhook"
     assert svc["spec"]["selector"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
     assert pod_spec["volumes"][0]["secret"]["secretName"] == sec["metadata"]["name"]
-    assert [o["kind"] for o in objs][:4] == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
-                                             "Namespace", "ServiceAccount"]
+    assert [o["kind"] for o in objs][:6] == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * 2 + [
+        "Namespace", "ServiceAccount"]
     assert objs[-1]["kind"] == "MutatingWebhookConfiguration"  # registered last, once the server exists
 
 
