@@ -48,7 +48,12 @@ def pdb_blocks(victims: list, pdbs: list) -> list:
     return out
 
 
-RETRY, ACCEPTED, GONE, REJECTED = "retry", "accepted", "gone", "rejected"
+RETRY, ACCEPTED, GONE, REJECTED, UNKNOWN = "retry", "accepted", "gone", "rejected", "unknown"
+
+# Answers that do not say whether the eviction happened: no answer (0: a client-side timeout, a
+# dropped connection), a server error other than the several-PDBs refusal, a gateway's 502/503/504.
+# The API server may have deleted the pod before the answer was lost.
+UNKNOWN_CODES = frozenset({0, 500, 502, 503, 504})
 
 
 def classify_eviction(resp: EvictionResponse) -> tuple:
@@ -56,7 +61,8 @@ def classify_eviction(resp: EvictionResponse) -> tuple:
 
     201/200 accepted; 429 a PDB forbids it now (retried until the deadline); 404 the pod is gone;
     409 the UID precondition failed (the victim is gone, a same-name replacement exists); 500 with
-    several PDBs and anything else is a rejection the run reports.
+    several PDBs is a rejection the run reports; no answer, another 500, 502, 503 and 504 leave the
+    outcome unknown (settled by reading the victim: settle_unknown); anything else is a rejection.
     """
     if resp.code in (200, 201):
         return ACCEPTED, "Eviction API accepted the eviction"
@@ -68,7 +74,36 @@ def classify_eviction(resp: EvictionResponse) -> tuple:
         return GONE, f"the victim's UID precondition failed; it was replaced ({resp.message})"
     if resp.code == 500 and "more than one" in resp.message.lower():
         return REJECTED, f"several PodDisruptionBudgets select the pod: {resp.message}"
+    if resp.code in UNKNOWN_CODES:
+        answer = f"no answer from the Eviction API: {resp.message}" if resp.code == 0 \
+            else f"Eviction API answered {resp.code}: {resp.message}"
+        return UNKNOWN, f"the outcome of the Eviction call is unknown ({answer})"
     return REJECTED, f"Eviction API answered {resp.code}: {resp.message}"
+
+
+VICTIM_GONE, VICTIM_TERMINATING, VICTIM_RUNNING = "gone", "terminating", "running"
+
+
+def victim_state(uid: str, live_pod: Optional[dict]) -> str:
+    """What became of the victim `uid`, read by name: gone (no pod, or a same-name pod with another
+    UID), terminating (same UID, deletionTimestamp set) or running."""
+    meta = (live_pod or {}).get("metadata") or {}
+    if live_pod is None or (uid and meta.get("uid") != uid):
+        return VICTIM_GONE
+    if meta.get("deletionTimestamp"):
+        return VICTIM_TERMINATING
+    return VICTIM_RUNNING
+
+
+def settle_unknown(uid: str, live_pod: Optional[dict], why: str) -> tuple:
+    """(verdict, message) for an Eviction call whose outcome was unknown (`why`), from the victim as
+    read afterwards: gone or terminating -> ACCEPTED (the eviction went through); still running ->
+    UNKNOWN (it did not take effect; the caller may retry, the UID precondition keeping a replayed
+    call harmless to a replacement)."""
+    state = victim_state(uid, live_pod)
+    if state == VICTIM_RUNNING:
+        return UNKNOWN, f"{why}; the victim uid {uid} is still running"
+    return ACCEPTED, f"{why}; the victim uid {uid} was {state} when read afterwards: the eviction went through"
 
 
 @dataclass
@@ -105,11 +140,11 @@ def resume_action(record: Relocation, live_pod: Optional[dict]) -> tuple:
     if record.eviction.phase != EVICTION_IN_PROGRESS:
         return RESUME_SKIP, ""
     uid = record.victim_pod_uid
-    live_uid = ((live_pod or {}).get("metadata") or {}).get("uid")
-    if live_pod is None or (uid and live_uid != uid):
+    state = victim_state(uid, live_pod)
+    if state == VICTIM_GONE:
         return RESUME_DONE_GONE, (f"victim uid {uid} was gone when apply resumed: the eviction issued "
                                   "before the restart went through")
-    if (live_pod.get("metadata") or {}).get("deletionTimestamp"):
+    if state == VICTIM_TERMINATING:
         return RESUME_DONE_ACCEPTED, (f"victim uid {uid} was terminating when apply resumed: the eviction "
                                       "issued before the restart went through")
     return RESUME_EVICT, ""

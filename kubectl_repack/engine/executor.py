@@ -20,10 +20,11 @@ from kubectl_repack.api.run import (COND_COMPLETE, COND_FAILED, COND_PROGRESSING
                                     PLACEMENT_PLACED, PLACEMENT_TIMED_OUT, Eviction, Reason, Relocation, derive_phase, goal_resource,
                                     is_finished, relocations, set_condition)
 from kubectl_repack.api.times import parse_time, rfc3339
-from kubectl_repack.errors import RepackError
+from kubectl_repack.errors import ClusterAPIError, RepackError
 
 from .evictions import (ACCEPTED, GONE, REJECTED, RESUME_DONE_ACCEPTED, RESUME_DONE_GONE, RESUME_EVICT, RETRY,
-                        Backoff, classify_eviction, pdb_blocks, resume_action)
+                        UNKNOWN, VICTIM_GONE, Backoff, classify_eviction, pdb_blocks, resume_action, settle_unknown,
+                        victim_state)
 from .outcome import Outcome, decide_outcome, initial_relocations, validate_records, verify
 from .ports import Clock, ClusterReader, EvictionResponse, Evictor, RunWriter
 from .tracking import find_replacements
@@ -256,9 +257,7 @@ class Executor:
                 if action in (RESUME_DONE_GONE, RESUME_DONE_ACCEPTED):
                     run = self._set_eviction(name, i, EVICTION_ACCEPTED, msg)
                 elif action == RESUME_EVICT:
-                    gone = live is None or (rec.victim_pod_uid and
-                                            (live.get("metadata") or {}).get("uid") != rec.victim_pod_uid)
-                    if gone and rec.eviction.phase == EVICTION_PENDING:
+                    if rec.eviction.phase == EVICTION_PENDING and victim_state(rec.victim_pod_uid, live) == VICTIM_GONE:
                         # Gone before we touched it: the plan no longer holds for this pod.
                         run = self._set_eviction(name, i, EVICTION_INDIRECTLY_REMOVED,
                                                  f"victim uid {rec.victim_pod_uid} was gone before its eviction")
@@ -313,9 +312,8 @@ class Executor:
                 # write-ahead, and the last look at the record: still the victim we are about to evict
                 run = self._set_eviction(name, i, EVICTION_IN_PROGRESS, victim=victim)
                 try:
-                    verdict, msg = self._evict_with_retry(name, ns, rec.victim_pod_name, rec.victim_pod_uid, grace,
-                                                          deadline)
-                except _Cancelled:   # only refused (429) attempts so far: the victim still runs
+                    verdict, msg = self._evict_with_retry(name, rec, grace, deadline)
+                except _Cancelled:   # no attempt took effect so far: the victim still runs
                     run = self._not_evicted(name, run, [j for j, _ in todo[pos:]], self._cancel)
                     break
                 if verdict == ACCEPTED:
@@ -353,23 +351,60 @@ class Executor:
             raise LeaseLost(f"repackrun {name}: {halt}; no further eviction was issued; "
                             f"continue with `kubectl repack apply --resume {name}`")
 
-    def _evict_with_retry(self, name: str, ns: str, pod: str, uid: str, grace, deadline: dt.datetime) -> tuple:
-        """One eviction, retried with backoff while a PDB answers 429, until the retry timeout
-        or the run's deadline; the Lease guard is asked again before every retry."""
+    def _evict_with_retry(self, name: str, rec: Relocation, grace, deadline: dt.datetime) -> tuple:
+        """One eviction, retried with backoff while a PDB answers 429 or the outcome is unknown,
+        until the retry timeout or the run's deadline; the Lease guard is asked again before every
+        retry.
+
+        An unknown outcome (no answer, 500, 502, 503, 504) is settled by reading the victim: gone
+        or terminating -> ACCEPTED; still running -> retried (the UID precondition makes a replayed
+        call harmless to a replacement), Rejected once the retries run out. After an unknown
+        outcome every later answer short of 201 is settled the same way (a 429 or 404 may be the
+        earlier call's doing). A victim that cannot be read raises ClusterAPIError and leaves the
+        record InProgress, for `--resume` to settle."""
+        ns, pod, uid = rec.namespace, rec.victim_pod_name, rec.victim_pod_uid
         retry_deadline = min(deadline, self.clock.now() + self.options.eviction_retry_timeout)
         backoff = Backoff()
+        unknown = ""   # why an earlier attempt's outcome is unknown
         while True:
             verdict, msg = classify_eviction(EvictionResponse(*self.evictor.evict(ns, pod, uid, grace)))
-            if verdict != RETRY:
+            if verdict == UNKNOWN:
+                unknown = msg
+            if unknown and verdict != ACCEPTED:
+                settled, smsg = self._settle_unknown(name, rec, msg if verdict == UNKNOWN else
+                                                     f"{unknown}, then {msg}")
+                if settled == ACCEPTED:
+                    return settled, smsg
+                if verdict == UNKNOWN:
+                    msg = smsg
+            if verdict not in (RETRY, UNKNOWN):
                 return verdict, msg
             delay = backoff.next_delay(self.clock.now(), retry_deadline)
             if delay is None:
+                if verdict == UNKNOWN:
+                    return REJECTED, f"{msg}, after retrying until {rfc3339(retry_deadline)}"
                 return REJECTED, f"{msg} (still blocked after retrying until {rfc3339(retry_deadline)})"
             self.clock.sleep(delay)
             self._check_guard(name)
             self._cancel = self.cancelled(self.runs.get(name))
             if self._cancel:
+                if unknown:   # the last look before the record goes back to Pending
+                    settled = self._settle_unknown(name, rec, unknown)
+                    if settled[0] == ACCEPTED:
+                        return settled
                 raise _Cancelled(self._cancel)
+
+    def _settle_unknown(self, name: str, rec: Relocation, why: str) -> tuple:
+        """settle_unknown on the victim as read now; ClusterAPIError when it cannot be read (the
+        record stays InProgress: the run stops as after a crash, and `--resume` settles it)."""
+        try:
+            live = self.reader.get_pod(rec.namespace, rec.victim_pod_name)
+        except ClusterAPIError as e:
+            raise ClusterAPIError(
+                f"repackrun {name}: {why} for {rec.victim}, and the pod cannot be read to settle it ({e}); "
+                f"its record stays InProgress; continue with `kubectl repack apply --resume {name}`",
+                e.status) from e
+        return settle_unknown(rec.victim_pod_uid, live, why)
 
     def _track_placements(self, name: str, run: dict, deadline: dt.datetime) -> tuple:
         """Wait until every evicted victim's replacement is bound; record what we see where the

@@ -95,13 +95,30 @@ def test_pdb_precheck(victims, pdbs, blocked):
     (404, "not found", evictions.GONE),
     (409, "Precondition failed: UID in precondition", evictions.GONE),
     (500, "This pod has more than one PodDisruptionBudget", evictions.REJECTED),
-    (500, "internal error", evictions.REJECTED),
+    (500, "internal error", evictions.UNKNOWN),
+    (0, "evicting pod ns/p: cannot reach the API server: Read timed out.", evictions.UNKNOWN),
+    (502, "Bad Gateway", evictions.UNKNOWN),
+    (503, "the server is currently unable to handle the request", evictions.UNKNOWN),
+    (504, "Timeout: request did not complete within requested timeout", evictions.UNKNOWN),
     (403, "forbidden", evictions.REJECTED),
 ])
 def test_eviction_answers(code, message, verdict):
     got, text = evictions.classify_eviction(ports.EvictionResponse(code, message))
     assert got == verdict
     assert message in text
+
+
+@pytest.mark.parametrize("pod, verdict, said", [
+    pytest.param(None, evictions.ACCEPTED, "was gone when read afterwards", id="gone"),
+    pytest.param(live(uid="u2"), evictions.ACCEPTED, "was gone when read afterwards", id="replaced-same-name"),
+    pytest.param(live(deleting=True), evictions.ACCEPTED, "was terminating when read afterwards", id="terminating"),
+    pytest.param(live(), evictions.UNKNOWN, "is still running", id="still-running"),
+])
+def test_an_unknown_outcome_is_settled_by_the_victims_uid(pod, verdict, said):
+    got, message = evictions.settle_unknown("u1", pod, "the outcome of the Eviction call is unknown (504)")
+    assert got == verdict
+    assert message.startswith("the outcome of the Eviction call is unknown (504); the victim uid u1 ")
+    assert said in message
 
 
 def test_backoff_doubles_up_to_the_cap_and_stops_at_the_deadline():
