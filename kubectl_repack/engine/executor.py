@@ -77,6 +77,9 @@ class Executor:
     `cancelled(run)` is asked at the same points with the freshest run: a message back (cancel
     annotation, delete) means no further eviction; the evicted pods' replacements are still
     tracked, and the run ends Failed/Cancelled saying what was and was not moved.
+    Before each eviction the write-ahead record (InProgress) is written first, and the last checks
+    come after it, in this order: cancelled, vet, the execution deadline, and guard right before
+    the call (a check that says stop puts the record back to Pending, saying why).
     `on_event(reason, message, warning)` hears every step (Events on the RepackRun).
     `vet(run, record)` is asked with the freshest run before the first eviction (record None) and
     before every eviction (the record about to be evicted): a (reason, message) back means this
@@ -116,11 +119,15 @@ class Executor:
         return self._update(name, mutate)
 
     def _set_eviction(self, name: str, index: int, phase: str, message: str = "",
-                      victim: Optional[tuple] = None) -> dict:
+                      victim: Optional[tuple] = None, only_from: Optional[str] = None) -> dict:
         """Set record `index`'s eviction; with `victim` (namespace, pod, uid), refuse (RepackError
-        naming the record) when the stored record at that index is no longer that victim."""
+        naming the record) when the stored record at that index is no longer that victim; with
+        `only_from`, change nothing unless the stored record is still in that phase."""
         def mutate(st):
             records = st.get("relocations") or []
+            if only_from is not None and (index >= len(records) or not isinstance(records[index], dict)
+                                          or Relocation.from_dict(records[index]).eviction.phase != only_from):
+                return
             if victim is not None:
                 got = Relocation.from_dict(records[index]) if index < len(records) else None
                 if got is None or (got.namespace, got.victim_pod_name, got.victim_pod_uid) != victim:
@@ -293,28 +300,38 @@ class Executor:
                 if stop_msg:
                     run = self._set_eviction(name, i, EVICTION_REJECTED, stop_msg)
                     continue
+                rest = [j for j, _ in todo[pos:]]
                 if self.clock.now() >= deadline:
-                    rest = [j for j, _ in todo[pos:]]
                     run = self._not_started(name, run, rest, deadline)
                     not_started += rest
                     break
-                self._check_guard(name)
-                fresh = self.runs.get(name)
-                self._cancel = self.cancelled(fresh)
-                if self._cancel:
-                    run = self._not_evicted(name, run, [j for j, _ in todo[pos:]], self._cancel)
-                    break
-                self._refused = self.vet(fresh, rec)
-                if self._refused:
-                    run = self._not_evicted(name, run, [j for j, _ in todo[pos:]], self._refused[1])
-                    break
+                self._check_guard(name)    # no write-ahead on a Lease already lost
                 victim = (rec.namespace, rec.victim_pod_name, rec.victim_pod_uid)
                 # write-ahead, and the last look at the record: still the victim we are about to evict
                 run = self._set_eviction(name, i, EVICTION_IN_PROGRESS, victim=victim)
+                # The last checks come after the write-ahead (a write that may take a while), the
+                # Lease last: what they see holds when the call is sent. A stop puts the record back.
+                self._cancel = self.cancelled(run)    # the object as stored by the write-ahead
+                if self._cancel:
+                    run = self._not_evicted(name, run, rest, self._cancel)
+                    break
+                self._refused = self.vet(run, rec)
+                if self._refused:
+                    run = self._not_evicted(name, run, rest, self._refused[1])
+                    break
+                if self.clock.now() >= deadline:
+                    run = self._not_started(name, run, rest, deadline)
+                    not_started += rest
+                    break
+                halt = self.guard()
+                if halt:   # back to Pending unless someone else moved the record on meanwhile
+                    self._set_eviction(name, i, EVICTION_PENDING, f"not evicted: {halt}",
+                                       only_from=EVICTION_IN_PROGRESS)
+                    raise self._lease_lost(name, halt)
                 try:
                     verdict, msg = self._evict_with_retry(name, rec, grace, deadline)
                 except _Cancelled:   # no attempt took effect so far: the victim still runs
-                    run = self._not_evicted(name, run, [j for j, _ in todo[pos:]], self._cancel)
+                    run = self._not_evicted(name, run, rest, self._cancel)
                     break
                 if verdict == ACCEPTED:
                     run = self._set_eviction(name, i, EVICTION_ACCEPTED, msg)
@@ -348,13 +365,17 @@ class Executor:
     def _check_guard(self, name: str) -> None:
         halt = self.guard()
         if halt:
-            raise LeaseLost(f"repackrun {name}: {halt}; no further eviction was issued; "
-                            f"continue with `kubectl repack apply --resume {name}`")
+            raise self._lease_lost(name, halt)
+
+    @staticmethod
+    def _lease_lost(name: str, halt: str) -> LeaseLost:
+        return LeaseLost(f"repackrun {name}: {halt}; no further eviction was issued; "
+                         f"continue with `kubectl repack apply --resume {name}`")
 
     def _evict_with_retry(self, name: str, rec: Relocation, grace, deadline: dt.datetime) -> tuple:
         """One eviction, retried with backoff while a PDB answers 429 or the outcome is unknown,
-        until the retry timeout or the run's deadline; the Lease guard is asked again before every
-        retry.
+        until the retry timeout or the run's deadline; cancel and then the Lease guard are asked
+        again before every retry.
 
         An unknown outcome (no answer, 500, 502, 503, 504) is settled by reading the victim: gone
         or terminating -> ACCEPTED; still running -> retried (the UID precondition makes a replayed
@@ -385,7 +406,6 @@ class Executor:
                     return REJECTED, f"{msg}, after retrying until {rfc3339(retry_deadline)}"
                 return REJECTED, f"{msg} (still blocked after retrying until {rfc3339(retry_deadline)})"
             self.clock.sleep(delay)
-            self._check_guard(name)
             self._cancel = self.cancelled(self.runs.get(name))
             if self._cancel:
                 if unknown:   # the last look before the record goes back to Pending
@@ -393,6 +413,7 @@ class Executor:
                     if settled[0] == ACCEPTED:
                         return settled
                 raise _Cancelled(self._cancel)
+            self._check_guard(name)
 
     def _settle_unknown(self, name: str, rec: Relocation, why: str) -> tuple:
         """settle_unknown on the victim as read now; ClusterAPIError when it cannot be read (the
