@@ -16,6 +16,14 @@ from kubectl_repack.errors import ClusterAPIError, InvalidSnapshotFile, NotFound
 from .client import REQUEST_TIMEOUT, api_error, call, call_json
 
 PAGE_SIZE = 500
+# One Eviction call must end within the execute Lease's margin (engine.mutex): the guard passes right
+# before the call while the Lease was confirmed less than CONFIRMED_SECONDS ago, and a candidate may
+# take it over LEASE_DURATION_SECONDS after that confirmation: 30 - 20 = 10 s. urllib3 retries a
+# failed connect up to EVICTION_CONNECT_RETRIES times (its default Retry; none with
+# --request-timeout), so the request is sent within (3 + 1) x 1 s and answered within 5 s more: 9 s
+# at most. A call that times out has an unknown outcome, which the engine settles by reading the pod.
+EVICTION_CONNECT_RETRIES = 3
+EVICTION_REQUEST_TIMEOUT = (1, 5)   # (connect, read) seconds
 EXPIRED_LIST_RETRIES = 3    # a continue token older than etcd's compaction window answers 410
 
 
@@ -244,8 +252,8 @@ class LiveCluster:
 
     def evict(self, namespace: str, name: str, uid: str, grace_seconds: Optional[int]) -> tuple:
         """policy/v1 Eviction with the victim's UID as precondition; the API server enforces PDBs.
-        (HTTP code, message): 201 accepted, 0 unreachable. Never raises for an API answer: the
-        engine classifies the code."""
+        (HTTP code, message): 201 accepted, 0 unreachable or timed out (EVICTION_REQUEST_TIMEOUT).
+        Never raises for an API answer: the engine classifies the code."""
         from kubernetes.client.rest import ApiException
         from urllib3.exceptions import HTTPError
 
@@ -258,7 +266,8 @@ class LiveCluster:
         if delete_options:
             body["deleteOptions"] = delete_options
         try:
-            self.core.create_namespaced_pod_eviction(name, namespace, body, _request_timeout=REQUEST_TIMEOUT)
+            self.core.create_namespaced_pod_eviction(name, namespace, body,
+                                                     _request_timeout=EVICTION_REQUEST_TIMEOUT)
             return 201, ""
         except ApiException as e:
             return int(e.status or 0), str(api_error(e, f"evicting pod {namespace}/{name}"))

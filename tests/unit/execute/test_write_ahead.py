@@ -1,13 +1,16 @@
-"""The last checks before an Eviction call (security review, finding 11): cancel, vet, the
-execution deadline and the execute Lease are asked after the write-ahead record (InProgress) is
-written, so nothing that happened while that write was in flight is missed."""
+"""The last checks before an Eviction call, and how long that call may take (security review,
+finding 11): cancel, vet, the execution deadline and the execute Lease are asked after the
+write-ahead record (InProgress) is written, so nothing that happened while that write was in
+flight is missed; and one Eviction call cannot outlive the Lease's confirmation margin."""
 from __future__ import annotations
 
 import datetime as dt
 
 import pytest
 
-from kubectl_repack.engine import executor
+from kubectl_repack.engine import executor, mutex
+from kubectl_repack.kube import objects
+from kubectl_repack.kube.client import Overrides, connect, use_transport
 from tests.unit.execute.fakes import FakeClock, FakeCluster, FakeRuns, planned_nodes, seed_objects, started, \
     execute_run
 
@@ -137,3 +140,34 @@ def test_the_lease_is_asked_after_the_cancel_read_before_each_retry():
     with pytest.raises(executor.LeaseLost):
         eng.execute("run-1")
     assert [c[0] for c in cluster.calls] == [W0]    # before the fix: retried once more on the stale Lease
+
+
+# ---- how long one Eviction call may take ----------------------------------------------------------
+
+def test_one_eviction_call_ends_within_the_lease_margin():
+    import urllib3
+
+    margin = mutex.LEASE_DURATION_SECONDS - mutex.CONFIRMED_SECONDS
+    connect_s, read_s = objects.EVICTION_REQUEST_TIMEOUT
+    # urllib3's default Retry (the client's, without --request-timeout) retries a failed connect
+    assert urllib3.Retry.DEFAULT.connect is None and urllib3.Retry.DEFAULT.total <= objects.EVICTION_CONNECT_RETRIES
+    worst = (objects.EVICTION_CONNECT_RETRIES + 1) * connect_s + read_s
+    assert worst < margin, f"an Eviction call may take {worst}s, the Lease leaves {margin}s"   # before: 60s
+
+
+@pytest.mark.parametrize("flag, sent", [
+    pytest.param(None, objects.EVICTION_REQUEST_TIMEOUT, id="no-flag"),
+    pytest.param(30, objects.EVICTION_REQUEST_TIMEOUT, id="longer-flag"),
+    pytest.param(0, objects.EVICTION_REQUEST_TIMEOUT, id="flag-0-no-timeout"),
+    pytest.param(2, (1, 2), id="shorter-flag"),
+])
+def test_the_eviction_request_carries_the_bound(monkeypatch, tmp_path, flag, sent):
+    from tests.unit.kube.fake_server import FakeServer
+
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    server = FakeServer()
+    api = use_transport(connect(overrides=Overrides(server="https://fake:6443", request_timeout=flag)), server.send)
+    objects.LiveCluster(api).evict("demo", "w-0", "uid-w0", 0)
+    evictions = [r for r in server.requests if r[0] == "POST" and r[1].endswith("/eviction")]
+    assert [r[3] for r in evictions] == [sent]      # before the fix: REQUEST_TIMEOUT (60 s)
