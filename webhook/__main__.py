@@ -14,7 +14,7 @@ import ssl
 import sys
 from typing import Any, Callable, Optional, Sequence
 
-from kubectl_repack.api.gates import COORDINATOR_LEASE_NAME
+from kubectl_repack.api.gates import COORDINATOR_LEASE_NAME, DEFAULT_REPLACEMENT_CREATORS
 from kubectl_repack.deploy.certs import TLS_CRT, TLS_KEY
 from webhook.lease import LeaseState
 from webhook.metrics import WebhookMetrics
@@ -38,6 +38,9 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     p.add_argument("--server", choices=("gunicorn", "werkzeug"), default=env("REPACK_WEBHOOK_SERVER", "gunicorn"))
     p.add_argument("--threads", type=int, default=int(env("REPACK_WEBHOOK_THREADS", "8")))
     p.add_argument("--log-level", default=env("REPACK_LOG_LEVEL", "INFO"))
+    p.add_argument("--replacement-creators", default=env("REPACK_REPLACEMENT_CREATORS", ",".join(DEFAULT_REPLACEMENT_CREATORS)),
+                   help="comma-separated usernames that re-create evicted pods; a pod created by anybody else "
+                        "claims no relocation record")
     p.add_argument("--worker-tmp-dir", default=env("REPACK_WEBHOOK_WORKER_TMP_DIR", default_worker_tmp_dir()),
                    help="gunicorn's worker heartbeat directory (default /dev/shm, a tmpfs that stays "
                         "writable under readOnlyRootFilesystem; else Python's temp dir)")
@@ -67,7 +70,8 @@ def build(args: argparse.Namespace, start_watches: bool = True):
     if start_watches:
         RepackRunWatcher(store, api_client).start()
         LeaseWatcher(lease, args.lease_namespace, args.lease_name, api_client).start()
-    return create_app(store, lease.fresh, WebhookMetrics())
+    creators = frozenset(u.strip() for u in args.replacement_creators.split(",") if u.strip())
+    return create_app(store, lease.fresh, WebhookMetrics(), replacement_creators=creators)
 
 
 class _HandshakeInThreadContext(ssl.SSLContext):

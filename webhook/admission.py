@@ -171,8 +171,13 @@ def relocation_annotations(found: Match) -> dict[str, str]:
 
 
 def review_outcome(admission_review: Any, index: RelocationIndex, gate_allowed: bool, now: datetime,
-                   scheduler_names: frozenset[str] = DEFAULT_SCHEDULER_NAMES) -> ReviewOutcome:
-    """Decide on one AdmissionReview; raises AdmissionReviewError for malformed input."""
+                   scheduler_names: frozenset[str] = DEFAULT_SCHEDULER_NAMES,
+                   creators: Optional[frozenset[str]] = None) -> ReviewOutcome:
+    """Decide on one AdmissionReview; raises AdmissionReviewError for malformed input.
+
+    `creators`: the identities that re-create evicted pods (SEC-5); a pod created by anybody else
+    claims no record, whatever labels, owner references or annotations it copies (None: no check,
+    for tests of the matching alone)."""
     request = _validate(admission_review)
     uid = request["uid"]
     if not _is_pod_create(request):
@@ -186,6 +191,8 @@ def review_outcome(admission_review: Any, index: RelocationIndex, gate_allowed: 
     if annotations.get(RELOCATION_RUN_ANNOTATION):
         # Reinvocation (or a pod stamped earlier): it is already somebody's replacement.
         return ReviewOutcome(_response(uid, []), considered=True, dry_run=dry_run)
+    if creators is not None and _username(request) not in creators:
+        return ReviewOutcome(_response(uid, []), considered=True, dry_run=dry_run)
     namespace = str(request.get("namespace") or meta.get("namespace") or "")
     found = match(pod, index, namespace=namespace, scheduler_names=scheduler_names)
     if found is None:
@@ -197,6 +204,11 @@ def review_outcome(admission_review: Any, index: RelocationIndex, gate_allowed: 
     patch = build_patch(pod, wanted, gate=gate_allowed)
     return ReviewOutcome(_response(uid, patch), considered=True, match=found, gated=gate_allowed,
                          dry_run=dry_run, patch=tuple(patch))
+
+
+def _username(request: Mapping[str, Any]) -> str:
+    info = request.get("userInfo")
+    return str(info.get("username") or "") if isinstance(info, Mapping) else ""
 
 
 def review(admission_review: Any, index: RelocationIndex, gate_allowed: bool, now: datetime) -> AdmissionReview:

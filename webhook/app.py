@@ -52,11 +52,13 @@ def _fail_open(uid: str) -> dict:
 
 def create_app(index_provider: IndexProvider, lease_provider: Callable[[datetime], bool],
                metrics: Optional[WebhookMetrics] = None, clock: Callable[[], datetime] = _utcnow,
-               scheduler_names: frozenset[str] = DEFAULT_SCHEDULER_NAMES) -> Flask:
+               scheduler_names: frozenset[str] = DEFAULT_SCHEDULER_NAMES,
+               replacement_creators: Optional[frozenset[str]] = None) -> Flask:
     """Build the Flask app: /mutate and /run-creator (POST), /healthz, /readyz, /metrics.
 
     The webhook holds no key: /run-creator only fills in annotations that the API server's admission
-    policy checks (webhook.admission.record_creator)."""
+    policy checks (webhook.admission.record_creator). `replacement_creators`: who may re-create an
+    evicted pod (a pod created by anybody else claims no record; None: no check)."""
     app = Flask("repack-webhook")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     metrics = metrics if metrics is not None else WebhookMetrics()
@@ -80,7 +82,8 @@ def create_app(index_provider: IndexProvider, lease_provider: Callable[[datetime
             try:
                 with index_provider.lock:
                     index = index_provider.snapshot_locked(now)
-                    outcome = review_outcome(body, index, gate_allowed, now, scheduler_names=scheduler_names)
+                    outcome = review_outcome(body, index, gate_allowed, now, scheduler_names=scheduler_names,
+                                             creators=replacement_creators)
                     if outcome.match is not None and not outcome.dry_run:
                         index_provider.claim_locked(outcome.match.record.key, now)
             except AdmissionReviewError as exc:

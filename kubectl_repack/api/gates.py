@@ -23,6 +23,23 @@ REPLACEMENT_PODGROUP_ANNOTATION = "repack.volcano.sh/replacement-podgroup"
 PLANNED_NODE_ANNOTATION = "repack.volcano.sh/planned-node"
 
 COORDINATOR_LEASE_NAME = "repack-coordinator"
+# Who re-creates an evicted pod (SEC-5): only a pod created by one of these identities can claim a
+# relocation record, and only these may create a pod that already carries the repack marks (the
+# admission policy `replacement_pod_policy`). An install option (`--replacement-creator`) replaces
+# the list; these are Volcano's controllers (its Helm chart's ServiceAccount) and the built-in
+# workload controllers, with and without --use-service-account-credentials.
+DEFAULT_REPLACEMENT_CREATORS = (
+    "system:serviceaccount:volcano-system:volcano-controllers",
+    "system:serviceaccount:kube-system:replicaset-controller",
+    "system:serviceaccount:kube-system:statefulset-controller",
+    "system:serviceaccount:kube-system:job-controller",
+    "system:kube-controller-manager",
+)
+# What marks a pod as a repack replacement (read by the coordinator); nobody else may write them.
+REPLACEMENT_MARKS = (RELOCATION_RUN_ANNOTATION, RELOCATION_INDEX_ANNOTATION, RELOCATION_VICTIM_ANNOTATION,
+                     REPLACEMENT_PODGROUP_ANNOTATION, PLANNED_NODE_ANNOTATION, PLACEMENT_GATE_OWNER_ANNOTATION,
+                     GATED_AT_ANNOTATION)
+
 # The promise: no pod stays gated longer than this (the coordinator lifts the gate then, and the
 # controller does too, should the coordinator be down). Gates fail open.
 PLACEMENT_LEASE = dt.timedelta(seconds=30)

@@ -355,8 +355,12 @@ def wait_for_deployment(api, namespace: str, name: str, timeout: float, poll: fl
 @click.option("--apiserver-cidr", "apiserver_cidrs", multiple=True, metavar="CIDR", callback=check_cidrs,
               help="Opt-in NetworkPolicy: only these addresses (the API server's) may call the webhook port; "
                    "the metrics port stays open (repeatable; enforced only where the CNI enforces policies).")
+@click.option("--replacement-creator", "replacement_creators", multiple=True, metavar="USERNAME",
+              help="A username that re-creates evicted pods (repeatable; replaces the defaults: Volcano's "
+                   "volcano-controllers and the built-in ReplicaSet, StatefulSet and Job controllers). A pod "
+                   "created by anybody else claims no relocation record and may not carry repack's marks.")
 @click.option("--wait/--no-wait", default=True, show_default=True,
-              help="Wait until both Deployments are rolled out and their containers are ready (the "
+              help="Wait until the Deployments are rolled out and their containers are ready (the "
                    "webhook's pod starts once the controller has made its TLS Secret).")
 @click.option("--timeout", default="5m", show_default=True, callback=parse_timeout, metavar="DURATION",
               help="How long --wait waits (e.g. 90s, 5m).")
@@ -376,8 +380,8 @@ def wait_for_deployment(api, namespace: str, name: str, timeout: float, poll: fl
 @output_option(OUTPUT_YAML, OUTPUT_JSON, help_text="yaml|json: with --dry-run, the format (default yaml); with "
                                                    "--dry-run=server, the objects as the API server returned them.")
 @cluster_options
-def command(namespace, image, node_selector, tolerations, priority_class, apiserver_cidrs, wait, timeout,
-            webhook_url, cert_dir, dry_run, output):
+def command(namespace, image, node_selector, tolerations, priority_class, apiserver_cidrs, replacement_creators,
+            wait, timeout, webhook_url, cert_dir, dry_run, output):
     """Install the RepackRun CRD, the placement webhook and its coordinator, and the RepackRun controller.
 
     No certificate or private key is made here: the controller makes the webhook's TLS Secret
@@ -403,7 +407,8 @@ def command(namespace, image, node_selector, tolerations, priority_class, apiser
     if output and dry_run == "none":
         raise click.UsageError("-o/--output only applies with --dry-run")
     placement = {"node_selector": parse_node_selector(node_selector), "tolerations": parse_tolerations(tolerations),
-                 "priority_class": priority_class, "apiserver_cidrs": list(apiserver_cidrs)}
+                 "priority_class": priority_class, "apiserver_cidrs": list(apiserver_cidrs),
+                 "replacement_creators": list(replacement_creators) or None}
     image = image or manifests.DEFAULT_IMAGE
     if webhook_url:
         from kubectl_repack.deploy import certs

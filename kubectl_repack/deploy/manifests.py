@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
+from kubectl_repack.api.gates import DEFAULT_REPLACEMENT_CREATORS
 from kubectl_repack.api.control import (CREATOR_GROUPS_ANNOTATION, CREATOR_POLICY_NAME, CREATOR_UID_ANNOTATION,
                                         CREATOR_USERNAME_ANNOTATION, GROUP_SEPARATOR)
 from kubectl_repack.deploy.certs import CA_CRT, TLS_CRT, TLS_KEY, CertBundle
@@ -41,6 +42,7 @@ CONTROLLER_NAME = "repack-controller"
 # The placement coordinator (issue 19): its own Deployment and ServiceAccount, apart from the webhook.
 COORDINATOR_NAME = "repack-coordinator"
 POD_WRITE_POLICY_NAME = "repack-pod-writes"
+REPLACEMENT_POD_POLICY_NAME = "repack-replacement-pods"
 SECRET_NAME = "repack-webhook-tls"
 WEBHOOK_NAME = "placement.repack.volcano.sh"
 CONFIG_NAME = "repack-placement"
@@ -328,7 +330,8 @@ def _security_context() -> dict:
 
 
 def deployment(namespace: str, image: str, node_selector: Optional[dict] = None,
-               tolerations: Optional[list] = None, priority_class: Optional[str] = None) -> Manifest:
+               tolerations: Optional[list] = None, priority_class: Optional[str] = None,
+               replacement_creators: Optional[list] = None) -> Manifest:
     """The admission webhook. One replica (see REPLICAS): relocation claims live in the webhook process's
     memory, so replicas would double-claim. Strategy Recreate for the same reason: a rolling update
     would run the old and the new pod side by side, each handing out the same open record to a
@@ -337,7 +340,9 @@ def deployment(namespace: str, image: str, node_selector: Optional[dict] = None,
     webhook = {
         "name": "webhook", "image": image, "imagePullPolicy": "IfNotPresent",
         "command": ["python", "-m", "webhook", "--cert-dir", CERT_MOUNT, "--port", str(CONTAINER_PORT)],
-        "env": [dict(e) for e in _ENV], "ports": [{"name": "https", "containerPort": CONTAINER_PORT, "protocol": "TCP"}],
+        "env": [dict(e) for e in _ENV] + [{"name": "REPACK_REPLACEMENT_CREATORS",
+                                           "value": ",".join(replacement_creators or DEFAULT_REPLACEMENT_CREATORS)}],
+        "ports": [{"name": "https", "containerPort": CONTAINER_PORT, "protocol": "TCP"}],
         "readinessProbe": {"httpGet": {"path": "/readyz", **probe}, "periodSeconds": 5},
         "livenessProbe": {"httpGet": {"path": "/healthz", **probe}, "periodSeconds": 10},
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
@@ -547,6 +552,58 @@ def pod_write_policy_binding() -> Manifest:
             "spec": {"policyName": POD_WRITE_POLICY_NAME, "validationActions": ["Deny"]}}
 
 
+def replacement_pod_policy(namespace: str, creators: Optional[list] = None) -> Manifest:
+    """SEC-5: who may mark a pod as a repack replacement. A pod that carries the repack relocation
+    annotations or the placement gate when it is created must be created by a workload controller
+    that re-creates evicted pods (`creators`; the webhook adds the marks during exactly those
+    requests); afterwards only the coordinator and the controller may change the marks. Cluster
+    admins (system:masters) are not checked: `uninstall` lifts leftover gates as one."""
+    from kubectl_repack.api.gates import DEFAULT_REPLACEMENT_CREATORS, PLACEMENT_GATE, REPLACEMENT_MARKS
+
+    creators = list(creators or DEFAULT_REPLACEMENT_CREATORS)
+    ours = [f"system:serviceaccount:{namespace}:{n}" for n in (COORDINATOR_NAME, CONTROLLER_NAME)]
+    marks = "[" + ", ".join(map(_cel_string, REPLACEMENT_MARKS)) + "]"
+    cel_list = lambda names: "[" + ", ".join(map(_cel_string, names)) + "]"   # noqa: E731
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": _meta(REPLACEMENT_POD_POLICY_NAME),
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                    "operations": ["CREATE", "UPDATE"], "resources": ["pods"]}]},
+            "matchConditions": [{"name": "not-a-cluster-admin", "expression":
+                                 "!('system:masters' in (has(request.userInfo.groups) ? request.userInfo.groups : []))"}],
+            "variables": [
+                {"name": "newAnn", "expression": "has(object.metadata.annotations) ? object.metadata.annotations : {}"},
+                {"name": "oldAnn", "expression": "request.operation == 'UPDATE' && has(oldObject.metadata.annotations)"
+                                                 " ? oldObject.metadata.annotations : {}"},
+                {"name": "username", "expression": "has(request.userInfo.username) ? request.userInfo.username : ''"},
+            ],
+            "validations": [
+                {"expression": f"request.operation != 'CREATE' || variables.username in {cel_list(creators)} || "
+                               f"(!{marks}.exists(k, k in variables.newAnn) && !(has(object.spec.schedulingGates) && "
+                               f"object.spec.schedulingGates.exists(g, g.name == {_cel_string(PLACEMENT_GATE)})))",
+                 "messageExpression": "'pod: ' + variables.username + ' may not create a pod carrying the repack.volcano.sh "
+                                      "relocation annotations or placement gate: only the workload controllers that "
+                                      "re-create evicted pods may (kubectl repack install --replacement-creator)'",
+                 "reason": "Forbidden"},
+                {"expression": f"request.operation != 'UPDATE' || variables.username in {cel_list(ours)} || "
+                               f"{marks}.all(k, (k in variables.newAnn) == (k in variables.oldAnn) && "
+                               "(!(k in variables.newAnn) || variables.newAnn[k] == variables.oldAnn[k]))",
+                 "message": "pod: the repack.volcano.sh relocation annotations are written by the repack webhook at "
+                            "creation and changed by its coordinator and controller only",
+                 "reason": "Forbidden"},
+            ],
+        },
+    }
+
+
+def replacement_pod_policy_binding() -> Manifest:
+    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": _meta(REPLACEMENT_POD_POLICY_NAME),
+            "spec": {"policyName": REPLACEMENT_POD_POLICY_NAME, "validationActions": ["Deny"]}}
+
+
 def network_policy(namespace: str, apiserver_cidrs: list) -> Manifest:
     """Opt-in (install --apiserver-cidr): only the API server may call the webhook's port (the
     coordinator runs in a pod of its own, which this policy does not select). Kubelet probes of the
@@ -568,7 +625,7 @@ def network_policy(namespace: str, apiserver_cidrs: list) -> Manifest:
 def render(namespace: str = NAMESPACE, image: str = DEFAULT_IMAGE, ca_bundle_pem: Optional[bytes] = None,
            url: Optional[str] = None, certs: Optional[CertBundle] = None, node_selector: Optional[dict] = None,
            tolerations: Optional[list] = None, priority_class: Optional[str] = None,
-           apiserver_cidrs: Optional[list] = None) -> list[Manifest]:
+           apiserver_cidrs: Optional[list] = None, replacement_creators: Optional[list] = None) -> list[Manifest]:
     """Every object of the install, in apply order.
 
     `ca_bundle_pem` goes into the webhook's caBundle (defaults to the CA of `certs`); `certs`
@@ -579,6 +636,7 @@ def render(namespace: str = NAMESPACE, image: str = DEFAULT_IMAGE, ca_bundle_pem
     if ca_bundle_pem is None and certs is not None:
         ca_bundle_pem = certs.ca_cert_pem
     out = [creator_policy(), creator_policy_binding(), pod_write_policy(namespace), pod_write_policy_binding(),
+           replacement_pod_policy(namespace, replacement_creators), replacement_pod_policy_binding(),
            namespace_manifest(namespace), service_account(namespace), cluster_role(),
            cluster_role_binding(namespace), lease_role(namespace), lease_role_binding(namespace)]
     if certs is not None:
@@ -586,7 +644,8 @@ def render(namespace: str = NAMESPACE, image: str = DEFAULT_IMAGE, ca_bundle_pem
     if apiserver_cidrs:  # before the pod serves; uninstall, in reverse, removes it after the webhook
         out.append(network_policy(namespace, list(apiserver_cidrs)))
     out += coordinator_rbac(namespace) + controller_rbac(namespace) + leases(namespace)
-    out += [deployment(namespace, image, node_selector, tolerations, priority_class), service(namespace),
+    out += [deployment(namespace, image, node_selector, tolerations, priority_class, replacement_creators),
+            service(namespace),
             coordinator_deployment(namespace, image, node_selector, tolerations, priority_class),
             coordinator_service(namespace),
             controller_deployment(namespace, image, node_selector, tolerations, priority_class),
@@ -611,7 +670,8 @@ FILES = {
     "service.yaml": lambda ns, image: [service(ns), coordinator_service(ns)],
     "mutatingwebhookconfiguration.yaml": lambda ns, image: [mutating_webhook_configuration(ns)],
     "validatingadmissionpolicy.yaml": lambda ns, image: [creator_policy(), creator_policy_binding(),
-                                                         pod_write_policy(ns), pod_write_policy_binding()],
+                                                         pod_write_policy(ns), pod_write_policy_binding(),
+                                                         replacement_pod_policy(ns), replacement_pod_policy_binding()],
 }
 
 

@@ -48,7 +48,8 @@ def creator_policy(control_plane):
     """The policy and its binding as install applies them, in force (a policy acts once the API
     server's informer has it: wait until a run without a record is refused), removed afterwards."""
     api = control_plane.api_client
-    objs = [manifests.creator_policy(), manifests.creator_policy_binding()]
+    objs = [manifests.creator_policy(), manifests.creator_policy_binding(),
+            manifests.replacement_pod_policy("repack-system"), manifests.replacement_pod_policy_binding()]
     for obj in objs:
         server_side_apply(api, obj)
     custom = client.CustomObjectsApi(api)
@@ -206,3 +207,46 @@ def test_the_policy_is_evaluated_fast_enough_to_be_always_on(creator_policy, con
                                             _run(f"sec-speed-{i}", admin.annotations()), dry_run="All")
     print(f"\n40 dry-run creates through the creator policy: {time.monotonic() - started:.2f}s")
     assert refused == 20
+
+
+def test_a_users_pod_cannot_carry_the_marks_of_a_replacement(creator_policy, control_plane, make_namespace):
+    """Finding 6 on the real API server: a user who may create and patch pods copies a replacement's
+    repack annotations (or its placement gate) onto a pod of their own, at creation or later; the
+    replacement policy refuses both, so the coordinator never sees such a pod. Their plain pod,
+    and a cluster admin's, are admitted."""
+    from kubectl_repack.api.gates import (PLACEMENT_GATE, PLANNED_NODE_ANNOTATION, RELOCATION_INDEX_ANNOTATION,
+                                          RELOCATION_RUN_ANNOTATION, RELOCATION_VICTIM_ANNOTATION)
+
+    ns = make_namespace("sec-pods")
+    rbac = client.RbacAuthorizationV1Api(control_plane.api_client)
+    user = f"eve-{uuid.uuid4().hex[:6]}"
+    rbac.create_namespaced_role(ns, {"metadata": {"name": user}, "rules": [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "patch", "update"]}]})
+    rbac.create_namespaced_role_binding(ns, {"metadata": {"name": user}, "subjects": [
+        {"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}],
+        "roleRef": {"kind": "Role", "name": user, "apiGroup": "rbac.authorization.k8s.io"}})
+    marks = {RELOCATION_RUN_ANNOTATION: "admins-run/uid-1", RELOCATION_INDEX_ANNOTATION: "0",
+             RELOCATION_VICTIM_ANNOTATION: "train-worker-0", PLANNED_NODE_ANNOTATION: "gpu-node-7"}
+
+    def pod(name, annotations=None, gate=False):
+        spec = {"containers": [{"name": "c", "image": "registry.invalid/x:1"}],
+                "nodeSelector": {"repack-e2e/nowhere": "true"}}
+        if gate:
+            spec["schedulingGates"] = [{"name": PLACEMENT_GATE}]
+        return yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": name, "namespace": ns, "annotations": annotations or {}}, "spec": spec})
+
+    for name, text in (("copied-marks", pod("copied-marks", marks)), ("copied-gate", pod("copied-gate", gate=True))):
+        out = control_plane.kubectl("create", "-f", "-", f"--as={user}", input=text, check=False)
+        assert out.returncode != 0 and "ValidatingAdmissionPolicy 'repack-replacement-pods'" in out.stderr, out.stderr
+        assert f"{user} may not create a pod carrying the repack.volcano.sh relocation annotations" in out.stderr
+    out = control_plane.kubectl("create", "-f", "-", f"--as={user}", input=pod("plain", {"team": "a"}), check=False)
+    assert out.returncode == 0, out.stderr
+    out = control_plane.kubectl("-n", ns, "annotate", "pod", "plain", f"{RELOCATION_RUN_ANNOTATION}=admins-run/uid-1",
+                                f"--as={user}", check=False)
+    assert out.returncode != 0 and "changed by its coordinator and controller only" in out.stderr, out.stderr
+    out = control_plane.kubectl("-n", ns, "annotate", "pod", "plain", "team=b", "--overwrite", f"--as={user}",
+                                check=False)
+    assert out.returncode == 0, out.stderr
+    out = control_plane.kubectl("create", "-f", "-", input=pod("by-admin", marks, gate=True), check=False)
+    assert out.returncode == 0, out.stderr                 # system:masters is not checked (uninstall lifts gates)

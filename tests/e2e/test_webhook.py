@@ -25,7 +25,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tests.harness import NPU_RESOURCE, npu_node
+from tests.harness import ADMIN_USER, NPU_RESOURCE, npu_node
 from tests.harness.controlplane import REPO_ROOT
 from kubectl_repack.api.gates import GATED_AT_ANNOTATION, PLACEMENT_GATE, RELOCATION_RUN_ANNOTATION
 from kubectl_repack.api.lease import lease_is_fresh
@@ -107,7 +107,10 @@ class Stack:
         self.cert_dir = os.path.join(tmp, "tls")
         self.webhook = Proc("webhook", [sys.executable, "-m", "webhook", "--server", "werkzeug", "--host", "127.0.0.1",
                                         "--port", str(self.port), "--cert-dir", self.cert_dir,
-                                        "--kubeconfig", cluster.kubeconfig, "--lease-namespace", NAMESPACE], tmp)
+                                        "--kubeconfig", cluster.kubeconfig, "--lease-namespace", NAMESPACE,
+                                        # this harness's workload controllers (kube-controller-manager,
+                                        # vc-controller-manager) run with the admin's credentials
+                                        "--replacement-creators", ADMIN_USER], tmp)
         self.coordinator = Proc("coordinator", [
             sys.executable, "-m", "webhook.coordinator", "--kubeconfig", cluster.kubeconfig, "--namespace", NAMESPACE,
             "--lease-name", LEASE_NAME, "--lease-duration", f"{LEADER_LEASE_S}s",
@@ -336,11 +339,12 @@ def test_install_is_valid_idempotent_and_least_privilege(control_plane):
                                                                          {"name": "other.io/gate"}],
                                                      "containers": [{"name": "c", "image": "registry.invalid/a:1"}]}})
         for sa in ("repack-coordinator", "repack-controller"):
-            for patch in ({"spec": {"containers": [{"name": "c", "image": "registry.invalid/evil:1"}]}},
-                          {"metadata": {"labels": {"app": "y"}}}, {"metadata": {"annotations": {"team": "b"}}},
-                          {"spec": {"tolerations": [{"operator": "Exists"}]}}):
+            for patch in ([{"op": "replace", "path": "/spec/containers/0/image", "value": "registry.invalid/evil:1"}],
+                          [{"op": "replace", "path": "/metadata/labels/app", "value": "y"}],
+                          [{"op": "replace", "path": "/metadata/annotations/team", "value": "b"}],
+                          [{"op": "add", "path": "/spec/tolerations/-", "value": {"operator": "Exists"}}]):
                 out = subprocess.run([kubectl, f"--kubeconfig={control_plane.kubeconfig}", "-n", pod_ns, "patch", "pod",
-                                      "gated", "--type=strategic", "-p", json.dumps(patch),
+                                      "gated", "--type=json", "-p", json.dumps(patch),
                                       f"--as=system:serviceaccount:{ns}:{sa}"], capture_output=True, text=True, timeout=60)
                 assert out.returncode != 0 and "repack-pod-writes" in out.stderr, (sa, patch, out.stderr)
         ungate = json.dumps([{"op": "replace", "path": "/spec/schedulingGates", "value": [{"name": "other.io/gate"}]},

@@ -16,6 +16,7 @@ Environment:
 """
 from .controlplane import ControlPlane, ControlPlaneError, stop_from_state
 from .nodeagent import NPU_RESOURCE, NodeAgent, NodeSpec, npu_node
+from .pki import ADMIN_USER
 
-__all__ = ["ControlPlane", "ControlPlaneError", "NodeAgent", "NodeSpec", "npu_node",
+__all__ = ["ADMIN_USER", "ControlPlane", "ControlPlaneError", "NodeAgent", "NodeSpec", "npu_node",
            "NPU_RESOURCE", "stop_from_state"]

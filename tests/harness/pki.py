@@ -16,6 +16,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+# The admin identity: every component of this harness (kube-controller-manager, vc-controller-manager
+# and the tests) authenticates as it, so it is also who re-creates evicted pods here.
+ADMIN_USER = "repack-admin"
+
 
 @dataclass(frozen=True)
 class Pki:
@@ -112,7 +116,7 @@ def make_pki(directory: str, extra_dns: tuple[str, ...] = (), extra_ips: tuple[s
 
     admin_key = ec.generate_private_key(ec.SECP256R1())
     admin_cert = _signed(
-        _name("repack-admin", "system:masters"), admin_key.public_key(), ca_name, ca_key,
+        _name(ADMIN_USER, "system:masters"), admin_key.public_key(), ca_name, ca_key,
         ca=False, usages=[ExtendedKeyUsageOID.CLIENT_AUTH],
     )
 

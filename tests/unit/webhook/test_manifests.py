@@ -105,8 +105,8 @@ def test_webhook_configuration_fields(bundle):
 
 def test_the_creator_policy_fails_closed_and_is_bound_to_deny(bundle):
     objs = manifests.render(namespace="repack-system", certs=bundle)
-    policy, _pod_writes = by_kind(objs, "ValidatingAdmissionPolicy")
-    binding, _ = by_kind(objs, "ValidatingAdmissionPolicyBinding")
+    policy, *_others = by_kind(objs, "ValidatingAdmissionPolicy")
+    binding, *_ = by_kind(objs, "ValidatingAdmissionPolicyBinding")
     assert objs[:2] == [policy, binding]           # in force before anything that could create a run
     assert policy["spec"]["failurePolicy"] == "Fail"
     assert policy["spec"]["matchConstraints"]["resourceRules"] == [{
@@ -168,7 +168,7 @@ def test_secret_service_deployment(bundle):
     assert pod_spec["serviceAccountName"] == "repack-webhook"
     assert svc["spec"]["selector"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
     assert pod_spec["volumes"][0]["secret"]["secretName"] == sec["metadata"]["name"]
-    assert [o["kind"] for o in objs][:6] == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * 2 + [
+    assert [o["kind"] for o in objs][:8] == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * 3 + [
         "Namespace", "ServiceAccount"]
     assert objs[-1]["kind"] == "MutatingWebhookConfiguration"  # registered last, once the server exists
 
