@@ -180,3 +180,14 @@ def test_yaml_round_trip_and_reference_copies_current():
         text = (ROOT / "config" / "webhook" / name).read_text()
         assert list(yaml.safe_load_all(text)) == make(manifests.NAMESPACE, manifests.DEFAULT_IMAGE), name
         assert "caBundle" not in text and "tls.key" not in text
+
+
+def test_the_readme_lists_every_service_accounts_verbs_as_install_grants_them():
+    """The security section's table is generated from the rendered roles; a role changed without
+    `python -m kubectl_repack.deploy.manifests` (which rewrites it) fails here."""
+    text = (ROOT / "README.md").read_text()
+    assert manifests.readme_with_table(text) == text, "run `python -m kubectl_repack.deploy.manifests` and commit"
+    table = manifests.rbac_table()
+    assert "| repack-webhook | cluster | repack.volcano.sh/repackruns | get, list, watch | any |" in table
+    assert not [line for line in table.splitlines() if line.startswith("| repack-webhook |")
+                and any(v in line for v in ("patch", "create", "update", "delete"))]
