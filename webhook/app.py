@@ -70,6 +70,15 @@ def create_app(index_provider: IndexProvider, lease_provider: Callable[[datetime
         resp.status_code = status
         return resp
 
+    def failed_open(body: Any) -> Response:
+        """An unexpected failure: `allowed` without a patch when the review's uid is known, else 400."""
+        request_ = body.get("request") if isinstance(body, dict) else None
+        uid = request_.get("uid") if isinstance(request_, dict) else None
+        if isinstance(uid, str) and uid:
+            metrics.inc("errors_total")
+            return jsonify(_fail_open(uid))
+        return bad_request("internal error while reviewing the request")
+
     @app.post("/mutate")
     def mutate() -> Response:
         started = time.perf_counter()
@@ -90,12 +99,7 @@ def create_app(index_provider: IndexProvider, lease_provider: Callable[[datetime
                 return bad_request(str(exc))
             except Exception:  # noqa: BLE001 - fail open, never 500
                 log.exception("admission review failed; answering allowed without a patch")
-                uid = body.get("request", {}).get("uid") if isinstance(body, dict) and isinstance(
-                    body.get("request"), dict) else None
-                if isinstance(uid, str) and uid:
-                    metrics.inc("errors_total")
-                    return jsonify(_fail_open(uid))
-                return bad_request("internal error while reviewing the request")
+                return failed_open(body)
             metrics.inc("admissions_total")
             if outcome.match is not None:
                 metrics.inc("matches_total")
@@ -122,12 +126,7 @@ def create_app(index_provider: IndexProvider, lease_provider: Callable[[datetime
             return bad_request(str(exc))
         except Exception:  # noqa: BLE001 - never 500; the admission policy decides anyway
             log.exception("run creator review failed; answering allowed without a patch")
-            uid = body.get("request", {}).get("uid") if isinstance(body, dict) and isinstance(
-                body.get("request"), dict) else None
-            if isinstance(uid, str) and uid:
-                metrics.inc("errors_total")
-                return jsonify(_fail_open(uid))
-            return bad_request("internal error while reviewing the request")
+            return failed_open(body)
 
     @app.get("/healthz")
     def healthz() -> Response:

@@ -471,8 +471,8 @@ def creator_policy() -> Manifest:
                                f"variables.ann[{uid}] == variables.uid && variables.ann[{groups}] == variables.groups)",
                  "messageExpression": fix,
                  "reason": "Forbidden"},
-                {"expression": f"request.operation != 'UPDATE' || {keys}.all(k, (k in variables.ann) == "
-                               "(k in variables.old) && (!(k in variables.ann) || variables.ann[k] == variables.old[k]))",
+                {"expression": "request.operation != 'UPDATE' || "
+                               + _keys_unchanged(keys, "variables.ann", "variables.old"),
                  "message": "RepackRun: the creator annotations (repack.volcano.sh/creator-*) cannot be added, "
                             "changed or removed after creation",
                  "reason": "Forbidden"},
@@ -481,11 +481,19 @@ def creator_policy() -> Manifest:
     }
 
 
-def creator_policy_binding() -> Manifest:
-    """Binds creator_policy cluster-wide with the Deny action."""
+def _binding(policy_name: str) -> Manifest:
+    """Binds a policy of ours cluster-wide, named like it, with the Deny action."""
     return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": _meta(CREATOR_POLICY_NAME),
-            "spec": {"policyName": CREATOR_POLICY_NAME, "validationActions": ["Deny"]}}
+            "metadata": _meta(policy_name), "spec": {"policyName": policy_name, "validationActions": ["Deny"]}}
+
+
+def _keys_unchanged(keys: str, new: str, old: str) -> str:
+    """CEL: none of the map keys in the CEL list `keys` was added, removed or changed from `old` to `new`."""
+    return f"{keys}.all(k, (k in {new}) == (k in {old}) && (!(k in {new}) || {new}[k] == {old}[k]))"
+
+
+def creator_policy_binding() -> Manifest:
+    return _binding(CREATOR_POLICY_NAME)
 
 
 def pod_write_policy(namespace: str) -> Manifest:
@@ -547,9 +555,7 @@ def pod_write_policy(namespace: str) -> Manifest:
 
 
 def pod_write_policy_binding() -> Manifest:
-    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": _meta(POD_WRITE_POLICY_NAME),
-            "spec": {"policyName": POD_WRITE_POLICY_NAME, "validationActions": ["Deny"]}}
+    return _binding(POD_WRITE_POLICY_NAME)
 
 
 def replacement_pod_policy(namespace: str, creators: Optional[list] = None) -> Manifest:
@@ -588,8 +594,7 @@ def replacement_pod_policy(namespace: str, creators: Optional[list] = None) -> M
                                       "re-create evicted pods may (kubectl repack install --replacement-creator)'",
                  "reason": "Forbidden"},
                 {"expression": f"request.operation != 'UPDATE' || variables.username in {cel_list(ours)} || "
-                               f"{marks}.all(k, (k in variables.newAnn) == (k in variables.oldAnn) && "
-                               "(!(k in variables.newAnn) || variables.newAnn[k] == variables.oldAnn[k]))",
+                               + _keys_unchanged(marks, "variables.newAnn", "variables.oldAnn"),
                  "message": "pod: the repack.volcano.sh relocation annotations are written by the repack webhook at "
                             "creation and changed by its coordinator and controller only",
                  "reason": "Forbidden"},
@@ -599,9 +604,7 @@ def replacement_pod_policy(namespace: str, creators: Optional[list] = None) -> M
 
 
 def replacement_pod_policy_binding() -> Manifest:
-    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": _meta(REPLACEMENT_POD_POLICY_NAME),
-            "spec": {"policyName": REPLACEMENT_POD_POLICY_NAME, "validationActions": ["Deny"]}}
+    return _binding(REPLACEMENT_POD_POLICY_NAME)
 
 
 def network_policy(namespace: str, apiserver_cidrs: list) -> Manifest:

@@ -37,6 +37,19 @@ def stamped(run, user="alice", created=T0, groups=("team-a", "system:authenticat
     return run
 
 
+def with_plan_and_records(run):
+    """`run` with the status a status writer could write into it: a complete, self-consistent plan
+    and its records (what the engine itself would persist), but no seal of the controller's."""
+    from tests.unit.execute.fakes import engine_for
+
+    scratch = Store([copy.deepcopy(run)])
+    clock = FakeClock()
+    eng = engine_for(FakeCluster(seed_objects(), rebind=PLANNED, clock=clock), scratch, clock)
+    eng.start(run["metadata"]["name"], eng.plan_live(scratch.runs[run["metadata"]["name"]]))
+    run["status"] = copy.deepcopy(scratch.runs[run["metadata"]["name"]]["status"])
+    return run
+
+
 def dry_run(name="dry-1"):
     run = execute_run(name)
     run["spec"]["mode"] = "DryRun"
@@ -159,15 +172,7 @@ def test_a_creator_who_loses_the_right_mid_run_stops_the_run_before_the_next_evi
 def test_records_written_by_a_status_writer_evict_nothing():
     """Finding 3: someone who may write repackruns/status puts records (and a matching plan) into a
     Pending Execute of an allowed creator; the controller does not take them as its own."""
-    from tests.unit.execute.fakes import engine_for
-
-    victim = stamped(execute_run())
-    # what a status writer could write: a complete, self-consistent plan and its records
-    scratch = Store([copy.deepcopy(victim)])
-    clock = FakeClock()
-    eng = engine_for(FakeCluster(seed_objects(), rebind=PLANNED, clock=clock), scratch, clock)
-    eng.start("run-1", eng.plan_live(scratch.runs["run-1"]))
-    victim["status"] = copy.deepcopy(scratch.runs["run-1"]["status"])
+    victim = with_plan_and_records(stamped(execute_run()))
     forged_seal = copy.deepcopy(victim)
     forged_seal["metadata"]["name"] = "run-2"
     forged_seal["metadata"]["annotations"][RECORDS_SEAL_ANNOTATION] = seal(b"guess" * 8, "run-uid",
@@ -268,14 +273,7 @@ def test_durations_past_their_bound_end_the_run_as_invalid_spec_instead_of_retry
 
 
 def test_a_seal_that_is_not_ascii_is_refused_not_a_crash():
-    from tests.unit.execute.fakes import engine_for
-
-    run = stamped(execute_run())
-    scratch = Store([copy.deepcopy(run)])
-    clock = FakeClock()
-    eng = engine_for(FakeCluster(seed_objects(), rebind=PLANNED, clock=clock), scratch, clock)
-    eng.start("run-1", eng.plan_live(scratch.runs["run-1"]))
-    run["status"] = copy.deepcopy(scratch.runs["run-1"]["status"])
+    run = with_plan_and_records(stamped(execute_run()))
     run["metadata"]["annotations"][RECORDS_SEAL_ANNOTATION] = "v1:ä" * 40
     ctl, store, cluster, *_ = make([run])
     tick(ctl)
