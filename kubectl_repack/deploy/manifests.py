@@ -32,7 +32,8 @@ from typing import Any, Optional
 
 from kubectl_repack.api.gates import DEFAULT_REPLACEMENT_CREATORS
 from kubectl_repack.api.control import (CREATOR_GROUPS_ANNOTATION, CREATOR_POLICY_NAME, CREATOR_UID_ANNOTATION,
-                                        CREATOR_USERNAME_ANNOTATION, GROUP_SEPARATOR)
+                                        CREATOR_USERNAME_ANNOTATION, GROUP_SEPARATOR, POD_WRITE_POLICY_NAME,
+                                        REPLACEMENT_POD_POLICY_NAME)
 from kubectl_repack.deploy.certs import CA_CRT, TLS_CRT, TLS_KEY, CertBundle
 
 NAMESPACE = "repack-system"
@@ -41,8 +42,7 @@ NAME = "repack-webhook"
 CONTROLLER_NAME = "repack-controller"
 # The placement coordinator (issue 19): its own Deployment and ServiceAccount, apart from the webhook.
 COORDINATOR_NAME = "repack-coordinator"
-POD_WRITE_POLICY_NAME = "repack-pod-writes"
-REPLACEMENT_POD_POLICY_NAME = "repack-replacement-pods"
+
 SECRET_NAME = "repack-webhook-tls"
 WEBHOOK_NAME = "placement.repack.volcano.sh"
 CONFIG_NAME = "repack-placement"

@@ -13,6 +13,9 @@ Each check answers one question with a `Check` (OK, FAIL or WARN, what was seen,
   rbac-<verb>          SelfSubjectAccessReview: the caller may <verb> repackruns
   volcano-crds         Volcano's PodGroup and Queue CRDs are installed
   volcano-scheduler    a Volcano scheduler was seen acting: its Lease, else a recent PodGroup status write
+  kubernetes           the API server is Kubernetes >= 1.30 (ValidatingAdmissionPolicy is GA there)
+  admission-policies   the admission policies that vouch for run creators and confine pod writes are
+                       bound with Deny (without them no in-cluster Execute evicts anything)
 
 The verdicts are pure functions of the objects read (unit-tested on canned objects); `run_checks`
 reads them. One check's error (API refusal, unreachable, unexpected data) is that check's FAIL and
@@ -30,7 +33,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from kubectl_repack.api.control import CONTROLLER_LEASE_NAME
+from kubectl_repack.api.control import ADMISSION_POLICY_NAMES, CONTROLLER_LEASE_NAME
 from kubectl_repack.api.gates import COORDINATOR_LEASE_NAME
 from kubectl_repack.api.lease import LeaseRecord
 from kubectl_repack.api.run import GROUP, PLURAL, VERSION, as_map
@@ -338,6 +341,39 @@ def access_verdict(access: Access, review: Mapping) -> Check:
                  f"in API group {access.group}")
 
 
+MIN_KUBERNETES = (1, 30)
+ADMISSION_POLICIES = ADMISSION_POLICY_NAMES
+
+
+def kubernetes_verdict(version: Optional[Mapping]) -> Check:
+    """`version`: the API server's /version."""
+    v = as_map(version)
+    found = re.match(r"v?(\d+)\.(\d+)", str(v.get("gitVersion") or ""))
+    if not found:
+        return Check("kubernetes", None, f"the API server reports no version ({v.get('gitVersion')!r})")
+    got = (int(found.group(1)), int(found.group(2)))
+    need = ".".join(map(str, MIN_KUBERNETES))
+    if got < MIN_KUBERNETES:
+        return Check("kubernetes", FAIL, f"Kubernetes {v['gitVersion']}: kubectl-repack needs >= {need} "
+                                          "(ValidatingAdmissionPolicy vouches for who created a run)",
+                     f"upgrade the cluster to Kubernetes {need} or later")
+    return Check("kubernetes", OK, f"Kubernetes {v['gitVersion']} (>= {need})")
+
+
+def policies_verdict(policies: Mapping, bindings: Mapping) -> Check:
+    """`policies`/`bindings`: name -> object or None, for each of ADMISSION_POLICIES."""
+    missing = [n for n in ADMISSION_POLICIES if policies.get(n) is None or bindings.get(n) is None]
+    if missing:
+        return Check("admission-policies", FAIL, f"ValidatingAdmissionPolicy (or binding) missing: {', '.join(missing)}; "
+                                                 "the controller evicts nothing without them", INSTALL)
+    weak = [n for n in ADMISSION_POLICIES if as_map(as_map(policies[n]).get("spec")).get("failurePolicy", "Fail") != "Fail"
+            or "Deny" not in (as_map(as_map(bindings[n]).get("spec")).get("validationActions") or [])]
+    if weak:
+        return Check("admission-policies", FAIL, f"not enforced (failurePolicy Fail, binding action Deny): "
+                                                 f"{', '.join(weak)}", INSTALL)
+    return Check("admission-policies", OK, f"{', '.join(ADMISSION_POLICIES)} bound with Deny")
+
+
 def volcano_crds_verdict(found: Mapping) -> Check:
     """`found`: CRD name -> object or None."""
     missing = [n for n, crd in found.items() if crd is None]
@@ -461,7 +497,8 @@ class Preflight:
                        ("webhook-cert", self.cert), ("controller", self.controller),
                        ("coordinator", self.coordinator)]
         steps += [(a.check_name, (lambda a=a: self.rbac(a))) for a in self.access]
-        steps += [("volcano-crds", self.volcano_crds), ("volcano-scheduler", self.scheduler)]
+        steps += [("volcano-crds", self.volcano_crds), ("volcano-scheduler", self.scheduler),
+                  ("kubernetes", self.kubernetes), ("admission-policies", self.policies)]
         return [guarded(name, fn) for name, fn in steps]
 
     def crd(self) -> Check:
@@ -549,6 +586,15 @@ class Preflight:
                           "spec": {"resourceAttributes": {"group": access.group, "resource": access.resource,
                                                           "verb": access.verb}}})
         return access_verdict(access, review)
+
+    def kubernetes(self) -> Check:
+        return kubernetes_verdict(self.reader.get("/version"))
+
+    def policies(self) -> Check:
+        base = "/apis/admissionregistration.k8s.io/v1"
+        return policies_verdict({n: self.reader.get(f"{base}/validatingadmissionpolicies/{n}") for n in ADMISSION_POLICIES},
+                                {n: self.reader.get(f"{base}/validatingadmissionpolicybindings/{n}")
+                                 for n in ADMISSION_POLICIES})
 
     def volcano_crds(self) -> Check:
         try:

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.e2e
 GROUP, VERSION, PLURAL = "repack.volcano.sh", "v1alpha1", "repackruns"
 CANCEL = "repack.volcano.sh/cancel"
 CHECKS = ["crd", "webhook", "webhook-endpoints", "webhook-cert", "controller", "coordinator", "rbac-create",
-          "rbac-patch", "volcano-crds", "volcano-scheduler"]
+          "rbac-patch", "volcano-crds", "volcano-scheduler", "kubernetes", "admission-policies"]
 
 
 def repack(kubeconfig, *args, timeout=120):

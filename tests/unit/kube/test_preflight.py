@@ -241,6 +241,10 @@ class Cluster:
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
+PLURALS = {"ValidatingAdmissionPolicy": "validatingadmissionpolicies",
+           "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings"}
+
+
 def installed(now=NOW):
     pem = make_cert(now + dt.timedelta(days=300))
     config = manifests.mutating_webhook_configuration("repack-system", pem)
@@ -258,6 +262,9 @@ def installed(now=NOW):
         "/apis/coordination.k8s.io/v1/namespaces/repack-system/leases/repack-coordinator": lease("w", renewed),
         "/apis/coordination.k8s.io/v1/namespaces/volcano-system/leases": {"items": [
             lease("vc", renewed, name="vc-scheduler", namespace="volcano-system")]},
+        "/version": {"major": "1", "minor": "34", "gitVersion": "v1.34.1"},
+        **{f"/apis/admissionregistration.k8s.io/v1/{PLURALS[o['kind']]}/{o['metadata']['name']}": o
+           for o in manifests.render() if o["kind"] in PLURALS},
     }
 
 
@@ -266,7 +273,7 @@ def test_an_installed_cluster_passes_every_check():
     assert [(c.name, c.verdict) for c in checks] == [
         ("crd", "OK"), ("webhook", "OK"), ("webhook-endpoints", "OK"), ("webhook-cert", "OK"),
         ("controller", "OK"), ("coordinator", "OK"), ("rbac-create", "OK"), ("rbac-patch", "OK"),
-        ("volcano-crds", "OK"), ("volcano-scheduler", "OK")], checks
+        ("volcano-crds", "OK"), ("volcano-scheduler", "OK"), ("kubernetes", "OK"), ("admission-policies", "OK")], checks
     assert checks[3].detail.startswith("serving certificate (Secret repack-system/repack-webhook-tls tls.crt) "
                                        "valid for 300d")
 
@@ -332,7 +339,7 @@ def test_doctor_prints_one_line_per_check_and_exits_1_on_a_fail(monkeypatch):
     cluster.objects.pop("/apis/coordination.k8s.io/v1/namespaces/repack-system/leases/repack-controller")
     r = run("doctor", "-n", "repack-system")
     assert r.exit_code == 1
-    assert ("FAIL  controller         Lease repack-system/repack-controller not found: the in-cluster RepackRun "
+    assert ("FAIL  controller          Lease repack-system/repack-controller not found: the in-cluster RepackRun "
             "controller is not running — kubectl repack install\n") in r.stdout
 
 
@@ -349,3 +356,23 @@ def test_doctor_on_an_unreachable_cluster_says_it_once(monkeypatch):
     r = run("doctor")
     assert r.exit_code == 1 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: GET ") and "Connection refused" in r.stderr
+
+
+
+def test_kubernetes_before_1_30_fails_and_names_what_is_missing():
+    assert pf.kubernetes_verdict({"gitVersion": "v1.34.1"}).verdict == "OK"
+    old = pf.kubernetes_verdict({"gitVersion": "v1.29.9-eks-1"})
+    assert old.verdict == "FAIL" and "needs >= 1.30" in old.detail and "ValidatingAdmissionPolicy" in old.detail
+    assert pf.kubernetes_verdict({}).verdict == "WARN"
+
+
+def test_a_missing_or_unenforced_admission_policy_fails_the_doctor():
+    objects = installed()
+    del objects["/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/repack-run-creator"]
+    check = {c.name: c for c in pf.run_checks(Cluster(objects).api, now=NOW)}["admission-policies"]
+    assert check.verdict == "FAIL" and "repack-run-creator" in check.detail and check.fix == "kubectl repack install"
+    objects = installed()
+    path = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/repack-pod-writes"
+    objects[path] = dict(objects[path], spec={"policyName": "repack-pod-writes", "validationActions": ["Audit"]})
+    check = {c.name: c for c in pf.run_checks(Cluster(objects).api, now=NOW)}["admission-policies"]
+    assert check.verdict == "FAIL" and "not enforced" in check.detail and "repack-pod-writes" in check.detail
