@@ -101,7 +101,8 @@ def test_doctor_on_a_cluster_without_the_in_cluster_part(control_plane, make_nam
     assert {name: verdict for name, (verdict, _) in checks.items()} == {
         "crd": "OK", "webhook": "FAIL", "webhook-endpoints": "FAIL", "webhook-cert": "WARN", "controller": "FAIL",
         "coordinator": "FAIL", "rbac-create": "OK", "rbac-patch": "OK", "volcano-crds": "OK",
-        "volcano-scheduler": checks["volcano-scheduler"][0]}
+        "volcano-scheduler": checks["volcano-scheduler"][0], "kubernetes": "OK", "admission-policies": "FAIL"}
+    assert checks["kubernetes"][1].startswith("Kubernetes v1.34")
     assert checks["crd"][1] == "repackruns.repack.volcano.sh v1alpha1 Established, schema and printer columns current"
     assert checks["controller"][1] == ("Lease repack-system/repack-controller not found: the in-cluster RepackRun "
                                        "controller is not running — kubectl repack install")
