@@ -64,6 +64,7 @@ log = logging.getLogger("webhook.controller")
 COMPONENT = "repack-controller"
 DEFAULT_INTERVAL = 2.0
 DEFAULT_EXECUTION_TIMEOUT = "10m"
+DRY_RUNS_PER_MINUTE = 10    # live DryRun plans at most (each reads and plans the whole cluster)
 GATE_SWEEP_SECONDS = 5.0     # a gate is lifted at most this long after the placement lease ran out
 
 
@@ -89,7 +90,8 @@ class Controller:
                  authorize_as: Callable[[Any, list], str], interval: float = DEFAULT_INTERVAL,
                  execution_timeout=None, clock=None, patch_run: Optional[Callable[[str, list], None]] = None,
                  policy_since: Callable[[], Any] = lambda: None, creator_max_age=CREATOR_MAX_AGE,
-                 lift_gates: Callable[[Any], list] = lambda now: [], gate_sweep_seconds: float = GATE_SWEEP_SECONDS):
+                 lift_gates: Callable[[Any], list] = lambda now: [], gate_sweep_seconds: float = GATE_SWEEP_SECONDS,
+                 dry_runs_per_minute: int = DRY_RUNS_PER_MINUTE):
         """`key()` is the records-seal key; `authorize_as(creator, namespaces)` why that user may not
         evict there ('' when they may); `policy_since()` since when the creator admission policy is
         enforced (None: it is not); `lift_gates(now)` lifts gates older than the placement lease
@@ -99,6 +101,8 @@ class Controller:
         self.key, self.events, self.authorize_as = key, events, authorize_as
         self.policy_since, self.creator_max_age = policy_since, creator_max_age
         self.lift_gates, self.gate_sweep_seconds = lift_gates, gate_sweep_seconds
+        self.dry_runs_per_minute = dry_runs_per_minute
+        self._planned_at: list = []      # when the last DryRuns were planned (the rate limit's window)
         self._last_gate_sweep = float("-inf")
         self.interval = interval
         self.execution_timeout = execution_timeout or parse_duration(DEFAULT_EXECUTION_TIMEOUT)
@@ -151,13 +155,25 @@ class Controller:
             elif executed_locally(run):
                 continue
             elif (run.get("spec") or {}).get("mode") == MODE_DRY_RUN and not phase_of(run):
-                self.plan_dry_run(run)
+                if self.may_plan_dry_run():
+                    self.plan_dry_run(run)
         execute = [r for r in runs if (r.get("spec") or {}).get("mode") == MODE_EXECUTE
                    and not is_finished(r) and not executed_locally(r)]
         if execute and (self.worker is None or not self.worker.is_alive()):
             names = [r["metadata"]["name"] for r in execute]
             self.worker = threading.Thread(target=self.execute_all, args=(names,), name="execute", daemon=True)
             self.worker.start()
+
+    def may_plan_dry_run(self) -> bool:
+        """At most `dry_runs_per_minute` live DryRun plans a minute (each is a full snapshot of the
+        cluster): anybody who may create RepackRuns could otherwise keep the controller planning.
+        A DryRun over the limit keeps waiting, unplanned, for a later tick."""
+        now = self._now()
+        self._planned_at = [t for t in self._planned_at if (now - t).total_seconds() < 60]
+        if len(self._planned_at) >= self.dry_runs_per_minute:
+            return False
+        self._planned_at.append(now)
+        return True
 
     def leading(self) -> Optional[str]:
         """The engine's guard: None while we lead, else why no further eviction may be issued."""
@@ -222,8 +238,9 @@ class Controller:
         except ValueError as e:
             self.drop_finalizer(self._engine(record).fail(name, Reason.INVALID_SPEC, str(e)))
             return False
-        if not (run.get("metadata") or {}).get("deletionTimestamp"):
-            self.add_finalizer(run)
+        if not (run.get("metadata") or {}).get("deletionTimestamp") and not self.add_finalizer(run):
+            log.info("repackrun %s: the finalizer did not land (the run changed meanwhile); next tick", name)
+            return False       # never evict for a run whose delete would not wait for us
 
         def authorize(namespaces: list) -> str:
             fresh = self.runs.get(name)
@@ -268,14 +285,21 @@ class Controller:
         return self.clock.now() if self.clock else utcnow()
 
     # -- finalizer --
-    def add_finalizer(self, run: dict) -> None:
+    def add_finalizer(self, run: dict) -> bool:
+        """Put FINALIZER on the run; True once the stored run carries it (a patch refused because the
+        run changed meanwhile is not an error, but then nothing may be evicted until it lands)."""
         meta = run.get("metadata") or {}
         current = list(meta.get("finalizers") or [])
         if FINALIZER in current:
-            return
+            return True
         ops = [{"op": "test", "path": "/metadata/resourceVersion", "value": meta.get("resourceVersion")},
                {"op": "add", "path": "/metadata/finalizers", "value": current + [FINALIZER]}]
         self.patch_run(meta["name"], ops)
+        try:
+            stored = self.runs.get(meta["name"])
+        except NotFound:
+            return False
+        return FINALIZER in ((stored.get("metadata") or {}).get("finalizers") or [])
 
     def drop_finalizer(self, run: dict) -> None:
         ops = finalizer_removal(run)

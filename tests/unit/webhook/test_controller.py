@@ -70,9 +70,18 @@ def make(runs, leader=True, allowed=True, policy_since=POLICY_SINCE):
         return "" if ok else f"user {creator.username!r} may not create pods/eviction in namespace {namespaces[0]!r}"
     ctl = Controller(None, store, cluster, Mutex(), Elector(leader), lambda: KEY,
                      lambda run: (lambda reason, message, warning: events.append((run["metadata"]["name"], reason))),
-                     authorize_as, clock=clock, patch_run=lambda name, ops: patches.append((name, ops)),
+                     authorize_as, clock=clock, patch_run=lambda name, ops: patch(store, patches, name, ops),
                      policy_since=lambda: policy_since)
     return ctl, store, cluster, events, patches, asked
+
+
+def patch(store, patches, name, ops, refuse=False):
+    """What the API server does with the controller's finalizer patches (unless `refuse`)."""
+    patches.append((name, ops))
+    for op in ops:
+        if op["path"] == "/metadata/finalizers" and op["op"] in ("add", "replace") and name in store.runs \
+                and not refuse:
+            store.runs[name]["metadata"]["finalizers"] = list(op["value"])
 
 
 def tick(ctl):
@@ -311,3 +320,28 @@ def test_the_leader_lifts_expired_gates_every_sweep_and_a_follower_does_not():
             ctl._last_gate_sweep -= ctl.gate_sweep_seconds
             ctl.tick()
             assert len(calls) == 2
+
+
+
+def test_no_eviction_while_the_finalizer_has_not_landed():
+    """Finding 11: a refused finalizer patch (the run changed meanwhile) was swallowed and the run
+    went on; now nothing is evicted until the finalizer is on the stored run."""
+    ctl, store, cluster, _, patches, _ = make([stamped(execute_run())])
+    ctl.patch_run = lambda name, ops: patch(store, patches, name, ops, refuse=True)
+    tick(ctl)
+    assert cluster.calls == [] and "status" not in store.runs["run-1"] and patches
+    ctl.patch_run = lambda name, ops: patch(store, patches, name, ops)
+    tick(ctl)
+    assert store.runs["run-1"]["status"]["phase"] == "Succeeded" and len(cluster.calls) == 2
+
+
+def test_dry_runs_are_planned_at_most_so_many_a_minute():
+    ctl, store, cluster, *_ = make([dry_run(f"dry-{i}") for i in range(3)])
+    ctl.dry_runs_per_minute = 2
+    tick(ctl)
+    assert sorted(n for n, r in store.runs.items() if "status" in r) == ["dry-0", "dry-1"]
+    tick(ctl)
+    assert "status" not in store.runs["dry-2"]               # still within the minute
+    ctl.clock.t += dt.timedelta(seconds=61)
+    tick(ctl)
+    assert store.runs["dry-2"]["status"]["phase"] == "Succeeded"
