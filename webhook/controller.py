@@ -91,7 +91,8 @@ class Controller:
                  execution_timeout=None, clock=None, patch_run: Optional[Callable[[str, list], None]] = None,
                  policy_since: Callable[[], Any] = lambda: None, creator_max_age=CREATOR_MAX_AGE,
                  lift_gates: Callable[[Any], list] = lambda now: [], gate_sweep_seconds: float = GATE_SWEEP_SECONDS,
-                 dry_runs_per_minute: int = DRY_RUNS_PER_MINUTE):
+                 dry_runs_per_minute: int = DRY_RUNS_PER_MINUTE,
+                 pod_group_event: Callable[[str, str, str, str], None] = lambda ns, group, reason, message: None):
         """`key()` is the records-seal key; `authorize_as(creator, namespaces)` why that user may not
         evict there ('' when they may); `policy_since()` since when the creator admission policy is
         enforced (None: it is not); `lift_gates(now)` lifts gates older than the placement lease
@@ -102,6 +103,7 @@ class Controller:
         self.policy_since, self.creator_max_age = policy_since, creator_max_age
         self.lift_gates, self.gate_sweep_seconds = lift_gates, gate_sweep_seconds
         self.dry_runs_per_minute = dry_runs_per_minute
+        self.pod_group_event = pod_group_event   # (namespace, PodGroup, reason, message): the owners' audit trail
         self._planned_at: list = []      # when the last DryRuns were planned (the rate limit's window)
         self._last_gate_sweep = float("-inf")
         self.interval = interval
@@ -270,13 +272,22 @@ class Controller:
                 denied = f"no trustworthy creator record: {e}"
             return (Reason.NOT_AUTHORIZED, denied) if denied else None
 
+        def evicted(record) -> None:
+            try:
+                who = creator_of(self.runs.get(name)).username
+            except (UntrustedCreator, RepackError):
+                who = "unknown"
+            self.pod_group_event(record.namespace, record.pod_group_name, "RepackEvicted",
+                                 f"pod {record.victim_pod_name} evicted by RepackRun {name} (created by {who}) to "
+                                 f"move it to {record.planned_node_name}")
+
         request = ApplyRequest(name, None, wait=False, timeout=durations.get("timeout", self.execution_timeout),
                                cooldown=durations.get("cooldown"))
         kwargs = {"clock": self.clock} if self.clock else {}
         result = apply_run(request, self.runs, _GuardedLease(self.lease, self.leading), self.cluster, self.cluster,
                            _Log(), me=holder_identity(name, host=os.environ.get("POD_NAME")),
                            authorize=authorize, cancelled=cancel_requested, on_event=record, seal=seal, vet=vet,
-                           **kwargs)
+                           on_evicted=evicted, **kwargs)
         if is_finished(result.run):
             self.drop_finalizer(result.run)
         return not result.pending
@@ -374,7 +385,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from kubectl_repack.engine.execute_lease import ExecuteLease
     from kubectl_repack.kube.client import connect
     from kubectl_repack.kube.incluster import (EventRecorder, creator_policy_since, ensure_key, eviction_denied,
-                                               lift_expired_gates)
+                                               lift_expired_gates, record_on_pod_group)
     from kubectl_repack.kube.lease import LeaseClient
     from kubectl_repack.kube.objects import LiveCluster
     from kubectl_repack.kube.runs import RunStore
@@ -405,7 +416,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                             lambda creator, namespaces: eviction_denied(api, creator, namespaces),
                             interval=interval, execution_timeout=execution_timeout,
                             policy_since=lambda: creator_policy_since(api), creator_max_age=creator_max_age,
-                            lift_gates=lambda now: lift_expired_gates(api, now))
+                            lift_gates=lambda now: lift_expired_gates(api, now),
+                            pod_group_event=lambda ns, group, reason, message: record_on_pod_group(
+                                api, ns, group, reason, message, COMPONENT))
     try:
         key()   # made at start, not in the middle of a run's first status write
     except RepackError as e:

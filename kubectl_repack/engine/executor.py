@@ -85,14 +85,16 @@ class Executor:
     before every eviction (the record about to be evicted): a (reason, message) back means this
     run may not evict any more (the in-cluster controller: records not sealed by it, a creator who
     lost the right to evict); nothing further is evicted, the evicted pods' replacements are still
-    tracked, and the run ends Failed with that reason.
+    tracked, and the run ends Failed with that reason. `on_evicted(record)` hears each accepted
+    eviction (the controller's audit Event on the victim's PodGroup).
     """
 
     def __init__(self, reader: ClusterReader, evictor: Evictor, runs: RunWriter, clock: Clock = None,
                  options: Options = None, on_progress: Callable[[Progress], None] = None,
                  guard: Callable[[], Optional[str]] = None, cancelled: Callable[[dict], str] = None,
                  on_event: Callable[[str, str, bool], None] = None,
-                 vet: Callable[[dict, Optional[Relocation]], Optional[tuple]] = None):
+                 vet: Callable[[dict, Optional[Relocation]], Optional[tuple]] = None,
+                 on_evicted: Callable[[Relocation], None] = None):
         self.reader, self.evictor, self.runs = reader, evictor, runs
         self.clock = clock or Clock()
         self.options = options or Options()
@@ -101,6 +103,7 @@ class Executor:
         self.cancelled = cancelled or (lambda run: "")
         self.on_event = on_event or (lambda reason, message, warning: None)
         self.vet = vet or (lambda run, record: None)
+        self.on_evicted = on_evicted or (lambda record: None)
         self._cancel = ""
         self._refused: Optional[tuple] = None   # (reason, message) from vet: no further eviction
         self._told: dict = {}   # record index -> last placement phase an event was sent for
@@ -336,6 +339,7 @@ class Executor:
                 if verdict == ACCEPTED:
                     run = self._set_eviction(name, i, EVICTION_ACCEPTED, msg)
                     self.on_event(EV_EVICTED, f"evicted {rec.victim} (planned node {rec.planned_node_name})", False)
+                    self.on_evicted(rec)
                 elif verdict == GONE:
                     run = self._set_eviction(name, i, EVICTION_INDIRECTLY_REMOVED, msg)
                 else:

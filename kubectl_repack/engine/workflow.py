@@ -106,7 +106,8 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
               authorize: Optional[Callable[[list], str]] = None, cancelled: Optional[Callable[[dict], str]] = None,
               on_event: Optional[Callable[[str, str, bool], None]] = None,
               seal: Optional[Callable[[dict, list], None]] = None,
-              vet: Optional[Callable[[dict, object], Optional[tuple]]] = None) -> ApplyResult:
+              vet: Optional[Callable[[dict, object], Optional[tuple]]] = None,
+              on_evicted: Optional[Callable[[object], None]] = None) -> ApplyResult:
     """Carry out (or continue) one Execute run; see the module docstring for the order.
 
     In the cluster (webhook.controller) three more hooks apply: `authorize(namespaces)` returns why
@@ -114,7 +115,8 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
     eviction of a new or continued run (the run then ends Failed, EvictionNotAuthorized);
     `cancelled(run)` says why the run must stop (cancel annotation, delete); `on_event` hears each
     step (Events); `seal(run, records)` is handed the relocation records of a new plan before they
-    are written (the controller seals them); `vet` is the Executor's (asked before every eviction)."""
+    are written (the controller seals them); `vet` and `on_evicted` are the Executor's (asked before
+    every eviction; told of each accepted one)."""
     clock = clock or Clock()
     name = request.name
     sweep_expired(runs, clock.now(), name, reporter)
@@ -131,7 +133,7 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
                       options=Options(execution_timeout=request.timeout,
                                       eviction_retry_timeout=request.eviction_retry_timeout),
                       on_progress=reporter.progress,
-                      guard=lease.check, cancelled=cancelled, on_event=on_event, vet=vet)
+                      guard=lease.check, cancelled=cancelled, on_event=on_event, vet=vet, on_evicted=on_evicted)
     why = cancelled(current)
     if why and not (current.get("status") or {}).get("relocations"):
         return ApplyResult(engine.fail(name, Reason.CANCELLED, f"{why}: nothing was evicted"))

@@ -139,21 +139,37 @@ class EventRecorder:
     """core/v1 Events about one RepackRun (kubectl describe repackrun shows them). A failure to
     record is logged, never raised: events tell the story, they do not decide it."""
 
-    def __init__(self, api, run: dict, component: str):
-        self.api, self.component = api, component
+    def __init__(self, api, run: dict, component: str, ref: Optional[dict] = None, namespace: str = EVENTS_NAMESPACE):
+        self.api, self.component, self.namespace = api, component, namespace
         meta = run.get("metadata") or {}
-        self.ref = {"apiVersion": API_VERSION, "kind": KIND, "name": meta.get("name", ""),
-                    "uid": meta.get("uid", "")}
+        self.ref = ref or {"apiVersion": API_VERSION, "kind": KIND, "name": meta.get("name", ""),
+                           "uid": meta.get("uid", "")}
 
     def __call__(self, reason: str, message: str, warning: bool = False) -> None:
         now = rfc3339(utcnow())
         body = {"apiVersion": "v1", "kind": "Event",
-                "metadata": {"generateName": f"{self.ref['name']}.", "namespace": EVENTS_NAMESPACE},
+                "metadata": {"generateName": f"{self.ref['name']}.", "namespace": self.namespace},
                 "involvedObject": self.ref, "reason": reason, "message": message[:1024],
                 "type": "Warning" if warning else "Normal", "source": {"component": self.component},
                 "firstTimestamp": now, "lastTimestamp": now, "count": 1,
                 "reportingComponent": self.component, "reportingInstance": self.component}
         try:
-            request(self.api, "POST", f"/api/v1/namespaces/{EVENTS_NAMESPACE}/events", body)
+            request(self.api, "POST", f"/api/v1/namespaces/{self.namespace}/events", body)
         except ClusterAPIError as e:
-            log.warning("event %s on repackrun %s not recorded: %s", reason, self.ref["name"], e)
+            log.warning("event %s on %s %s not recorded: %s", reason, self.ref["kind"], self.ref["name"], e)
+
+
+PODGROUP_API_VERSION = "scheduling.volcano.sh/v1beta1"
+
+
+def record_on_pod_group(api, namespace: str, name: str, reason: str, message: str, component: str) -> None:
+    """An Event on the PodGroup `namespace/name` (`kubectl describe podgroup` shows it): the audit
+    trail its owners see. Never raises: a PodGroup gone or unreadable just gets no Event."""
+    try:
+        pg = request(api, "GET", f"/apis/{PODGROUP_API_VERSION}/namespaces/{namespace}/podgroups/{name}")
+    except ClusterAPIError as e:
+        log.warning("event %s on podgroup %s/%s not recorded: %s", reason, namespace, name, e)
+        return
+    ref = {"apiVersion": PODGROUP_API_VERSION, "kind": "PodGroup", "name": name, "namespace": namespace,
+           "uid": (pg.get("metadata") or {}).get("uid", "")}
+    EventRecorder(api, {}, component, ref=ref, namespace=namespace)(reason, message, False)

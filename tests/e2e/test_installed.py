@@ -449,6 +449,10 @@ def test_seed_flow_with_kubectl_apply_is_reconciled_in_the_cluster(
         for expected in ("Started", "Evicted", "Placed", "Completed"):
             assert expected in events, events
         assert events.count("Evicted") == len(victims), events
+        # the workload owners' audit trail: an Event on the PodGroup for each pod the run evicted
+        audit = [e for e in core.list_namespaced_event(ns, field_selector="reason=RepackEvicted").items]
+        assert len(audit) == len(victims) and {e.involved_object.kind for e in audit} == {"PodGroup"}, audit
+        assert all(f"by RepackRun {names['execute']} (created by " in e.message for e in audit), [e.message for e in audit]
         described = control_plane.kubectl("describe", "repackrun", names["execute"]).stdout
         assert "Evicted" in described and "Completed" in described, described
         # Measured, not inferred: each victim was evicted by exactly one successful call.

@@ -345,3 +345,16 @@ def test_dry_runs_are_planned_at_most_so_many_a_minute():
     ctl.clock.t += dt.timedelta(seconds=61)
     tick(ctl)
     assert store.runs["dry-2"]["status"]["phase"] == "Succeeded"
+
+
+def test_each_eviction_leaves_an_event_on_the_victims_pod_group_naming_the_run_and_its_creator():
+    ctl, store, cluster, *_ = make([stamped(execute_run(), user="alice")])
+    seen = []
+    ctl.pod_group_event = lambda ns, group, reason, message: seen.append((ns, group, reason, message))
+    tick(ctl)
+    assert store.runs["run-1"]["status"]["phase"] == "Succeeded"
+    assert len(seen) == 2 == len(cluster.calls)
+    for (ns, group, reason, message), rec in zip(seen, store.runs["run-1"]["status"]["relocations"]):
+        assert (ns, group, reason) == (rec["namespace"], rec["podGroupName"], "RepackEvicted")
+        assert message == (f"pod {rec['victimPodName']} evicted by RepackRun run-1 (created by alice) to move it to "
+                           f"{rec['plannedNodeName']}")
