@@ -220,10 +220,14 @@ class Executor:
                    + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""))
             return self._finish(name, Outcome(PHASE_FAILED, Reason.INVALID_RECORDS, msg))
         refused = self.vet(run, None)
-        if refused and not any(r.eviction.evicted or r.eviction.phase == EVICTION_IN_PROGRESS
-                               for r in relocations(st)):
-            return self._finish(name, Outcome(PHASE_FAILED, refused[0], f"{refused[1]}; nothing was evicted"))
-        self._refused = refused
+        if refused:
+            # Records this executor may not act on are not tracked either: waiting for the
+            # replacements of evictions somebody else made (or claims) would only hold this run
+            # (and every run queued behind it) until its deadline.
+            moved = [r.victim for r in relocations(st) if r.eviction.evicted or r.eviction.phase == EVICTION_IN_PROGRESS]
+            done = ("nothing was evicted" if not moved else
+                    f"nothing further was evicted (the records say {len(moved)} pod(s) were: {', '.join(moved[:5])})")
+            return self._finish(name, Outcome(PHASE_FAILED, refused[0], f"{refused[1]}; {done}"))
         deadline = parse_time(st.get("executionDeadline")) or (self.clock.now() + self.options.execution_timeout)
         run, skipped = self._evict_all(name, run, deadline)
         run, timed_out = self._track_placements(name, run, deadline)

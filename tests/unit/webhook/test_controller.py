@@ -358,3 +358,17 @@ def test_each_eviction_leaves_an_event_on_the_victims_pod_group_naming_the_run_a
         assert (ns, group, reason) == (rec["namespace"], rec["podGroupName"], "RepackEvicted")
         assert message == (f"pod {rec['victimPodName']} evicted by RepackRun run-1 (created by alice) to move it to "
                            f"{rec['plannedNodeName']}")
+
+
+def test_unsealed_records_that_claim_evictions_end_the_run_at_once_instead_of_waiting_for_replacements():
+    """Records the controller did not seal that say some pods were already evicted (a status
+    writer's, or an older version's) are not tracked until the deadline: the run ends at once, so
+    it holds no other run queued behind it."""
+    run = with_plan_and_records(stamped(execute_run()))
+    run["status"]["relocations"][0]["eviction"] = {"phase": "Accepted"}
+    ctl, store, cluster, *_ = make([run])
+    tick(ctl)
+    st = store.runs["run-1"]["status"]
+    assert st["phase"] == "Failed" and cluster.calls == [] and ctl.clock.slept == []
+    assert [c["reason"] for c in st["conditions"] if c["type"] == "Failed"] == ["RelocationRecordsInvalid"]
+    assert "nothing further was evicted (the records say 1 pod(s) were: demo/train-worker-0)" in st["message"]
