@@ -510,6 +510,7 @@ def test_records_written_by_a_status_writer_evict_nothing(
     RelocationRecordsInvalid, and the API server's audit log shows no Eviction for any pod. The
     admin's manifest, server-side applied twice without the creator annotations, keeps the record
     the webhook filled in (the policy would refuse dropping it)."""
+    from kubectl_repack.engine.mutex import COOLDOWN_ANNOTATION, LAST_COMPLETION_ANNOTATION
     from tests.e2e.execute_helpers import build_seed_layout, delete_runs, get_run, reason_of, unique
 
     api = control_plane.api_client
@@ -535,8 +536,8 @@ def test_records_written_by_a_status_writer_evict_nothing(
         lease = coordination.read_namespaced_lease("repack-execute", NAMESPACE)
         lease.spec.holder_identity, lease.spec.lease_duration_seconds = holder, 3600
         lease.spec.acquire_time = lease.spec.renew_time = dt.datetime.now(dt.timezone.utc)
-        lease.metadata.annotations = {k: v for k, v in (lease.metadata.annotations or {}).items()
-                                      if "last-completion" not in k and "cooldown" not in k} or None
+        kept = {k: v for k, v in (lease.metadata.annotations or {}).items() if k != LAST_COMPLETION_ANNOTATION}
+        lease.metadata.annotations = dict(kept, **{COOLDOWN_ANNOTATION: "0s"})   # as the seed flow leaves it
         coordination.replace_namespaced_lease("repack-execute", NAMESPACE, lease)
     try:
         set_holder("e2e-hold")
@@ -548,8 +549,9 @@ def test_records_written_by_a_status_writer_evict_nothing(
             assert out.returncode == 0, out.stdout + out.stderr
         admin = json.loads(control_plane.kubectl("auth", "whoami", "-o", "json").stdout)["status"]["userInfo"]
         assert get_run(api, name)["metadata"]["annotations"]["repack.volcano.sh/creator-username"] == admin["username"]
-        wait_for("the Execute to wait for the held Lease", lambda: reason_of(get_run(api, name), "Progressing")[1]
-                 == "AnotherRunActive" or None, timeout=120)
+        wait_for("the Execute to wait for the held Lease", lambda: (reason_of(get_run(api, name), "Progressing")
+                                                                     or ("", ""))[1] == "AnotherRunActive" or None,
+                 timeout=120)
 
         victim, (node, uid) = sorted(layout["protected"].items())[0]
         group = core.read_namespaced_pod(victim, ns).metadata.annotations["scheduling.k8s.io/group-name"]
