@@ -388,7 +388,8 @@ def _load_podgroup(ctx, obj):
     meta = _get(ctx, obj, "metadata", dict, required=True)
     mm = _int(ctx, obj, "spec.minMember", 0, low=0)
     return PodGroup(_str(ctx, meta, "namespace", "default", at="metadata."), _get(ctx, meta, "name", str, required=True, at="metadata."),
-                    _strmap(ctx, obj, "metadata.labels"), mm, _owner(ctx, meta))
+                    _strmap(ctx, obj, "metadata.labels"), mm, _owner(ctx, meta),
+                    _strmap(ctx, obj, "metadata.annotations"))
 
 
 def _load_pv(ctx, obj):
@@ -447,13 +448,14 @@ def _load_vcjob(ctx, obj):
             tasks[task_name] = act
     return VCJob(_str(ctx, meta, "namespace", "default", at="metadata."), _get(ctx, meta, "name", str, required=True, at="metadata."),
                  _strmap(ctx, obj, "metadata.labels"), _evicted_action(ctx, spec.get("policies") or [], "spec.policies"),
-                 MappingProxyType(tasks) if tasks else EMPTY)
+                 MappingProxyType(tasks) if tasks else EMPTY, _strmap(ctx, obj, "metadata.annotations"))
 
 
 def _load_modelserving(ctx, obj):
     meta = _get(ctx, obj, "metadata", dict, required=True)
     return ModelServing(_str(ctx, meta, "namespace", "default", at="metadata."), _get(ctx, meta, "name", str, required=True, at="metadata."),
-                        _strmap(ctx, obj, "metadata.labels"), _get(ctx, obj, "spec.recoveryPolicy", str, ""))
+                        _strmap(ctx, obj, "metadata.labels"), _get(ctx, obj, "spec.recoveryPolicy", str, ""),
+                        _strmap(ctx, obj, "metadata.annotations"))
 
 
 def _load_namespace(ctx, obj):

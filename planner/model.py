@@ -12,6 +12,18 @@ EMPTY: Mapping = MappingProxyType({})
 GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
 GROUP_LABEL = "volcano.sh/podgroup"
 
+# Workload opt-out: a pod, its PodGroup or its workload (VCJob, ModelServing) annotated with one of
+# these is never moved, and one pinned pod pins its whole PodGroup (evicting any other member
+# disrupts the same gang). The pinned pods stay in the snapshot and keep their nodes occupied.
+DO_NOT_DISRUPT = "repack.volcano.sh/do-not-disrupt"
+# Honoured the same way because operators already set them to keep the other node consolidators
+# (Karpenter; cluster-autoscaler's scale-down) from evicting a pod, and repack would evict it too.
+KARPENTER_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+CA_SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+# (annotation, the value that pins, compared case-insensitively); any other value does not pin.
+DO_NOT_DISRUPT_ANNOTATIONS = ((DO_NOT_DISRUPT, "true"), (KARPENTER_DO_NOT_DISRUPT, "true"),
+                              (CA_SAFE_TO_EVICT, "false"))
+
 
 @dataclass(frozen=True, slots=True)
 class Requirement:
@@ -110,6 +122,15 @@ def pod_group_name(annotations: Mapping, labels: Mapping) -> str:
     return str(labels.get(GROUP_LABEL, "") or "")
 
 
+def opt_out(annotations: Mapping) -> str:
+    """`key=value` of the first DO_NOT_DISRUPT_ANNOTATIONS entry that pins, or ''."""
+    for key, pins in DO_NOT_DISRUPT_ANNOTATIONS:
+        value = annotations.get(key)
+        if value is not None and value.lower() == pins:
+            return f"{key}={value}"
+    return ""
+
+
 @dataclass(frozen=True, slots=True)
 class Node:
     name: str
@@ -163,6 +184,7 @@ class PodGroup:
     labels: Mapping
     min_member: int
     owner: Optional[OwnerRef]
+    annotations: Mapping = field(default_factory=lambda: EMPTY)
 
     @property
     def key(self) -> str:
@@ -199,6 +221,7 @@ class VCJob:
     labels: Mapping
     job_action: str = ""             # action for PodEvicted at job level ("" if none)
     task_actions: Mapping = field(default_factory=lambda: EMPTY)  # task -> action for PodEvicted
+    annotations: Mapping = field(default_factory=lambda: EMPTY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +230,7 @@ class ModelServing:
     name: str
     labels: Mapping
     recovery_policy: str = ""
+    annotations: Mapping = field(default_factory=lambda: EMPTY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +259,8 @@ class ClusterSnapshot:
     vcjob_by_key: Mapping = field(default_factory=lambda: EMPTY, compare=False)
     modelserving_by_key: Mapping = field(default_factory=lambda: EMPTY, compare=False)
     namespace_labels: Mapping = field(default_factory=lambda: EMPTY, compare=False)
+    # PodGroup key -> (what is annotated, "key=value") for each PodGroup an opt-out pins
+    do_not_disrupt: Mapping = field(default_factory=lambda: EMPTY, compare=False)
 
     @classmethod
     def build(cls, nodes=(), pods=(), podgroups=(), pvs=(), pvcs=(), pdbs=(), vcjobs=(),
@@ -249,6 +275,8 @@ class ClusterSnapshot:
         ns_labels = {n.name: n.labels for n in namespaces}
         for p in pods:
             ns_labels.setdefault(p.namespace, {"kubernetes.io/metadata.name": p.namespace})
+        vcjob_by_key = {f"{j.namespace}/{j.name}": j for j in vcjobs}
+        modelserving_by_key = {f"{m.namespace}/{m.name}": m for m in modelservings}
         return cls(
             nodes=nodes, pods=pods, podgroups=tuple(podgroups), pvs=tuple(pvs), pvcs=tuple(pvcs),
             pdbs=tuple(pdbs), vcjobs=tuple(vcjobs), modelservings=tuple(modelservings),
@@ -258,7 +286,41 @@ class ClusterSnapshot:
             pods_by_node={k: tuple(v) for k, v in by_node.items()},
             pv_by_name={v.name: v for v in pvs},
             pvc_by_key={f"{c.namespace}/{c.name}": c for c in pvcs},
-            vcjob_by_key={f"{j.namespace}/{j.name}": j for j in vcjobs},
-            modelserving_by_key={f"{m.namespace}/{m.name}": m for m in modelservings},
+            vcjob_by_key=vcjob_by_key,
+            modelserving_by_key=modelserving_by_key,
             namespace_labels=ns_labels,
+            do_not_disrupt=_do_not_disrupt(podgroups, pods, vcjob_by_key, modelserving_by_key),
         )
+
+
+def _do_not_disrupt(podgroups, pods, vcjob_by_key, modelserving_by_key):
+    """{PodGroup key: (what, "key=value")} for every PodGroup an opt-out pins: on the PodGroup, on its
+    workload, on a non-terminal member pod (pending ones too) or on that pod's workload, named in
+    that order of precedence, pods in snapshot order. A finished pod is not disrupted, so its
+    annotation pins nothing. One pass over the snapshot."""
+    out = {}
+
+    def workload(namespace, owner):
+        if owner is not None:
+            key = f"{namespace}/{owner.name}"
+            if owner.kind == "Job" and owner.group == "batch.volcano.sh":
+                return f"VCJob {key}", vcjob_by_key.get(key)
+            if owner.kind == "ModelServing":
+                return f"ModelServing {key}", modelserving_by_key.get(key)
+        return "", None
+
+    def pin(key, what, obj):
+        if key not in out and obj is not None:
+            found = opt_out(obj.annotations)
+            if found:
+                out[key] = (what, found)
+
+    for g in podgroups:
+        pin(g.key, f"PodGroup {g.key}", g)
+        pin(g.key, *workload(g.namespace, g.owner))
+    for p in pods:
+        if p.group_name and not p.terminal:
+            key = f"{p.namespace}/{p.group_name}"
+            pin(key, f"pod {p.key}", p)
+            pin(key, *workload(p.namespace, p.owner))
+    return MappingProxyType(out) if out else EMPTY

@@ -5,6 +5,8 @@ code, so a plan can say why a node cannot be vacated.
 """
 from dataclasses import dataclass
 
+from .model import opt_out
+
 
 @dataclass(frozen=True)
 class Blocked:
@@ -52,6 +54,21 @@ def out_of_scope(pod, ctx):
         return Blocked("PodGroupOutOfScope", f"PodGroup {pg.key} of pod {pod.key} is not in scope.podGroups")
 
 
+def do_not_disrupt(pod, ctx):
+    """A workload's opt-out (model.DO_NOT_DISRUPT_ANNOTATIONS) on the pod, its PodGroup, its workload
+    or any other member pins the whole PodGroup; the pinned pods stay and keep their nodes occupied."""
+    found = opt_out(pod.annotations)
+    key = f"{pod.namespace}/{pod.group_name}"
+    if found:
+        return Blocked("DoNotDisrupt", f"do-not-disrupt: pod {pod.key} is annotated {found}"
+                                       + (f"; its PodGroup {key} is not moved" if pod.group_name else ""))
+    pinned = ctx.snapshot.do_not_disrupt.get(key) if pod.group_name else None
+    if pinned is not None:
+        source, found = pinned
+        return Blocked("DoNotDisrupt", f"do-not-disrupt: {source} is annotated {found}; "
+                                       f"PodGroup {key} of pod {pod.key} is not moved")
+
+
 def local_volume(pod, ctx):
     for claim in pod.pvc_names:
         pvc = ctx.snapshot.pvc_by_key.get(f"{pod.namespace}/{claim}")
@@ -60,7 +77,8 @@ def local_volume(pod, ctx):
             return Blocked("LocalVolume", f"pod {pod.key} uses local volume {pv.name} (claim {claim})")
 
 
-RULES = (mirror_pod, terminating, not_volcano, daemonset_pod, bare_pod, no_podgroup, out_of_scope, local_volume)
+RULES = (mirror_pod, terminating, not_volcano, daemonset_pod, bare_pod, no_podgroup, out_of_scope, do_not_disrupt,
+         local_volume)
 
 
 def check_movable(pod, ctx):

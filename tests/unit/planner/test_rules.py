@@ -50,6 +50,8 @@ CASES = [
      "PodGroupOutOfScope"),
     ("podgroup-included-by-selector", pod("p", **MOVABLE), (),
      {"podGroups": {"include": {"selector": {"matchLabels": {"team": "x"}}}}}, None),
+    ("do-not-disrupt", pod("p", **MOVABLE, annotations={"repack.volcano.sh/do-not-disrupt": "true"}), (), None,
+     "DoNotDisrupt"),
     ("local-volume", pod("p", **MOVABLE, volumes=VOL), (pvc("data", "v1"), pv("v1", local={"path": "/mnt"})), None,
      "LocalVolume"),
     ("hostpath-volume", pod("p", **MOVABLE, volumes=VOL), (pvc("data", "v1"), pv("v1", hostPath={"path": "/x"})), None,
@@ -79,7 +81,7 @@ def test_messages_name_pod_and_cause():
 
 def test_every_rule_has_a_case():
     covered = {"mirror_pod", "terminating", "not_volcano", "daemonset_pod", "bare_pod", "no_podgroup", "out_of_scope",
-               "local_volume"}
+               "do_not_disrupt", "local_volume"}
     assert {r.__name__ for r in RULES} == covered
 
 
