@@ -505,8 +505,11 @@ def pod_write_policy(namespace: str) -> Manifest:
     from kubectl_repack.api.gates import PLACEMENT_GATE
 
     users = [f"system:serviceaccount:{namespace}:{n}" for n in (COORDINATOR_NAME, CONTROLLER_NAME)]
+    from planner.model import DO_NOT_DISRUPT
+
     gate = _cel_string(PLACEMENT_GATE)
     prefix = _cel_string("repack.volcano.sh/")
+    opt_out = _cel_string(DO_NOT_DISRUPT)      # the owner's opt-out is theirs: neither account may touch it
 
     def same(path: str, empty: str = "[]", of: str = "") -> str:
         new_value, old_value = (f"(has({o}.{path}) ? {o}.{path}{of} : {empty})" for o in ("object", "oldObject"))
@@ -526,10 +529,11 @@ def pod_write_policy(namespace: str) -> Manifest:
                        f"variables.oldGates.all(o, o.name == {gate} || variables.newGates.exists(g, g.name == o.name))",
          "message": f"{COORDINATOR_NAME}/{CONTROLLER_NAME} may only remove the {PLACEMENT_GATE} scheduling gate",
          "reason": "Forbidden"},
-        {"expression": f"variables.newAnn.all(k, k.startsWith({prefix}) || (k in variables.oldAnn && "
+        {"expression": f"variables.newAnn.all(k, (k.startsWith({prefix}) && k != {opt_out}) || (k in variables.oldAnn && "
                        "variables.oldAnn[k] == variables.newAnn[k])) && "
-                       f"variables.oldAnn.all(k, k.startsWith({prefix}) || k in variables.newAnn)",
-         "message": f"{COORDINATOR_NAME}/{CONTROLLER_NAME} may only write repack.volcano.sh/ annotations",
+                       f"variables.oldAnn.all(k, (k.startsWith({prefix}) && k != {opt_out}) || k in variables.newAnn)",
+         "message": f"{COORDINATOR_NAME}/{CONTROLLER_NAME} may only write repack.volcano.sh/ annotations "
+                    f"(not {DO_NOT_DISRUPT})",
          "reason": "Forbidden"},
     ]
     return {

@@ -191,3 +191,9 @@ def test_the_readme_lists_every_service_accounts_verbs_as_install_grants_them():
     assert "| repack-webhook | cluster | repack.volcano.sh/repackruns | get, list, watch | any |" in table
     assert not [line for line in table.splitlines() if line.startswith("| repack-webhook |")
                 and any(v in line for v in ("patch", "create", "update", "delete"))]
+
+
+def test_the_pod_write_policy_leaves_the_owners_opt_out_alone():
+    (rule,) = [v for v in manifests.pod_write_policy("repack-system")["spec"]["validations"]
+               if "newAnn" in v["expression"]]
+    assert "k != 'repack.volcano.sh/do-not-disrupt'" in rule["expression"]
