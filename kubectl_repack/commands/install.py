@@ -190,6 +190,17 @@ def check_cidrs(ctx, param, values):
     return tuple(out)
 
 
+def check_usernames(ctx, param, values):
+    """Kubernetes usernames (`system:serviceaccount:NS:NAME`, a user's name): not empty, no comma (the
+    webhook reads them as one comma-separated variable), no control character or surrounding space."""
+    for value in values or ():
+        if not value or value != value.strip() or "," in value or any(ord(c) < 32 or ord(c) == 127 for c in value) \
+                or len(value) > 1024:
+            raise click.BadParameter(f"{value!r} is not a username (non-empty, at most 1024 characters, no comma, "
+                                     "no control character or surrounding space)", ctx=ctx, param=param)
+    return tuple(values or ())
+
+
 def parse_node_selector(values) -> dict:
     """KEY=VALUE pairs, comma-separated and/or repeated, in kubectl's selector syntax (one parser:
     commands.selectors), label keys and values checked; only equality, as a nodeSelector holds."""
@@ -356,6 +367,7 @@ def wait_for_deployment(api, namespace: str, name: str, timeout: float, poll: fl
               help="Opt-in NetworkPolicy: only these addresses (the API server's) may call the webhook port; "
                    "the metrics port stays open (repeatable; enforced only where the CNI enforces policies).")
 @click.option("--replacement-creator", "replacement_creators", multiple=True, metavar="USERNAME",
+              callback=check_usernames,
               help="A username that re-creates evicted pods (repeatable; replaces the defaults: Volcano's "
                    "volcano-controllers and the built-in ReplicaSet, StatefulSet and Job controllers). A pod "
                    "created by anybody else claims no relocation record and may not carry repack's marks.")

@@ -60,7 +60,8 @@ BY_NAME = {
     "--tolerations": ["=v", "k:Sometimes", "[{\"key\": 1, \"bogus\": 2}]", "[{\"k\": 1, \"k\": 2}]", "[1]",
                       "[" * 100 + "]" * 100],
     "--priority-class": DNS_NAMES,
-    "--apiserver-cidr": ["bogus", "10.0.0.300/8", "10.0.0.0/33", "fd00::/129", ""],  # snapshot -o is a file, the others a Choice
+    "--apiserver-cidr": ["bogus", "10.0.0.300/8", "10.0.0.0/33", "fd00::/129", ""],
+    "--replacement-creator": ["", "a,b", " padded", "line\nbreak", "nul\x00", "x" * 1025],  # snapshot -o is a file, the others a Choice
 }
 # Options whose every string is acceptable syntax; what they name is only known when the cluster is
 # reached (like kubectl, a missing --kubeconfig is an error of the connection, exit 1, and offline
