@@ -9,10 +9,8 @@ import datetime as dt
 import pytest
 
 from kubectl_repack.errors import ClusterAPIError
-from tests.unit.execute.fakes import (NS, T0, FakeClock, FakeCluster, FakeRuns, engine_for, execute_run,
-                                      planned_nodes, seed_objects, started)
-
-PLANNED = {"train-worker-0": "n2", "train-worker-1": "n3"}
+from tests.unit.execute.fakes import NS, T0, engine_for
+from tests.unit.execute.test_faults import _setup
 W0, W1 = "train-worker-0", "train-worker-1"
 
 UNKNOWN_ANSWERS = [
@@ -23,15 +21,6 @@ UNKNOWN_ANSWERS = [
     pytest.param((503, "the server is currently unable to handle the request"), id="503"),
     pytest.param((504, "Timeout: request did not complete within requested timeout"), id="504"),
 ]
-
-
-def _setup(responses=None, **opts):
-    clock = FakeClock()
-    cluster = FakeCluster(seed_objects(), responses=responses, rebind=PLANNED, clock=clock)
-    runs = FakeRuns([execute_run()])
-    eng, plan = started(cluster, runs, clock, **opts)
-    assert planned_nodes(plan) == PLANNED
-    return clock, cluster, runs, eng
 
 
 def _answer_lost(cluster, name, answer, terminating=False):
