@@ -611,13 +611,24 @@ def replacement_pod_policy_binding() -> Manifest:
     return _binding(REPLACEMENT_POD_POLICY_NAME)
 
 
-def network_policy(namespace: str, apiserver_cidrs: list) -> Manifest:
-    """Opt-in (install --apiserver-cidr): only the API server may call the webhook's port (the
-    coordinator runs in a pod of its own, which this policy does not select). Kubelet probes of the
-    webhook port come from the node itself, which common CNIs (Calico, Cilium) let through to local
-    pods; where a CNI does not, add the nodes' CIDR."""
+# Where a NetworkPolicy's CIDRs came from, written on it (doctor compares an endpoints-made policy
+# with the endpoints it reads; kube.preflight carries the same names, tests/unit check they agree).
+POLICY_SOURCE_ANNOTATION = "repack.volcano.sh/apiserver-source"
+SOURCE_ENDPOINTS = "kubernetes-endpoints"   # install read them from the default/kubernetes Service
+SOURCE_FLAG = "apiserver-cidr"              # install --apiserver-cidr
+
+
+def network_policy(namespace: str, apiserver_cidrs: list, source: str = SOURCE_FLAG) -> Manifest:
+    """Only the API server may call the webhook's port (the coordinator runs in a pod of its own,
+    which this policy does not select). `install` renders it from --apiserver-cidr, else from the
+    addresses the API servers advertise (`source` says which, as an annotation). Kubelet probes of
+    the webhook port come from the node itself, which common CNIs (Calico, Cilium) let through to
+    local pods; where a CNI does not, add the nodes' CIDR. In-cluster scrapes of the webhook's
+    /metrics (the same port) are blocked too."""
+    meta = _meta(NAME, namespace)
+    meta["annotations"] = {POLICY_SOURCE_ANNOTATION: source}
     return {
-        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": _meta(NAME, namespace),
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": meta,
         "spec": {
             "podSelector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
             "policyTypes": ["Ingress"],
@@ -632,13 +643,15 @@ def network_policy(namespace: str, apiserver_cidrs: list) -> Manifest:
 def render(namespace: str = NAMESPACE, image: str = DEFAULT_IMAGE, ca_bundle_pem: Optional[bytes] = None,
            url: Optional[str] = None, certs: Optional[CertBundle] = None, node_selector: Optional[dict] = None,
            tolerations: Optional[list] = None, priority_class: Optional[str] = None,
-           apiserver_cidrs: Optional[list] = None, replacement_creators: Optional[list] = None) -> list[Manifest]:
+           apiserver_cidrs: Optional[list] = None, replacement_creators: Optional[list] = None,
+           apiserver_source: str = SOURCE_FLAG) -> list[Manifest]:
     """Every object of the install, in apply order.
 
     `ca_bundle_pem` goes into the webhook's caBundle (defaults to the CA of `certs`); `certs`
     adds the TLS Secret; `url` switches clientConfig to a URL (loopback e2e) instead of the Service.
     `node_selector`, `tolerations`, `priority_class` go into the Deployment's pod template;
-    `apiserver_cidrs` adds the NetworkPolicy that admits only those to the webhook port.
+    `apiserver_cidrs` adds the NetworkPolicy that admits only those to the webhook port
+    (`apiserver_source`: where they came from, written on it).
     """
     if ca_bundle_pem is None and certs is not None:
         ca_bundle_pem = certs.ca_cert_pem
@@ -649,7 +662,7 @@ def render(namespace: str = NAMESPACE, image: str = DEFAULT_IMAGE, ca_bundle_pem
     if certs is not None:
         out.append(secret(namespace, certs))
     if apiserver_cidrs:  # before the pod serves; uninstall, in reverse, removes it after the webhook
-        out.append(network_policy(namespace, list(apiserver_cidrs)))
+        out.append(network_policy(namespace, list(apiserver_cidrs), apiserver_source))
     out += coordinator_rbac(namespace) + controller_rbac(namespace) + leases(namespace)
     out += [deployment(namespace, image, node_selector, tolerations, priority_class, replacement_creators),
             service(namespace),
