@@ -20,6 +20,11 @@ Checks:
   volcano-crds        Volcano's PodGroup and Queue CRDs are installed
   volcano-scheduler   a Volcano scheduler was seen acting (its Lease, or a PodGroup
                       status it wrote in the last 24h)
+  kubernetes          the API server is Kubernetes 1.30 or later
+  admission-policies  the admission policies of the install are bound with Deny
+  webhook-network-policy
+                      a NetworkPolicy admits only the API server to the webhook port
+                      (WARN when there is none: the port is reachable from every pod)
 
 \b
 Exit codes:

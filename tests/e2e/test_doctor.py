@@ -30,7 +30,7 @@ pytestmark = pytest.mark.e2e
 GROUP, VERSION, PLURAL = "repack.volcano.sh", "v1alpha1", "repackruns"
 CANCEL = "repack.volcano.sh/cancel"
 CHECKS = ["crd", "webhook", "webhook-endpoints", "webhook-cert", "controller", "coordinator", "rbac-create",
-          "rbac-patch", "volcano-crds", "volcano-scheduler", "kubernetes", "admission-policies"]
+          "rbac-patch", "volcano-crds", "volcano-scheduler", "kubernetes", "admission-policies", "webhook-network-policy"]
 
 
 def repack(kubeconfig, *args, timeout=120):
@@ -101,12 +101,19 @@ def test_doctor_on_a_cluster_without_the_in_cluster_part(control_plane, make_nam
     assert {name: verdict for name, (verdict, _) in checks.items()} == {
         "crd": "OK", "webhook": "FAIL", "webhook-endpoints": "FAIL", "webhook-cert": "WARN", "controller": "FAIL",
         "coordinator": "FAIL", "rbac-create": "OK", "rbac-patch": "OK", "volcano-crds": "OK",
-        "volcano-scheduler": checks["volcano-scheduler"][0], "kubernetes": "OK", "admission-policies": "FAIL"}
+        "volcano-scheduler": checks["volcano-scheduler"][0], "kubernetes": "OK", "admission-policies": "FAIL",
+        "webhook-network-policy": "WARN"}
     assert checks["kubernetes"][1].startswith("Kubernetes v1.34")
     assert checks["crd"][1] == "repackruns.repack.volcano.sh v1alpha1 Established, schema and printer columns current"
     assert checks["controller"][1] == ("Lease repack-system/repack-controller not found: the in-cluster RepackRun "
                                        "controller is not running — kubectl repack install")
     assert checks["webhook"][1].startswith("MutatingWebhookConfiguration repack-placement not found")
+    # No NetworkPolicy, and the harness's API server (--endpoint-reconciler-type=none) advertises no
+    # address: a WARN naming the flag that closes the port (tests/e2e/test_network_policy.py has more).
+    assert checks["webhook-network-policy"][1].startswith(
+        "no NetworkPolicy repack-system/repack-webhook: the webhook port (8443) is reachable from every pod (the "
+        "Service default/kubernetes has no endpoints"), checks["webhook-network-policy"]
+    assert "kubectl repack install --apiserver-cidr CIDR" in checks["webhook-network-policy"][1]
 
     # The harness's vc-scheduler runs without leader election (no Lease): a PodGroup it moves to
     # Inqueue is the sign that it acts.

@@ -265,7 +265,14 @@ def installed(now=NOW):
         "/version": {"major": "1", "minor": "34", "gitVersion": "v1.34.1"},
         **{f"/apis/admissionregistration.k8s.io/v1/{PLURALS[o['kind']]}/{o['metadata']['name']}": o
            for o in manifests.render() if o["kind"] in PLURALS},
+        POLICY: manifests.network_policy("repack-system", ["10.0.0.1/32"], manifests.SOURCE_ENDPOINTS),
+        KUBERNETES_SLICES: {"items": [{"endpoints": [{"addresses": ["10.0.0.1"]}]}]},
     }
+
+
+POLICY = "/apis/networking.k8s.io/v1/namespaces/repack-system/networkpolicies/repack-webhook"
+KUBERNETES_SLICES = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices"
+KUBERNETES_ENDPOINTS = "/api/v1/namespaces/default/endpoints/kubernetes"
 
 
 def test_an_installed_cluster_passes_every_check():
@@ -273,7 +280,8 @@ def test_an_installed_cluster_passes_every_check():
     assert [(c.name, c.verdict) for c in checks] == [
         ("crd", "OK"), ("webhook", "OK"), ("webhook-endpoints", "OK"), ("webhook-cert", "OK"),
         ("controller", "OK"), ("coordinator", "OK"), ("rbac-create", "OK"), ("rbac-patch", "OK"),
-        ("volcano-crds", "OK"), ("volcano-scheduler", "OK"), ("kubernetes", "OK"), ("admission-policies", "OK")], checks
+        ("volcano-crds", "OK"), ("volcano-scheduler", "OK"), ("kubernetes", "OK"), ("admission-policies", "OK"),
+        ("webhook-network-policy", "OK")], checks
     assert checks[3].detail.startswith("serving certificate (Secret repack-system/repack-webhook-tls tls.crt) "
                                        "valid for 300d")
 
@@ -339,7 +347,7 @@ def test_doctor_prints_one_line_per_check_and_exits_1_on_a_fail(monkeypatch):
     cluster.objects.pop("/apis/coordination.k8s.io/v1/namespaces/repack-system/leases/repack-controller")
     r = run("doctor", "-n", "repack-system")
     assert r.exit_code == 1
-    assert ("FAIL  controller          Lease repack-system/repack-controller not found: the in-cluster RepackRun "
+    assert ("FAIL  controller              Lease repack-system/repack-controller not found: the in-cluster RepackRun "
             "controller is not running — kubectl repack install\n") in r.stdout
 
 
@@ -376,3 +384,132 @@ def test_a_missing_or_unenforced_admission_policy_fails_the_doctor():
     objects[path] = dict(objects[path], spec={"policyName": "repack-pod-writes", "validationActions": ["Audit"]})
     check = {c.name: c for c in pf.run_checks(Cluster(objects).api, now=NOW)}["admission-policies"]
     assert check.verdict == "FAIL" and "not enforced" in check.detail and "repack-pod-writes" in check.detail
+
+
+# ---- webhook-network-policy (issue 19) ----------------------------------------------------------
+def sources(*cidrs):
+    return pf.APIServerSources(tuple(cidrs), "from the kubernetes Service's endpoints" if cidrs else "no endpoints")
+
+
+def test_api_server_sources_from_slices_else_endpoints():
+    slices = [{"endpoints": [{"addresses": ["10.0.0.2"], "conditions": {"ready": False}}, {"addresses": ["10.0.0.1"]}]},
+              {"addressType": "IPv6", "endpoints": [{"addresses": ["fd00::1", "fd00::1"]}]}]
+    found = pf.apiserver_sources(slices, None)
+    assert found.known and found.cidrs == ("10.0.0.1/32", "10.0.0.2/32", "fd00::1/128")
+    assert found.why == "from the kubernetes Service's endpoints"
+    endpoints = {"subsets": [{"addresses": [{"ip": "192.168.0.5"}], "notReadyAddresses": [{"ip": "192.168.0.6"}]}]}
+    assert pf.apiserver_sources([], endpoints).cidrs == ("192.168.0.5/32", "192.168.0.6/32")
+    assert pf.apiserver_sources([{"endpoints": []}], endpoints).cidrs == ("192.168.0.5/32", "192.168.0.6/32")
+
+
+@pytest.mark.parametrize("slices, endpoints, unreadable, why", [
+    ([], None, "", "the Service default/kubernetes has no endpoints (no EndpointSlice, no Endpoints)"),
+    ([], {"subsets": []}, "", "has no endpoints"),
+    ([], None, "HTTP 403", "the endpoints of the Service default/kubernetes are not readable (HTTP 403)"),
+    ([{"endpoints": [{"addresses": ["127.0.0.1"]}]}], None, "",
+     "the Service default/kubernetes lists only loopback or unspecified addresses (127.0.0.1), which are not where"),
+    ([], {"subsets": [{"addresses": [{"ip": "::1"}, {"ip": "0.0.0.0"}]}]}, "", "addresses (::1, 0.0.0.0)"),
+    ([{"endpoints": [{"addresses": ["10.0.0.1", "127.0.0.1"]}]}], None, "",
+     "lists loopback or unspecified addresses (127.0.0.1) besides 10.0.0.1: where those API servers call from is "
+     "not known"),
+    ([{"addressType": "FQDN", "endpoints": [{"addresses": ["api.example"]}]}], None, "",
+     "lists 'api.example', which is not an IP address"),
+])
+def test_api_server_sources_that_cannot_be_known(slices, endpoints, unreadable, why):
+    found = pf.apiserver_sources(slices, endpoints, unreadable)
+    assert not found.known and found.cidrs == ()
+    assert why in found.why
+
+
+def test_reading_the_sources_falls_back_on_endpoints_and_never_raises_an_api_refusal():
+    from kubectl_repack.errors import ClusterAPIError
+
+    seen = []
+
+    def get(answers):
+        def fn(path, query):
+            seen.append((path, query))
+            answer = answers.get(path)
+            if isinstance(answer, int):
+                raise ClusterAPIError(f"GET {path}: no (HTTP {answer})", answer)
+            return answer
+        return fn
+    ep = {"subsets": [{"addresses": [{"ip": "10.1.1.1"}]}]}
+    assert pf.read_apiserver_sources(get({KUBERNETES_SLICES: 403, KUBERNETES_ENDPOINTS: ep})).cidrs == ("10.1.1.1/32",)
+    assert seen[0] == (KUBERNETES_SLICES, [("labelSelector", "kubernetes.io/service-name=kubernetes")])
+    both = pf.read_apiserver_sources(get({KUBERNETES_SLICES: 403, KUBERNETES_ENDPOINTS: 500}))
+    assert not both.known and "not readable" in both.why and "HTTP 403" in both.why and "HTTP 500" in both.why
+    seen.clear()
+    slices = {"items": [{"endpoints": [{"addresses": ["10.0.0.1"]}]}]}
+    assert pf.read_apiserver_sources(get({KUBERNETES_SLICES: slices})).cidrs == ("10.0.0.1/32",)
+    assert [p for p, _ in seen] == [KUBERNETES_SLICES]      # the slices told: Endpoints not read
+
+
+def test_network_policy_verdicts():
+    flag = manifests.network_policy("ops", ["10.20.0.0/16"])
+    ok = pf.network_policy_verdict("ops", flag)
+    assert ok.verdict == "OK" and ok.detail == ("NetworkPolicy ops/repack-webhook: the webhook port admits only "
+                                                "10.20.0.0/16, from --apiserver-cidr")
+    made = manifests.network_policy("ops", ["10.0.0.1/32"], manifests.SOURCE_ENDPOINTS)
+    assert pf.network_policy_verdict("ops", made, sources("10.0.0.1/32")).detail.endswith(
+        "admits only 10.0.0.1/32, from the kubernetes Service's endpoints")
+    assert pf.network_policy_verdict("ops", made, sources()).verdict == "OK"    # cannot compare now: as made
+
+    missing = pf.network_policy_verdict("ops", None, sources())
+    assert missing.verdict == "WARN"     # the webhook fails open: a risk, not a breakage
+    assert missing.detail == ("no NetworkPolicy ops/repack-webhook: the webhook port (8443) is reachable from every "
+                              "pod (no endpoints)")
+    assert missing.fix == ("kubectl repack install -n ops --apiserver-cidr CIDR (the address your API servers call "
+                           "webhooks from, repeatable; with the options you installed with)")
+    knowable = pf.network_policy_verdict("repack-system", None, sources("10.0.0.1/32"))
+    assert knowable.detail.endswith("is reachable from every pod")
+    assert knowable.fix.startswith("kubectl repack install (with the options you installed with: it reads the API "
+                                   "server's addresses, now 10.0.0.1/32, and admits only them)")
+
+    # An endpoints-made policy the API server has moved away from: its calls would be blocked.
+    moved = pf.network_policy_verdict("ops", made, sources("10.0.0.1/32", "10.0.0.7/32"))
+    assert moved.verdict == "WARN" and "admits 10.0.0.1/32, but the API server now advertises 10.0.0.7/32 too" \
+        in moved.detail and "now 10.0.0.1/32, 10.0.0.7/32" in moved.fix
+    # What --apiserver-cidr chose is the user's: never compared with the endpoints.
+    assert pf.network_policy_verdict("ops", flag, sources("10.0.0.7/32")).verdict == "OK"
+
+    open_rule = manifests.network_policy("ops", [])
+    open_rule["spec"]["ingress"] = [{"ports": [{"port": 8443}]}]          # no `from`: every source
+    assert "admits every source" in pf.network_policy_verdict("ops", open_rule).detail
+    egress_only = dict(flag, spec=dict(flag["spec"], policyTypes=["Egress"]))
+    assert pf.network_policy_verdict("ops", egress_only).verdict == "WARN"
+
+
+def test_doctor_warns_without_the_policy_and_says_how_to_close_the_port(monkeypatch):
+    from tests.unit.cli.conftest import run
+    from kubectl_repack.kube import client as kclient
+
+    objects = installed(pf.utcnow())
+    del objects[POLICY]
+    cluster = Cluster(objects)
+    monkeypatch.setattr(kclient, "connect", lambda *a, **kw: cluster.api)
+    r = run("doctor")
+    assert r.exit_code == 0, r.output                       # a WARN, not a FAIL
+    (line,) = [x for x in r.stdout.splitlines() if "webhook-network-policy" in x]
+    assert line.startswith("WARN  webhook-network-policy  no NetworkPolicy repack-system/repack-webhook: the webhook "
+                           "port (8443) is reachable from every pod — kubectl repack install (")
+    objects.pop(KUBERNETES_SLICES)
+    r = run("doctor")
+    (line,) = [x for x in r.stdout.splitlines() if "webhook-network-policy" in x]
+    assert "(the Service default/kubernetes has no endpoints" in line and "--apiserver-cidr CIDR" in line
+
+
+def test_network_policy_check_follows_the_webhook_and_says_what_it_cannot_read():
+    objects = installed()
+    config = manifests.mutating_webhook_configuration("ops", b"pem")
+    objects["/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/repack-placement"] = config
+    check = {c.name: c for c in pf.run_checks(Cluster(objects).api, now=NOW)}["webhook-network-policy"]
+    assert check.detail.startswith("no NetworkPolicy ops/repack-webhook")          # the namespace it calls
+    objects["/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/repack-placement"] = \
+        manifests.mutating_webhook_configuration("ops", None, "https://127.0.0.1:1/m")
+    check = {c.name: c for c in pf.run_checks(Cluster(objects).api, now=NOW)}["webhook-network-policy"]
+    assert check.verdict == "WARN" and "called at URL https://127.0.0.1:1/m" in check.detail
+    objects = installed()
+    objects[POLICY] = 403
+    check = {c.name: c for c in pf.run_checks(Cluster(objects).api, now=NOW)}["webhook-network-policy"]
+    assert check.verdict == "WARN" and check.detail.startswith("cannot check with your credentials")
