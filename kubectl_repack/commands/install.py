@@ -6,7 +6,16 @@ It makes no certificate and renders no Secret or caBundle: the controller makes 
 Secret in the cluster and keeps the caBundle current (webhook.certmanager), so the rendered objects
 carry no key material and install needs no compiled library (the krew zipapp runs it).
 `--dry-run` (=client) renders without reading or touching the cluster; `--dry-run=server` sends
-each object with dryRun=All. `--webhook-url` points the MutatingWebhookConfiguration at a URL (a
+each object with dryRun=All.
+
+The webhook's port is closed to everything but the API server by a NetworkPolicy, on by default
+where the API server's source can be known: `--apiserver-cidr` names it, else install reads the
+addresses the API servers advertise (the `default/kubernetes` Service's EndpointSlices, else its
+Endpoints; on a self-hosted cluster the source of their webhook calls). When they cannot be known
+(none, not readable, loopback) no policy is rendered and install warns that the port is open to
+every pod; `--no-network-policy` opts out. A client dry run reads no cluster, so it renders the
+policy only from `--apiserver-cidr` (and says so); a server dry run reads the addresses as install
+does. A policy an earlier install made and this one does not render is deleted. `--webhook-url` points the MutatingWebhookConfiguration at a URL (a
 webhook served outside the cluster, e.g. on loopback in tests): no Deployment or Service is
 installed then, install generates the TLS pair itself (needs `cryptography`), renders it as the
 Secret and the caBundle, keeps a still-valid pair on a re-install, and `--cert-dir` receives it.
@@ -190,6 +199,84 @@ def check_cidrs(ctx, param, values):
     return tuple(out)
 
 
+def _get(api, path: str, query=None) -> Optional[dict]:
+    """GET `path`; None for 404."""
+    from kubectl_repack.errors import NotFound
+
+    try:
+        return _request(api, "GET", path, query=query)
+    except NotFound:
+        return None
+
+
+class PolicyDecision:
+    """What install does about the webhook's NetworkPolicy: `cidrs` to admit (none: no policy),
+    where they came from (`source`), and the line to print (`said`; `warning` when it is one)."""
+
+    def __init__(self, cidrs=(), source=None, said="", warning=False):
+        self.cidrs, self.source, self.said, self.warning = tuple(cidrs), source, said, warning
+
+
+def policy_ref() -> str:
+    from kubectl_repack.deploy import manifests
+
+    return f"networkpolicy.networking.k8s.io/{manifests.NAME}"
+
+
+def decide_network_policy(api, apiserver_cidrs, no_network_policy: bool, webhook_url, dry_run: str) -> PolicyDecision:
+    """--apiserver-cidr wins; --no-network-policy and a webhook served outside the cluster (no pod
+    of the install to guard) render none; a client dry run reads no cluster; otherwise the
+    addresses the API servers advertise, or none and a warning when they cannot be known."""
+    from kubectl_repack.deploy import manifests
+    from kubectl_repack.kube.preflight import read_apiserver_sources
+
+    open_port = f"the webhook port ({manifests.CONTAINER_PORT}) is reachable from every pod"
+    close = ("close it with --apiserver-cidr CIDR (the address your API servers call webhooks from, "
+             "repeatable), or say so with --no-network-policy")
+    if apiserver_cidrs:
+        return PolicyDecision(apiserver_cidrs, manifests.SOURCE_FLAG,
+                              f"{policy_ref()}: webhook port admits only the API server "
+                              f"({', '.join(apiserver_cidrs)}, from --apiserver-cidr)")
+    if no_network_policy:
+        return PolicyDecision(said=f"no NetworkPolicy (--no-network-policy): {open_port}")
+    if webhook_url:
+        return PolicyDecision()
+    if dry_run == "client":
+        return PolicyDecision(said=f"note: no NetworkPolicy rendered: a client dry run reads no cluster, so the API "
+                                   f"server's addresses are not known and {open_port}; add --apiserver-cidr CIDR, or "
+                                   "use --dry-run=server (it reads them as install does)", warning=True)
+    sources = read_apiserver_sources(lambda path, query: _get(api, path, query))
+    if not sources.known:
+        return PolicyDecision(said=f"warning: no NetworkPolicy: the API server's addresses cannot be known "
+                                   f"({sources.why}), so {open_port}; {close}", warning=True)
+    return PolicyDecision(sources.cidrs, manifests.SOURCE_ENDPOINTS,
+                          f"{policy_ref()}: webhook port admits only the API server "
+                          f"({', '.join(sources.cidrs)}, {sources.why})")
+
+
+def remove_stale_policy(api, namespace: str, dry_run: bool = False) -> str:
+    """Delete the NetworkPolicy an earlier install made (this one renders none); '' when there
+    is none, else the line to print. One of the same name that install did not make is left alone."""
+    from kubectl_repack.deploy import manifests
+    from kubectl_repack.errors import NotFound
+
+    path = f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies/{manifests.NAME}"
+    found = _get(api, path)
+    if found is None:
+        return ""
+    labels = (found.get("metadata") or {}).get("labels") or {}
+    key = "app.kubernetes.io/part-of"
+    if labels.get(key) != manifests.LABELS[key]:
+        return f"{policy_ref()} exists, left as it is (not made by install)"
+    try:
+        _request(api, "DELETE", path, {"propagationPolicy": "Background"},
+                 query=[("dryRun", "All")] if dry_run else None, content_type="application/json")
+    except NotFound:
+        return ""
+    return (f"{policy_ref()} {'would be deleted (server dry run)' if dry_run else 'deleted'} "
+            "(an earlier install's; this one renders none)")
+
+
 def check_usernames(ctx, param, values):
     """Kubernetes usernames (`system:serviceaccount:NS:NAME`, a user's name): not empty, no comma (the
     webhook reads them as one comma-separated variable), no control character or surrounding space."""
@@ -364,8 +451,18 @@ def wait_for_deployment(api, namespace: str, name: str, timeout: float, poll: fl
               help="Tolerations of the pod: KEY[=VALUE][:EFFECT] items, or a JSON list of Toleration objects.")
 @click.option("--priority-class", default=None, metavar="NAME", type=RUN_NAME, help="priorityClassName of the pod.")
 @click.option("--apiserver-cidr", "apiserver_cidrs", multiple=True, metavar="CIDR", callback=check_cidrs,
-              help="Opt-in NetworkPolicy: only these addresses (the API server's) may call the webhook port; "
-                   "the metrics port stays open (repeatable; enforced only where the CNI enforces policies).")
+              help="Only these addresses (the API server's) may call the webhook port: a NetworkPolicy "
+                   "(repeatable; enforced only where the CNI enforces policies). Without it install admits only "
+                   "the addresses the API servers advertise (the endpoints of Service default/kubernetes, one /32 "
+                   "or /128 each), and renders no policy, with a warning, when they cannot be known (none, not "
+                   "readable, loopback). A client --dry-run reads no cluster: it renders the policy only from "
+                   "this flag; --dry-run=server reads the addresses as install does.")
+@click.option("--no-network-policy", "no_network_policy", is_flag=True,
+              help="Render no NetworkPolicy: the webhook port is then reachable from every pod. For managed "
+                   "clusters (GKE, EKS, AKS...) whose control plane calls webhooks from addresses other than the "
+                   "kubernetes Service's endpoints, where you do not know that range for --apiserver-cidr (a "
+                   "policy that blocks the API server makes the webhook fail open: pods created unsteered). A "
+                   "policy an earlier install made is deleted.")
 @click.option("--replacement-creator", "replacement_creators", multiple=True, metavar="USERNAME",
               callback=check_usernames,
               help="A username that re-creates evicted pods (repeatable; replaces the defaults: Volcano's "
@@ -392,8 +489,8 @@ def wait_for_deployment(api, namespace: str, name: str, timeout: float, poll: fl
 @output_option(OUTPUT_YAML, OUTPUT_JSON, help_text="yaml|json: with --dry-run, the format (default yaml); with "
                                                    "--dry-run=server, the objects as the API server returned them.")
 @cluster_options
-def command(namespace, image, node_selector, tolerations, priority_class, apiserver_cidrs, replacement_creators,
-            wait, timeout, webhook_url, cert_dir, dry_run, output):
+def command(namespace, image, node_selector, tolerations, priority_class, apiserver_cidrs, no_network_policy,
+            replacement_creators, wait, timeout, webhook_url, cert_dir, dry_run, output):
     """Install the RepackRun CRD, the placement webhook and its coordinator, and the RepackRun controller.
 
     No certificate or private key is made here: the controller makes the webhook's TLS Secret
@@ -418,9 +515,11 @@ def command(namespace, image, node_selector, tolerations, priority_class, apiser
                                "makes the webhook's certificates (Secret repack-webhook-tls)")
     if output and dry_run == "none":
         raise click.UsageError("-o/--output only applies with --dry-run")
+    if no_network_policy and apiserver_cidrs:
+        raise click.UsageError("--no-network-policy renders no NetworkPolicy, --apiserver-cidr one that admits "
+                               "those addresses: give one of them")
     placement = {"node_selector": parse_node_selector(node_selector), "tolerations": parse_tolerations(tolerations),
-                 "priority_class": priority_class, "apiserver_cidrs": list(apiserver_cidrs),
-                 "replacement_creators": list(replacement_creators) or None}
+                 "priority_class": priority_class, "replacement_creators": list(replacement_creators) or None}
     image = image or manifests.DEFAULT_IMAGE
     if webhook_url:
         from kubectl_repack.deploy import certs
@@ -436,12 +535,21 @@ def command(namespace, image, node_selector, tolerations, priority_class, apiser
             bundle = certs.generate(manifests.NAME, namespace, extra_sans=sans)
         if cert_dir:
             certs.write_pem(cert_dir, bundle)
+    policy = decide_network_policy(api, list(apiserver_cidrs), no_network_policy, webhook_url, dry_run)
+    if policy.cidrs:
+        placement.update(apiserver_cidrs=list(policy.cidrs), apiserver_source=policy.source)
     objs = manifests_for(namespace, image, bundle, webhook_url, placement)
     if dry_run == "client":
+        if not policy.cidrs:   # why there is none, on stderr: stdout is the objects
+            _echo_if(lambda line: click.echo(line, err=True), policy.said)
         _print_objects(objs, output)
         return
+    echo = (lambda _line: None) if output else click.echo
+    said = (lambda obj: echo(policy.said) if obj["kind"] == "NetworkPolicy" else None)
     if dry_run == "server":
-        answers = server_dry_run(api, objs, (lambda _line: None) if output else click.echo)
+        answers = server_dry_run(api, objs, echo, said)
+        if not policy.cidrs:
+            _no_policy(policy, remove_stale_policy(api, namespace, dry_run=True), echo)
         if output:
             _print_objects(answers, output)
         return
@@ -451,6 +559,9 @@ def command(namespace, image, node_selector, tolerations, priority_class, apiser
             continue
         server_side_apply(api, obj)
         click.echo(f"{describe(obj)} serverside-applied")
+        said(obj)
+    if not policy.cidrs:
+        _no_policy(policy, remove_stale_policy(api, namespace), click.echo)
     legacy = legacy_secret(namespace)
     if delete_object(api, legacy):   # an older install's creator-stamp key: readable by the old webhook
         click.echo(f"{describe(legacy)} deleted (the creator-stamp key of an older install)")
@@ -503,10 +614,25 @@ def _print_objects(objs: list, output: Optional[str]) -> None:
         click.echo("---\n".join(render.to_yaml(o) for o in objs), nl=False)
 
 
-def server_dry_run(api, objs: list, echo) -> list:
+def _echo_if(echo, line: str) -> None:
+    if line:
+        echo(line)
+
+
+def _no_policy(policy: PolicyDecision, stale: str, echo) -> None:
+    """After the objects: the stale policy removed, and why there is none (a warning on stderr)."""
+    _echo_if(echo, stale)
+    if policy.warning:
+        click.echo(policy.said, err=True)
+    else:
+        _echo_if(echo, policy.said)
+
+
+def server_dry_run(api, objs: list, echo, after=None) -> list:
     """Each object as a server-side apply with dryRun=All; returns what the API server answered.
     The server does not create a namespace in a dry run, so objects in a namespace that does not
-    exist yet cannot be checked: they are listed as they would be created (and returned as rendered)."""
+    exist yet cannot be checked: they are listed as they would be created (and returned as rendered).
+    `after(obj)` is called once each object's line is printed."""
     answers, new_namespace = [], None
     for obj in objs:
         if obj["kind"] == "Namespace":
@@ -520,9 +646,11 @@ def server_dry_run(api, objs: list, echo) -> list:
             echo(f"{describe(obj)} would be created in the new namespace {new_namespace} "
                  "(not checked by the server: a server dry run does not create the namespace)")
             answers.append(obj)
-            continue
-        answers.append(server_side_apply(api, obj, dry_run=True))
-        echo(f"{describe(obj)} serverside-applied (server dry run)")
+        else:
+            answers.append(server_side_apply(api, obj, dry_run=True))
+            echo(f"{describe(obj)} serverside-applied (server dry run)")
+        if after is not None:
+            after(obj)
     return answers
 
 

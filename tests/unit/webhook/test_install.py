@@ -25,7 +25,7 @@ def invoke(*args):
 def dry_run(*extra):
     result = invoke("install", "--dry-run", "-o", "yaml", *extra)
     assert result.exit_code == 0, result.output
-    return [d for d in yaml.safe_load_all(result.output) if d]
+    return [d for d in yaml.safe_load_all(result.stdout) if d]
 
 
 def by_kind(objs, kind):
@@ -51,7 +51,7 @@ def test_webhook_configuration_fails_open_and_carries_no_ca_bundle_or_key():
     result = invoke("install", "--dry-run", "-o", "yaml", "--namespace", "repack-ops")
     assert result.exit_code == 0, result.output
     assert "PRIVATE KEY" not in result.output and "caBundle" not in result.output and "tls.key" not in result.output
-    objs = [d for d in yaml.safe_load_all(result.output) if d]
+    objs = [d for d in yaml.safe_load_all(result.stdout) if d]
     assert not by_kind(objs, "Secret")      # the controller makes it in the cluster (webhook.certmanager)
     (mwc,) = by_kind(objs, "MutatingWebhookConfiguration")
     hook, stamp = mwc["webhooks"]
@@ -162,7 +162,7 @@ def test_webhook_url_replaces_the_service_and_is_a_san(tmp_path):
 def test_dry_run_json_is_a_list():
     result = invoke("install", "--dry-run", "-o", "json")
     assert result.exit_code == 0
-    doc = json.loads(result.output)
+    doc = json.loads(result.stdout)
     assert doc["kind"] == "List" and doc["items"][0]["kind"] == "CustomResourceDefinition"
 
 
@@ -342,7 +342,7 @@ def test_server_dry_run_leaves_a_foreign_namespace_alone_and_prints_the_answers_
     fake_api.existing["/api/v1/namespaces/default"] = {"metadata": {"labels": {"team": "x"}}}
     result = invoke("install", "--dry-run=server", "-n", "default", "-o", "json")
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.output)
+    doc = json.loads(result.stdout)
     assert doc["kind"] == "List" and len(doc["items"]) == 31     # the fake server answers {} for each
     assert not any(c[0] == "PATCH" and c[1] == "/api/v1/namespaces/default" for c in fake_api.calls)
     assert any(c[0] == "PATCH" and c[1] == "/api/v1/namespaces/default/serviceaccounts/repack-webhook"

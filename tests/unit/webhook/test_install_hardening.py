@@ -24,7 +24,7 @@ def pod_specs(*extra):
     result = invoke("install", "--dry-run", "-o", "yaml", *extra)
     assert result.exit_code == 0, result.output
     return {d["metadata"]["name"]: d["spec"]["template"]["spec"]
-            for d in yaml.safe_load_all(result.output) if d and d["kind"] == "Deployment"}
+            for d in yaml.safe_load_all(result.stdout) if d and d["kind"] == "Deployment"}
 
 
 def pod_spec(*extra):
@@ -278,7 +278,7 @@ def test_cluster_role_lets_the_controller_list_everything_a_live_plan_reads():
         assert any(group in r["apiGroups"] and kind.plural in r["resources"] and "list" in r["verbs"]
                    for r in role["rules"]), kind
 
-# ---- opt-in NetworkPolicy (issue 13) ------------------------------------------------------------------
+# ---- the NetworkPolicy (issue 13; on by default since issue 19: test_install_network_policy.py) ------
 def test_apiserver_cidr_renders_a_policy_that_admits_only_those_to_the_webhook_pod():
     objs = manifests.render(apiserver_cidrs=["10.244.0.1/32", "2001:db8::/64"])
     (policy,) = [o for o in objs if o["kind"] == "NetworkPolicy"]
@@ -286,7 +286,7 @@ def test_apiserver_cidr_renders_a_policy_that_admits_only_those_to_the_webhook_p
     assert webhook_rule == {"from": [{"ipBlock": {"cidr": "10.244.0.1/32"}}, {"ipBlock": {"cidr": "2001:db8::/64"}}],
                             "ports": [{"protocol": "TCP", "port": manifests.CONTAINER_PORT}]}
     assert policy["spec"]["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": manifests.NAME}}
-    assert not [o for o in manifests.render() if o["kind"] == "NetworkPolicy"]  # opt-in only
+    assert not [o for o in manifests.render() if o["kind"] == "NetworkPolicy"]  # only given CIDRs (install finds them)
 
 
 def test_apiserver_cidr_flag_normalises_and_refuses_what_is_not_a_cidr():
