@@ -6,8 +6,8 @@ No Kubernetes client, Flask or click here: `load_*` turns Kubernetes JSON into a
 from .errors import DocumentError, RepackError, SnapshotError, SpecError, UnreadableInput
 from .load import load_file, load_objects, load_text, parse_text
 from .model import ClusterSnapshot
-from .plan import Plan, RunSpec, plan
+from .plan import Plan, RunSpec, movable_namespaces, plan
 from .quantity import parse_quantity
 
 __all__ = ["RepackError", "SnapshotError", "SpecError", "DocumentError", "UnreadableInput", "load_file", "load_objects", "load_text", "parse_text",
-           "ClusterSnapshot", "Plan", "RunSpec", "plan", "parse_quantity"]
+           "ClusterSnapshot", "Plan", "RunSpec", "plan", "movable_namespaces", "parse_quantity"]

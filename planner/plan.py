@@ -17,23 +17,26 @@ from .frag import frag_percent, percent_int
 from .improve import SIZE_ORDER, improve
 from .plan_types import (ABOVE_BUDGET, ABOVE_NO_GAIN, ABOVE_NO_RECEIVER, ABOVE_SCOPE, REASON_INSUFFICIENT,
                          REASON_NO_FRAGMENTATION, REASON_RECOMMENDED, NodeVerdict, Plan, PodMove, RunSpec)
-from .prepare import prepare
+from .prepare import movable_namespaces, prepare
 from .rounds import Planner
 
 __all__ = ["plan", "Plan", "PodMove", "NodeVerdict", "RunSpec", "REASON_RECOMMENDED", "REASON_NO_FRAGMENTATION",
-           "REASON_INSUFFICIENT"]
+           "REASON_INSUFFICIENT", "movable_namespaces"]
 
 
-def plan(snapshot, spec, weights=DEFAULT_WEIGHTS, optimized=True, progress=None) -> Plan:
+def plan(snapshot, spec, weights=DEFAULT_WEIGHTS, optimized=True, progress=None, not_evictable=None) -> Plan:
     """Plan a repack of `snapshot` for a RepackRun `spec` (a dict as in the CRD, or a RunSpec).
 
     Pure: reads the snapshot, returns a Plan. Callers that plan large clusters may pause cyclic GC
     around loading and planning (`planner.gcpause.paused_gc`). `progress`, if given, is told where
     a long pass is: progress("round", k, at most n) in the first pass, progress("alternative", i,
     None) for each further pass the improvement phase tries; it must not raise.
+    `not_evictable` ({namespace: why}, e.g. where the run's creator may not evict) pins every pod of
+    those namespaces: never moved, its node not vacated, the node's verdict EvictionNotAuthorized
+    with "pod ns/name: why" (`movable_namespaces(snapshot, spec)` says which namespaces to ask about).
     """
     run = spec if isinstance(spec, RunSpec) else RunSpec.from_spec(spec)
-    prep = prepare(snapshot, run)
+    prep = prepare(snapshot, run, not_evictable)
     if frag_percent(len(prep.occupied), prep.minimum.value, len(prep.alloc)) == 0:
         p = Planner(prep, weights, optimized)
         p.rounds = 0

@@ -5,12 +5,13 @@ candidate's R pods and PodGroups, and the node equivalence classes of the receiv
 Read-only once built, so the budget improvement phase can run several passes from it.
 """
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from .cost import gang_infos
 from .filters import has_interpod_constraints
 from .frag import theoretical_min, usage
-from .plan_types import NodeVerdict
-from .rules import check_movable
+from .plan_types import NodeVerdict, RunSpec
+from .rules import RuleContext, check_movable
 from .selectors import selector_matches
 
 
@@ -40,8 +41,9 @@ class Prepared:
     status_cost: dict = None     # candidate -> (pods it moves, bytes they take in the run's status)
     gangs: dict = None           # PodGroup key -> cost.GangInfo
     signatures: tuple = None     # (candidate -> shape id, stand-in pods per shape), built on first use
+    not_evictable: object = None  # namespace -> why the run may not evict there (read-only; set by prepare)
 
-    # check_movable reads `snapshot` and `scope`
+    # check_movable reads `snapshot`, `scope` and `not_evictable`
     @property
     def scope(self):
         return self.run.scope
@@ -70,7 +72,34 @@ def status_bytes(pod, longest_node: int) -> int:
             + 5 * longest_node)
 
 
-def prepare(snapshot, run) -> Prepared:
+def _frozen(not_evictable) -> MappingProxyType:
+    """{namespace: why} as a read-only mapping (empty reasons dropped)."""
+    return MappingProxyType({str(ns): str(why) for ns, why in dict(not_evictable or {}).items() if why})
+
+
+def movable_namespaces(snapshot, spec) -> list:
+    """The namespaces, sorted, of the pods a plan for `spec` (as planner.plan takes it) could move:
+    bound, not finished, requesting the run's resource, on a provider node in scope.nodes, and
+    movable by every rule (planner.rules) but the caller's own `not_evictable`. What a caller asks
+    about before planning when the run may evict only where someone allows it (one pass)."""
+    run = spec if isinstance(spec, RunSpec) else RunSpec.from_spec(spec)
+    R, scope = run.resource, run.scope
+    alloc, _, _ = usage(snapshot, R)
+    ctx = RuleContext(snapshot, scope)
+    out = set()
+    for node in alloc:
+        if not scope.node_in_scope(snapshot.node_by_name[node]):
+            continue
+        for p in snapshot.pods_by_node.get(node, ()):
+            if p.namespace not in out and not p.terminal and p.requests.get(R, 0) > 0 \
+                    and check_movable(p, ctx) is None:
+                out.add(p.namespace)
+    return sorted(out)
+
+
+def prepare(snapshot, run, not_evictable=None) -> Prepared:
+    """Everything the passes share; `not_evictable` ({namespace: why}) pins the pods of those
+    namespaces (rules.not_evictable), so nodes holding them are blocked, not candidates."""
     R, scope = run.resource, run.scope
     alloc, used, items = usage(snapshot, R)
     occupied = {n for n in alloc if used.get(n, 0) > 0}
@@ -84,6 +113,7 @@ def prepare(snapshot, run) -> Prepared:
                     len(in_scope_nodes),
                     sum(1 for k in consuming if k in snapshot.podgroup_by_key
                         and scope.podgroup_in_scope(snapshot.podgroup_by_key[k])))
+    prep.not_evictable = _frozen(not_evictable)
     prep.gangs = gang_infos(snapshot, R)
     for node in sorted(occupied):
         pods = [p for p in snapshot.pods_by_node.get(node, ()) if not p.terminal and p.requests.get(R, 0) > 0]

@@ -2,8 +2,13 @@
 
 Each rule is a small named unit returning None (no objection) or a Blocked verdict with a reason
 code, so a plan can say why a node cannot be vacated.
+
+A rule reads the context `ctx`: `snapshot`, `scope` and, where the caller gave one, `not_evictable`
+({namespace: why}: namespaces whose pods the run may not evict, planner.plan's input of that name).
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
 
 from .model import opt_out
 
@@ -13,6 +18,14 @@ class Blocked:
     """Why a pod cannot move: a stable reason code and a sentence naming the pod."""
     reason: str
     message: str
+
+
+@dataclass(frozen=True)
+class RuleContext:
+    """What the rules read, for a caller without a prepared pass (prepare.Prepared is one too)."""
+    snapshot: object
+    scope: object
+    not_evictable: Mapping = field(default_factory=lambda: MappingProxyType({}))
 
 
 def mirror_pod(pod, ctx):
@@ -69,6 +82,19 @@ def do_not_disrupt(pod, ctx):
                                        f"PodGroup {key} of pod {pod.key} is not moved")
 
 
+# Blocked.reason of a pod in a namespace where the run may not evict (planner.plan's `not_evictable`).
+NOT_AUTHORIZED = "EvictionNotAuthorized"
+
+
+def not_evictable(pod, ctx):
+    """A namespace the caller says the run may not evict in (planner.plan's `not_evictable`, e.g. its
+    creator lacks `create pods/eviction` there): its pods stay, and so their whole PodGroups (a
+    PodGroup's pods share its namespace). Contexts without that input (tests, benchmarks) have none."""
+    why = (getattr(ctx, "not_evictable", None) or {}).get(pod.namespace)
+    if why:
+        return Blocked(NOT_AUTHORIZED, f"pod {pod.key}: {why}")
+
+
 def local_volume(pod, ctx):
     for claim in pod.pvc_names:
         pvc = ctx.snapshot.pvc_by_key.get(f"{pod.namespace}/{claim}")
@@ -77,8 +103,9 @@ def local_volume(pod, ctx):
             return Blocked("LocalVolume", f"pod {pod.key} uses local volume {pv.name} (claim {claim})")
 
 
+# Intrinsic objections first: a pod the run may not evict is named so only when nothing else pins it.
 RULES = (mirror_pod, terminating, not_volcano, daemonset_pod, bare_pod, no_podgroup, out_of_scope, do_not_disrupt,
-         local_volume)
+         local_volume, not_evictable)
 
 
 def check_movable(pod, ctx):

@@ -1,11 +1,12 @@
 """Migratability rules (MIG-1..2): each rule's reason code, a movable pod, and MIG-1 through the planner."""
+import re
 from types import SimpleNamespace
 
 import pytest
 
 import planner
 from planner import load_objects
-from planner.rules import RULES, check_movable
+from planner.rules import RULES, RuleContext, check_movable
 from planner.scope import Scope
 from tests.builders import gang, node, pod, podgroup, spec
 
@@ -19,10 +20,12 @@ def pv(name, **spec_):
     return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name}, "spec": spec_}
 
 
-def verdict(p, others=(), scope=None):
+def verdict(p, others=(), scope=None, not_evictable=None):
     snap = load_objects([p, podgroup("job-pg", labels={"team": "x"}), *others])
     target = next(q for q in snap.pods if q.name == p["metadata"]["name"])
-    return check_movable(target, SimpleNamespace(snapshot=snap, scope=Scope.from_spec(scope)))
+    if not_evictable is None:       # a context without that input (as tests and benchmarks build)
+        return check_movable(target, SimpleNamespace(snapshot=snap, scope=Scope.from_spec(scope)))
+    return check_movable(target, RuleContext(snap, Scope.from_spec(scope), not_evictable))
 
 
 MOVABLE = dict(on="n1", group="job-pg")
@@ -63,12 +66,20 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("p,others,scope,reason", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_rule_reason(p, others, scope, reason):
-    v = verdict(p, others, scope)
+DENIED = {"default": "the run's creator bob may not evict pods in namespace default"}
+CASES += [
+    ("not-evictable-namespace", pod("p", **MOVABLE), (), None, "EvictionNotAuthorized"),
+    ("evictable-namespace", pod("p", **MOVABLE), (), None, None),
+]
+NOT_EVICTABLE = {"not-evictable-namespace": DENIED, "evictable-namespace": {"other": "may not"}}
+
+
+@pytest.mark.parametrize("p,others,scope,reason,name", [c[1:] + (c[0],) for c in CASES], ids=[c[0] for c in CASES])
+def test_rule_reason(p, others, scope, reason, name):
+    v = verdict(p, others, scope, NOT_EVICTABLE.get(name))
     assert (v.reason if v else None) == reason
     if v is not None:
-        assert f"pod {p['metadata']['namespace']}/p " in v.message
+        assert re.search(rf"pod {p['metadata']['namespace']}/p[ :]", v.message), v.message
 
 
 def test_messages_name_pod_and_cause():
@@ -77,11 +88,13 @@ def test_messages_name_pod_and_cause():
     assert verdict(pod("p", **MOVABLE, scheduler="default-scheduler")).message == \
         "pod default/p is scheduled by 'default-scheduler', not volcano"
     assert verdict(pod("p", on="n1", owner=("ReplicaSet", "rs"))).message == "pod default/p is not linked to a PodGroup"
+    assert verdict(pod("p", **MOVABLE), not_evictable=DENIED).message == \
+        "pod default/p: the run's creator bob may not evict pods in namespace default"
 
 
 def test_every_rule_has_a_case():
     covered = {"mirror_pod", "terminating", "not_volcano", "daemonset_pod", "bare_pod", "no_podgroup", "out_of_scope",
-               "do_not_disrupt", "local_volume"}
+               "do_not_disrupt", "local_volume", "not_evictable"}
     assert {r.__name__ for r in RULES} == covered
 
 
