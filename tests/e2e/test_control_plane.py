@@ -3,6 +3,7 @@ API server enforces the RepackRun CRD's schema."""
 from __future__ import annotations
 
 import glob
+import json
 import os
 import uuid
 
@@ -126,6 +127,42 @@ def test_vcjob_is_gang_scheduled_onto_fake_npu_nodes(control_plane, fake_nodes, 
         return state if state == "Running" else None
 
     wait_for("VCJob train-a phase Running", job_running, timeout=30)
+
+
+def test_workload_controllers_create_pods_under_their_own_identities(control_plane, fake_nodes, make_namespace):
+    """As in a real cluster, and as the replacement-pod admission policy's default list of creators
+    (kubectl_repack.api.gates.DEFAULT_REPLACEMENT_CREATORS) expects: a VCJob's pods are created by
+    Volcano's controller account, a Deployment's by the replicaset controller's (audit log)."""
+    from kubectl_repack.api.gates import DEFAULT_REPLACEMENT_CREATORS
+
+    custom = client.CustomObjectsApi(control_plane.api_client)
+    apps = client.AppsV1Api(control_plane.api_client)
+    fake_nodes(npu_node("npu-identity-0", cards=8))
+    ns = make_namespace("identity")
+    custom.create_namespaced_custom_object("batch.volcano.sh", "v1alpha1", ns, "jobs",
+                                           vcjob("who", workers=1, cards=1, labels={}))
+    apps.create_namespaced_deployment(ns, {
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "c", "image": "registry.invalid/web:1"}]}}}})
+
+    def creators():
+        found = {}
+        with open(control_plane.cp.audit_log) as f:
+            for line in f:
+                event = json.loads(line)
+                ref = event.get("objectRef") or {}
+                if (ref.get("resource") == "pods" and not ref.get("subresource") and ref.get("namespace") == ns
+                        and event.get("stage") == "ResponseComplete"
+                        and (event.get("responseStatus") or {}).get("code") == 201):
+                    found[event["user"]["username"]] = found.get(event["user"]["username"], 0) + 1
+        return found if len(found) == 2 else None
+
+    found = wait_for("both pods created", creators, timeout=60)
+    assert set(found) == {"system:serviceaccount:volcano-system:volcano-controllers",
+                          "system:serviceaccount:kube-system:replicaset-controller"}, found
+    assert set(found) <= set(DEFAULT_REPLACEMENT_CREATORS)
 
 
 def test_graceful_deletion_is_finished_by_the_node_agent(control_plane, fake_nodes,

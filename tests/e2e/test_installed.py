@@ -29,7 +29,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from tests.e2e.helpers import absent, wait_for
-from tests.harness import ADMIN_USER, NPU_RESOURCE
+from tests.harness import NPU_RESOURCE
 from tests.harness.controlplane import REPO_ROOT
 from tests.harness.realnode import NODE_LABEL, local_processes
 from kubectl_repack.api.gates import (GATED_AT_ANNOTATION, PLACEMENT_GATE, PLANNED_NODE_ANNOTATION,
@@ -134,9 +134,9 @@ def installed(real_node, control_plane, request):
     for by install itself (--wait is the default)."""
     image = built_image()
     t0 = time.monotonic()
-    # this harness's workload controllers run with the admin's credentials: they re-create the evicted pods
+    # the default --replacement-creator list: this harness's workload controllers run under their own
+    # identities (tests/harness/controlplane.py KCM_USER)
     out = repack(control_plane.kubeconfig, "install", "--namespace", NAMESPACE, "--image", image,
-                 "--replacement-creator", ADMIN_USER,
                  "--node-selector", f"{NODE_LABEL}=true", "--timeout", "240s")
     FIGURES["install_seconds"] = time.monotonic() - t0
     print(out.stdout + out.stderr)

@@ -25,7 +25,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tests.harness import ADMIN_USER, NPU_RESOURCE, npu_node
+from tests.harness import NPU_RESOURCE, npu_node
 from tests.harness.controlplane import REPO_ROOT
 from kubectl_repack.api.gates import GATED_AT_ANNOTATION, PLACEMENT_GATE, RELOCATION_RUN_ANNOTATION
 from kubectl_repack.api.lease import lease_is_fresh
@@ -97,6 +97,7 @@ def repack_cli(kubeconfig, *args):
 class Stack:
     def __init__(self, cluster, tmp):
         self.cluster = cluster
+        self.created_runs: list = []   # deleted with the stack: no test leaves a run behind
         self.api = cluster.api_client
         self.core = client.CoreV1Api(self.api)
         self.custom = client.CustomObjectsApi(self.api)
@@ -107,10 +108,7 @@ class Stack:
         self.cert_dir = os.path.join(tmp, "tls")
         self.webhook = Proc("webhook", [sys.executable, "-m", "webhook", "--server", "werkzeug", "--host", "127.0.0.1",
                                         "--port", str(self.port), "--cert-dir", self.cert_dir,
-                                        "--kubeconfig", cluster.kubeconfig, "--lease-namespace", NAMESPACE,
-                                        # this harness's workload controllers (kube-controller-manager,
-                                        # vc-controller-manager) run with the admin's credentials
-                                        "--replacement-creators", ADMIN_USER], tmp)
+                                        "--kubeconfig", cluster.kubeconfig, "--lease-namespace", NAMESPACE], tmp)
         self.coordinator = Proc("coordinator", [
             sys.executable, "-m", "webhook.coordinator", "--kubeconfig", cluster.kubeconfig, "--namespace", NAMESPACE,
             "--lease-name", LEASE_NAME, "--lease-duration", f"{LEADER_LEASE_S}s",
@@ -156,6 +154,7 @@ class Stack:
         body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "RepackRun", "metadata": {"name": name},
                 "spec": {"mode": "Execute", "goals": [{"resource": NPU_RESOURCE}]}}
         self.custom.create_cluster_custom_object(GROUP, VERSION, PLURAL, body)
+        self.created_runs.append(name)
         self.update_run(name, lambda st: st.update({
             "phase": "Running", "plan": {"moves": moves}, "relocations": relocations}))
 
@@ -204,6 +203,9 @@ def stack(control_plane, tmp_path_factory, request):
             print(s.diagnostics())
         s.coordinator.stop()
         s.webhook.stop()
+        from tests.e2e.execute_helpers import delete_runs
+
+        delete_runs(s.api, s.created_runs)
         out = repack_cli(control_plane.kubeconfig, "uninstall", "--namespace", NAMESPACE)
         print(out.stdout, out.stderr)
 
@@ -404,6 +406,7 @@ def test_replacement_is_gated_nominated_and_placed_on_the_planned_node(stack, fa
     record, move = relocation_for(ns, victim, planned)
     stack.create_run(run_name, [record], [move])
     time.sleep(1.0)  # the webhook's RepackRun watch sees the open record
+    spoof_uid = create_copy_as_user(stack, ns, victim)
     stack.evict(ns, victim.metadata.name, run_name, 0)
 
     new = wait_for("the replacement pod", lambda: replacement(core, ns, run_name, victim.metadata.name), 30)
@@ -425,6 +428,38 @@ def test_replacement_is_gated_nominated_and_placed_on_the_planned_node(stack, fa
     assert PLACEMENT_GATE not in gates(pod)
     assert "repack.volcano.sh/placement-gate-owner" not in (pod.metadata.annotations or {})
     assert rel["eviction"] == {"phase": "Accepted"}  # apply's field untouched
+    assert spoof_uid not in (pl["replacementPodUID"], pl.get("nominatedPodUID"))
+
+
+def create_copy_as_user(stack, ns, victim) -> str:
+    """Finding 6: while the record waits for its replacement, an ordinary user who may create pods
+    in the namespace (no repack rights) creates a copy of the victim: its labels, owner references
+    and annotations (the group name; a replacement's repack marks would be refused by the admission
+    policy, test_security.py), scheduled nowhere so the ReplicaSet, which sees one pod too many,
+    deletes the copy and not the victim. The webhook recognises replacements only when a workload
+    controller creates them: the copy comes back ungated and unmarked. Returns its UID."""
+    user = f"eve-{uuid.uuid4().hex[:6]}"
+    rbac = client.RbacAuthorizationV1Api(stack.api)
+    rbac.create_namespaced_role(ns, {"metadata": {"name": user}, "rules": [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get"]}]})
+    rbac.create_namespaced_role_binding(ns, {"metadata": {"name": user}, "subjects": [
+        {"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}],
+        "roleRef": {"kind": "Role", "name": user, "apiGroup": "rbac.authorization.k8s.io"}})
+    meta = victim.metadata
+    owners = [{"apiVersion": o.api_version, "kind": o.kind, "name": o.name, "uid": o.uid, "controller": o.controller}
+              for o in meta.owner_references]
+    spec = deployment("serve", "nowhere", 1, 4)["spec"]["template"]["spec"]
+    copy = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "generateName": meta.generate_name, "namespace": ns, "labels": dict(meta.labels),
+        "annotations": dict(meta.annotations or {}), "ownerReferences": owners}, "spec": spec}
+    out = stack.cluster.kubectl("create", "-f", "-", "-o", "json", f"--as={user}", input=json.dumps(copy),
+                                check=False)
+    assert out.returncode == 0, out.stderr
+    created = json.loads(out.stdout)
+    ann = created["metadata"].get("annotations") or {}
+    assert not [k for k in ann if k.startswith("repack.volcano.sh/")], ann
+    assert not created["spec"].get("schedulingGates"), created["spec"]
+    return created["metadata"]["uid"]
 
 
 # ----- the seed flow: apply with the webhook and the coordinator running ---------------------------------------

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from .pki import Pki, make_pki, write_kubeconfig
+from .pki import Pki, issue_client_cert, make_pki, write_kubeconfig
 from .process import Component, ComponentError, free_ports, pid_alive, stop_group, tail
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -58,6 +58,16 @@ VOLCANO_CONTROLLERS = "job-controller,pg-controller,queue-controller,gc-controll
 
 # Node lifecycle is off: fake nodes have no kubelet heartbeats. IPAM is off: no pod CIDRs.
 KCM_CONTROLLERS = "*,-node-lifecycle-controller,-node-ipam-controller"
+
+# The workload controllers' own identities, as in a real cluster (kubeadm, Volcano's chart): who
+# creates a pod is what the product's replacement-pod admission policy decides on, so its default
+# list (kubectl_repack.api.gates.DEFAULT_REPLACEMENT_CREATORS) is exercised as shipped.
+# kube-controller-manager authenticates as system:kube-controller-manager and, with
+# --use-service-account-credentials, runs each controller as kube-system's <name>-controller
+# ServiceAccount; vc-controller-manager runs as volcano-system's volcano-controllers ServiceAccount.
+KCM_USER = "system:kube-controller-manager"
+VOLCANO_NAMESPACE, VOLCANO_SERVICE_ACCOUNT = "volcano-system", "volcano-controllers"
+VOLCANO_TOKEN_SECONDS = 7 * 24 * 3600   # longer than any kept harness lives
 
 
 class ControlPlaneError(RuntimeError):
@@ -241,7 +251,8 @@ class ControlPlane:
 
     # Every Eviction call, with its request body (the victim's UID is in deleteOptions.preconditions)
     # and answer code: tests count evictions per victim from what the API server did, not from
-    # what a client says it did. Nothing else is logged.
+    # what a client says it did. And who created each pod (metadata only): the workload
+    # controllers' identities are what the replacement-pod policy decides on. Nothing else is logged.
     AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
@@ -251,6 +262,11 @@ rules:
     resources:
       - group: ""
         resources: ["pods/eviction"]
+  - level: Metadata
+    verbs: ["create"]
+    resources:
+      - group: ""
+        resources: ["pods"]
   - level: None
 """
 
@@ -309,11 +325,14 @@ rules:
 
     def _start_kcm(self) -> None:
         pki = self.pki
+        kubeconfig = os.path.join(self.run_dir, "kube-controller-manager.kubeconfig")
+        cert = issue_client_cert(pki, "kube-controller-manager", KCM_USER)
+        write_kubeconfig(kubeconfig, self.server, pki, client=cert, user=KCM_USER)
         argv = [
             self.binaries["kube-controller-manager"],
-            f"--kubeconfig={self.kubeconfig}",
-            f"--authentication-kubeconfig={self.kubeconfig}",
-            f"--authorization-kubeconfig={self.kubeconfig}",
+            f"--kubeconfig={kubeconfig}",
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
             "--bind-address=127.0.0.1",
             f"--secure-port={self.ports['kcm']}",
             f"--cert-dir={os.path.join(self.run_dir, 'kcm-certs')}",
@@ -321,7 +340,7 @@ rules:
             f"--controllers={KCM_CONTROLLERS}",
             f"--service-account-private-key-file={pki.sa_key}",
             f"--root-ca-file={pki.ca_cert}",
-            "--use-service-account-credentials=false",
+            "--use-service-account-credentials=true",   # see KCM_USER
             "--profiling=false",
             # Fast reactions for tests: resync and sync periods as short as they sensibly go.
             "--concurrent-gc-syncs=5",
@@ -329,13 +348,43 @@ rules:
         ]
         self._launch("kube-controller-manager", argv)
 
+    def _volcano_kubeconfig(self) -> str:
+        """A kubeconfig with a token of volcano-system's volcano-controllers ServiceAccount (see
+        KCM_USER). Bound to cluster-admin: this harness tests who creates the pods, not Volcano's
+        own RBAC rules (its chart's ClusterRole)."""
+        from kubernetes import client
+        from kubernetes.client.rest import ApiException
+
+        api = self.api_client()
+        core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+        for create in (lambda: core.create_namespace({"metadata": {"name": VOLCANO_NAMESPACE}}),
+                       lambda: core.create_namespaced_service_account(
+                           VOLCANO_NAMESPACE, {"metadata": {"name": VOLCANO_SERVICE_ACCOUNT}}),
+                       lambda: rbac.create_cluster_role_binding({
+                           "metadata": {"name": f"repack-e2e:{VOLCANO_SERVICE_ACCOUNT}"},
+                           "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                       "name": "cluster-admin"},
+                           "subjects": [{"kind": "ServiceAccount", "name": VOLCANO_SERVICE_ACCOUNT,
+                                         "namespace": VOLCANO_NAMESPACE}]})):
+            try:
+                create()
+            except ApiException as e:
+                if e.status != 409:
+                    raise
+        answer = core.create_namespaced_service_account_token(
+            VOLCANO_SERVICE_ACCOUNT, VOLCANO_NAMESPACE,
+            {"spec": {"audiences": [], "expirationSeconds": VOLCANO_TOKEN_SECONDS}})
+        path = os.path.join(self.run_dir, "vc-controller-manager.kubeconfig")
+        write_kubeconfig(path, self.server, self.pki, user=VOLCANO_SERVICE_ACCOUNT, token=answer.status.token)
+        return path
+
     def _start_volcano(self) -> None:
         conf = os.path.join(self.run_dir, "volcano-scheduler.conf")
         with open(conf, "w") as f:
             f.write(SCHEDULER_CONF)
         self._launch("vc-controller-manager", [
             self.binaries["vc-controller-manager"],
-            f"--kubeconfig={self.kubeconfig}",
+            f"--kubeconfig={self._volcano_kubeconfig()}",
             "--leader-elect=false",
             f"--controllers={VOLCANO_CONTROLLERS}",
             "--scheduler-name=volcano",

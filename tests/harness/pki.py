@@ -16,8 +16,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-# The admin identity: every component of this harness (kube-controller-manager, vc-controller-manager
-# and the tests) authenticates as it, so it is also who re-creates evicted pods here.
+# The admin identity of the tests and of vc-scheduler. The workload controllers that re-create
+# evicted pods run under their own identities, as in a real cluster (controlplane.py): the
+# admission policy that lets only them create repack replacements is tested with its defaults.
 ADMIN_USER = "repack-admin"
 
 
@@ -160,19 +161,21 @@ def issue_client_cert(pki: Pki, name: str, cn: str, org: str | None = None) -> t
 
 
 def write_kubeconfig(path: str, server: str, pki: Pki, context: str = "repack-e2e",
-                     client: tuple[str, str] | None = None, user: str = "repack-admin") -> None:
+                     client: tuple[str, str] | None = None, user: str = "repack-admin",
+                     token: str | None = None) -> None:
     """A kubeconfig that refers to the PEM files by absolute path: the admin's, or another
-    identity's when `client` = (certificate, key) paths is given."""
+    identity's when `client` = (certificate, key) paths is given, or a bearer `token`'s."""
     import yaml
 
+    credentials = {"token": token} if token else {
+        "client-certificate": os.path.abspath(client[0] if client else pki.admin_cert),
+        "client-key": os.path.abspath(client[1] if client else pki.admin_key)}
     doc = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": context, "cluster": {
             "server": server, "certificate-authority": os.path.abspath(pki.ca_cert)}}],
-        "users": [{"name": user, "user": {
-            "client-certificate": os.path.abspath(client[0] if client else pki.admin_cert),
-            "client-key": os.path.abspath(client[1] if client else pki.admin_key)}}],
+        "users": [{"name": user, "user": credentials}],
         "contexts": [{"name": context, "context": {"cluster": context, "user": user}}],
         "current-context": context,
     }
