@@ -17,10 +17,14 @@ One leader (Lease `repack-controller`, the kube layer's Lease client) reconciles
 Before a run's first eviction (and again when a started run is continued) the controller checks
 that the run's *creator* may evict (kubectl_repack.api.control): the creator annotations, which the
 API server's admission policy vouches for, must exist, the run must be younger than that policy's
-enforcement and, for a new start, than the record's trust bound (`--creator-max-age`, 1h); then a
-SubjectAccessReview as that user must allow `create pods/eviction` in every namespace the plan
-touches, and it is asked again before every single eviction. Otherwise the run ends Failed,
-EvictionNotAuthorized, saying why. A spec the CRD accepts but the planner refuses ends Failed,
+enforcement and, for a new start, than the record's trust bound (`--creator-max-age`, 1h).
+Otherwise the run ends Failed, EvictionNotAuthorized, before any SubjectAccessReview. A new start
+then plans only pods the creator may evict: before planning, a SubjectAccessReview as that user
+(`create pods/eviction`) is asked for every namespace holding pods the plan could move; pods of
+the namespaces it refuses are left out of the plan (their nodes' verdicts say so), and the run's
+message and an Event name those namespaces; if it refuses all of them the run ends Failed,
+EvictionNotAuthorized. The plan's namespaces are asked again before the first eviction, and the
+victim's before every single eviction. A spec the CRD accepts but the planner refuses ends Failed,
 InvalidSpec, naming the field.
 
 Only the controller decides what a run evicts (SEC-2): it plans on live state itself, and seals the
@@ -55,7 +59,7 @@ from kubectl_repack.api.run import MODE_DRY_RUN, MODE_EXECUTE, Reason, is_finish
 from kubectl_repack.api.times import parse_duration, parse_time, rfc3339, utcnow
 from kubectl_repack.engine.executor import Executor
 from kubectl_repack.engine.mutex import holder_identity
-from kubectl_repack.engine.workflow import ApplyRequest, apply_run
+from kubectl_repack.engine.workflow import ApplyRequest, Screening, apply_run
 from kubectl_repack.errors import ClusterAPIError, Conflict, NotFound, RepackError, SpecError
 from webhook.election import LeaderElector, leader_process_args, process_identity
 
@@ -244,17 +248,35 @@ class Controller:
             log.info("repackrun %s: the finalizer did not land (the run changed meanwhile); next tick", name)
             return False       # never evict for a run whose delete would not wait for us
 
-        def authorize(namespaces: list) -> str:
+        def trusted_creator() -> tuple:
+            """(creator, '') when the stored run's creator record may authorize it; else (None, why)."""
             fresh = self.runs.get(name)
             try:
                 creator = creator_of(fresh)
             except UntrustedCreator as e:
-                return f"no trustworthy creator record: {e}; nothing was evicted"
+                return None, f"no trustworthy creator record: {e}"
             if not relocations(fresh):      # a new start: the record must be vouched for and fresh
                 problem = creator_problem(fresh, self._now(), parse_time, self.policy_since(), self.creator_max_age)
                 if problem:
-                    return f"the creator record cannot authorize this run: {problem}; nothing was evicted"
-            return self.authorize_as(creator, namespaces)
+                    return None, f"the creator record cannot authorize this run: {problem}"
+            return creator, ""
+
+        def authorize(namespaces: list) -> str:
+            creator, problem = trusted_creator()
+            return problem or self.authorize_as(creator, namespaces)
+
+        def screen(namespaces: list) -> Screening:
+            """Before a new start is planned: the creator record first (no SubjectAccessReview for
+            a record that cannot authorize anything), then one review per namespace."""
+            creator, problem = trusted_creator()
+            if problem:
+                return Screening(refused=problem)
+            denied = {}
+            for ns in namespaces:
+                why = self.authorize_as(creator, [ns])
+                if why:
+                    denied[ns] = why
+            return Screening(denied=denied, creator=creator.username)
 
         def seal(run: dict, records: list) -> None:
             value = control.seal(self.key(), str((run.get("metadata") or {}).get("uid") or ""), records)
@@ -287,7 +309,7 @@ class Controller:
         result = apply_run(request, self.runs, _GuardedLease(self.lease, self.leading), self.cluster, self.cluster,
                            _Log(), me=holder_identity(name, host=os.environ.get("POD_NAME")),
                            authorize=authorize, cancelled=cancel_requested, on_event=record, seal=seal, vet=vet,
-                           on_evicted=evicted, **kwargs)
+                           on_evicted=evicted, screen=screen, **kwargs)
         if is_finished(result.run):
             self.drop_finalizer(result.run)
         return not result.pending

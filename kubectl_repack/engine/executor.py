@@ -57,6 +57,7 @@ class _Cancelled(Exception):
 EV_STARTED, EV_EVICTED, EV_EVICTION_BLOCKED = "Started", "Evicted", "EvictionBlocked"
 EV_NOMINATED, EV_PLACED, EV_PLACEMENT_TIMED_OUT = "Nominated", "Placed", "PlacementTimedOut"
 EV_COMPLETED, EV_FAILED, EV_CANCELLED = "Completed", "Failed", "Cancelled"
+EV_LEFT_OUT = "PodsLeftOut"     # the plan was not allowed to move some pods (the creator may not evict there)
 
 
 class RecordsChanged(RepackError):
@@ -107,6 +108,7 @@ class Executor:
         self._cancel = ""
         self._refused: Optional[tuple] = None   # (reason, message) from vet: no further eviction
         self._told: dict = {}   # record index -> last placement phase an event was sent for
+        self._left_out = ""     # start()'s left_out: repeated in the run's final message
 
     # -- status writes (each a read-modify-write of only the fields apply owns) --
     def _update(self, name: str, mutate: Callable[[dict], None]) -> dict:
@@ -146,6 +148,8 @@ class Executor:
         return self._finish(name, Outcome(PHASE_FAILED, reason, message))
 
     def _finish(self, name: str, outcome: Outcome) -> dict:
+        if self._left_out and self._left_out not in outcome.message:   # what this run's plan could not move
+            outcome = Outcome(outcome.phase, outcome.reason, f"{outcome.message}; {self._left_out}", outcome.result)
         now = rfc3339(self.clock.now())
         event = (EV_COMPLETED if outcome.phase == PHASE_SUCCEEDED
                  else EV_CANCELLED if outcome.reason == Reason.CANCELLED else EV_FAILED)
@@ -163,42 +167,57 @@ class Executor:
         return self._update(name, mutate)
 
     # -- planning --
-    def plan_live(self, run: dict) -> "planner.Plan":
-        """EXEC-1: always a fresh plan on live state."""
-        spec = planner.RunSpec.from_spec(run["spec"])
+    def live_snapshot(self) -> "planner.ClusterSnapshot":
+        """The planner's snapshot of live state, read now."""
         objects = self.reader.snapshot_objects()
         with paused_gc():  # many small immutable objects, no cycles: collector passes cost seconds
-            return planner.plan(planner.load_objects(objects), spec)
+            return planner.load_objects(objects)
 
-    def start(self, name: str, plan: "planner.Plan") -> dict:
+    def plan_live(self, run: dict, snapshot: Optional["planner.ClusterSnapshot"] = None,
+                  not_evictable: Optional[dict] = None) -> "planner.Plan":
+        """EXEC-1: always a fresh plan on live state (`snapshot`: one live_snapshot read just now).
+        `not_evictable` ({namespace: why}) is the planner's: pods there are not moved."""
+        spec = planner.RunSpec.from_spec(run["spec"])
+        objects = self.reader.snapshot_objects() if snapshot is None else None
+        with paused_gc():
+            return planner.plan(snapshot if snapshot is not None else planner.load_objects(objects), spec,
+                                not_evictable=not_evictable)
+
+    def start(self, name: str, plan: "planner.Plan", left_out: str = "") -> dict:
         """Persist the plan and every relocation record BEFORE the first eviction (EXEC-3); or end
-        the run at once when the live plan recommends nothing."""
+        the run at once when the live plan recommends nothing. `left_out` (one line: which pods
+        the plan was not allowed to move, and why) goes into the run's message, an Event and the
+        message the run ends with (when this executor ends it)."""
         now_t = self.clock.now()
         now = rfc3339(now_t)
         ps = plan.status(now)
+        also = f"; {left_out}" if left_out else ""
 
         def mutate(st):
             st["plan"] = ps["plan"]
             st.setdefault("startTime", now)
             if plan.outcome != Reason.RECOMMENDED:
-                set_condition(st, COND_COMPLETE, "True", plan.outcome,
-                              f"live re-plan: {plan.message}; nothing was evicted", now)
+                msg = f"live re-plan: {plan.message}{also}; nothing was evicted"
+                set_condition(st, COND_COMPLETE, "True", plan.outcome, msg, now)
                 set_progressing(st, "False", plan.outcome, "nothing to execute", now)
-                st["message"] = f"live re-plan: {plan.message}; nothing was evicted"
+                st["message"] = msg
                 st["completionTime"] = now
             else:
                 st["relocations"] = initial_relocations(plan)
                 st["executionDeadline"] = rfc3339(now_t + self.options.execution_timeout)
                 msg = (f"executing: {len(st['relocations'])} eviction(s) over "
-                       f"{len(plan.moves_by_group())} PodGroup(s) to free {', '.join(plan.freed_nodes)}")
+                       f"{len(plan.moves_by_group())} PodGroup(s) to free {', '.join(plan.freed_nodes)}{also}")
                 set_progressing(st, "True", Reason.EXECUTING, msg, now)
                 st["message"] = msg
             st["phase"] = derive_phase(st)
         run = self._update(name, mutate)
+        self._left_out = left_out
+        if left_out:
+            self.on_event(EV_LEFT_OUT, left_out, True)
         if plan.outcome == Reason.RECOMMENDED:
             self.on_event(EV_STARTED, (run.get("status") or {}).get("message", ""), False)
         else:
-            self.on_event(EV_COMPLETED, f"{plan.outcome}: live re-plan: {plan.message}; nothing was evicted", False)
+            self.on_event(EV_COMPLETED, f"{plan.outcome}: {(run.get('status') or {}).get('message', '')}", False)
         return run
 
     # -- the main loop --

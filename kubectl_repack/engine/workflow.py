@@ -2,15 +2,18 @@
 
 Order (EXEC-1..7): delete finished runs past their TTL -> create the run (or pick up the existing
 one) -> take the cluster-wide execute Lease (else the run stays Pending with AnotherRunActive /
-ExecuteCooldownActive, and apply waits or gives up) -> plan again on live state -> persist the plan
-and every relocation record -> evict, track, verify (Executor) -> release the Lease, starting the
-cooldown if anything was evicted. Re-running it on the same run continues from the records.
+ExecuteCooldownActive, and apply waits or gives up) -> plan again on live state (in the cluster:
+only pods the run's creator may evict, `screen`) -> persist the plan and every relocation record ->
+evict, track, verify (Executor) -> release the Lease, starting the cooldown if anything was
+evicted. Re-running it on the same run continues from the records.
 """
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
-from typing import Callable, Optional, Protocol
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Optional, Protocol
+
+import planner
 
 from kubectl_repack.api.run import EVICTION_IN_PROGRESS, EVICTION_PENDING, MODE_EXECUTE, Reason, is_finished, relocations, ttl_expired
 from kubectl_repack.errors import ClusterAPIError, NotFound, RepackError, ValidationError
@@ -56,6 +59,40 @@ class ApplyResult:
     run: dict
     pending: bool = False
     note: str = ""
+
+
+@dataclass(frozen=True)
+class Screening:
+    """The answer of `screen(namespaces)` before a new start is planned: whether the run may evict
+    at all (`refused`: why not, e.g. its creator record cannot authorize it) and, of the namespaces
+    asked about, where it may not (`denied`: namespace -> why, as the authorizer says it), on
+    behalf of whom (`creator`, the username for the run's message)."""
+    refused: str = ""
+    denied: Mapping[str, str] = field(default_factory=dict)
+    creator: str = ""
+
+
+def left_out_line(denied: list, creator: str) -> str:
+    """One line for the run's message and Event: which namespaces' pods the plan left out, and why."""
+    who = creator or "the run's creator"
+    where = f"namespace{'s' if len(denied) > 1 else ''} {', '.join(denied)}"
+    return f"left out: pods in {where}: {who} may not evict there"
+
+
+def not_evictable_reasons(denied: list, creator: str) -> dict:
+    """{namespace: why} for planner.plan's `not_evictable` (each node verdict says "pod ns/x: why")."""
+    who = f"the run's creator {creator}" if creator else "the run's creator"
+    return {ns: f"{who} may not evict pods in namespace {ns}" for ns in denied}
+
+
+def refused_everywhere(namespaces: list, screening: Screening) -> str:
+    """Why the run may evict nowhere it has pods to move ('' when it may somewhere): every namespace
+    asked about was denied. Names the authorizer's answers (at most three)."""
+    if not namespaces or any(ns not in screening.denied for ns in namespaces):
+        return ""
+    answers = [screening.denied[ns] for ns in namespaces]
+    more = f"; and likewise in {len(answers) - 3} more namespace(s)" if len(answers) > 3 else ""
+    return "; ".join(answers[:3]) + more
 
 
 class Reporter(Protocol):
@@ -107,16 +144,23 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
               on_event: Optional[Callable[[str, str, bool], None]] = None,
               seal: Optional[Callable[[dict, list], None]] = None,
               vet: Optional[Callable[[dict, object], Optional[tuple]]] = None,
-              on_evicted: Optional[Callable[[object], None]] = None) -> ApplyResult:
+              on_evicted: Optional[Callable[[object], None]] = None,
+              screen: Optional[Callable[[list], Screening]] = None) -> ApplyResult:
     """Carry out (or continue) one Execute run; see the module docstring for the order.
 
-    In the cluster (webhook.controller) three more hooks apply: `authorize(namespaces)` returns why
-    the run's creator may not evict in one of them ('' when allowed) and is asked before the first
-    eviction of a new or continued run (the run then ends Failed, EvictionNotAuthorized);
-    `cancelled(run)` says why the run must stop (cancel annotation, delete); `on_event` hears each
-    step (Events); `seal(run, records)` is handed the relocation records of a new plan before they
-    are written (the controller seals them); `vet` and `on_evicted` are the Executor's (asked before
-    every eviction; told of each accepted one)."""
+    In the cluster (webhook.controller) more hooks apply. `screen(namespaces)` is asked before a
+    new start is planned, with the namespaces holding pods the plan could move
+    (planner.movable_namespaces on the live snapshot the plan then uses): a `refused` answer ends
+    the run Failed, EvictionNotAuthorized, before anything else; pods of the `denied` namespaces
+    are left out of the plan (planner.plan's `not_evictable`) and the run's message and an Event
+    say which and why; if every one is denied the run ends Failed, EvictionNotAuthorized.
+    `authorize(namespaces)` returns why the run's creator may not evict in one of them ('' when
+    allowed) and is asked before the first eviction of a new (the plan's namespaces) or continued
+    run (the run then ends Failed, EvictionNotAuthorized); `cancelled(run)` says why the run must
+    stop (cancel annotation, delete); `on_event` hears each step (Events); `seal(run, records)` is
+    handed the relocation records of a new plan before they are written (the controller seals
+    them); `vet` and `on_evicted` are the Executor's (asked before every eviction; told of each
+    accepted one)."""
     clock = clock or Clock()
     name = request.name
     sweep_expired(runs, clock.now(), name, reporter)
@@ -170,19 +214,35 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
     completed = None
     try:
         if not (current.get("status") or {}).get("relocations") and not is_finished(current):
-            plan = engine.plan_live(current)                              # EXEC-1: never a DryRun's plan
-            denied = authorize(sorted({m.pod.namespace for m in plan.moves})) if authorize and plan.moves else ""
-            if denied:
-                current = engine.fail(name, Reason.NOT_AUTHORIZED, denied)
+            snapshot, not_evictable, left_out, refused = None, None, "", ""
+            if screen:
+                snapshot = engine.live_snapshot()
+                namespaces = planner.movable_namespaces(snapshot, current["spec"])
+                screening = screen(namespaces)
+                refused = screening.refused or refused_everywhere(namespaces, screening)
+                denied = [ns for ns in namespaces if ns in screening.denied]
+                if denied:
+                    not_evictable = not_evictable_reasons(denied, screening.creator)
+                    left_out = left_out_line(denied, screening.creator)
+            if refused:
+                current = engine.fail(name, Reason.NOT_AUTHORIZED, f"{refused}; nothing was evicted")
             else:
-                store_later = request.cooldown if authorize else None
-                if seal and plan.moves:
-                    seal(current, initial_relocations(plan))    # before the records exist
-                current = engine.start(name, plan)
+                plan = engine.plan_live(current, snapshot, not_evictable)    # EXEC-1: never a DryRun's plan
+                # asked again for what the plan moves (the screen is not the only check)
+                denied_now = authorize(sorted({m.pod.namespace for m in plan.moves})) if authorize and plan.moves \
+                    else ""
+                if denied_now:
+                    current = engine.fail(name, Reason.NOT_AUTHORIZED, f"{denied_now}; nothing was evicted")
+                else:
+                    store_later = request.cooldown if authorize else None
+                    if seal and plan.moves:
+                        seal(current, initial_relocations(plan))    # before the records exist
+                    current = engine.start(name, plan, left_out)
         elif not is_finished(current) and authorize:
-            denied = authorize(namespaces_to_evict(current))
-            if denied:
-                current = engine.fail(name, Reason.NOT_AUTHORIZED, denied)
+            denied_now = authorize(namespaces_to_evict(current))
+            if denied_now:
+                done = "nothing further was evicted" if evicted_any(current) else "nothing was evicted"
+                current = engine.fail(name, Reason.NOT_AUTHORIZED, f"{denied_now}; {done}")
             else:
                 store_later = request.cooldown
         if not is_finished(current):

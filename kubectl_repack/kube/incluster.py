@@ -118,7 +118,8 @@ def lift_expired_gates(api, now: dt.datetime) -> list:
 
 def eviction_denied(api, creator: Creator, namespaces: list) -> str:
     """'' when `creator` may create pods/eviction in every namespace; else why not (naming the
-    namespace and the permission). One SubjectAccessReview per namespace, as the creator."""
+    namespace and the permission; the caller says what that stopped). One SubjectAccessReview per
+    namespace, as the creator, until the first refusal."""
     for ns in namespaces:
         spec = {"user": creator.username, "groups": list(creator.groups),
                 "resourceAttributes": {"namespace": ns, "verb": "create", "group": "", "version": "v1",
@@ -131,7 +132,7 @@ def eviction_denied(api, creator: Creator, namespaces: list) -> str:
         if not status.get("allowed"):
             why = status.get("reason") or status.get("evaluationError") or "no RBAC rule allows it"
             return (f"user {creator.username!r} (the run's creator) may not create pods/eviction in namespace "
-                    f"{ns!r} ({why}); nothing was evicted")
+                    f"{ns!r} ({why})")
     return ""
 
 

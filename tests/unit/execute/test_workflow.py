@@ -215,3 +215,50 @@ def test_a_started_run_waiting_for_the_lease_stays_running():
     clock, cluster, store, mutex, notes = setup(busy, runs=[run])
     result = apply_run(ApplyRequest("run-1", wait=False), store, mutex, cluster, cluster, notes, clock=clock)
     assert result.pending and store.runs["run-1"]["status"]["phase"] == "Running"
+
+
+# ---- screen: plan only pods the creator may evict (issue 19) ---------------------------------------
+def test_a_screen_refusal_ends_the_run_before_it_is_planned_or_authorized():
+    from kubectl_repack.engine.workflow import Screening
+
+    clock, cluster, store, mutex, notes = setup()
+    asked, authorized = [], []
+    result = apply_run(ApplyRequest("run-1", execute_run()), store, mutex, cluster, cluster, notes, clock=clock,
+                       authorize=lambda namespaces: authorized.append(namespaces) or "",
+                       screen=lambda namespaces: asked.append(namespaces) or Screening(refused="the record is stale"))
+    st = result.run["status"]
+    assert asked == [["demo"]] and authorized == [] and cluster.calls == [] and "plan" not in st
+    assert st["phase"] == "Failed" and st["message"] == "the record is stale; nothing was evicted"
+    assert [c["reason"] for c in st["conditions"] if c["type"] == "Failed"] == ["EvictionNotAuthorized"]
+
+
+def test_denied_namespaces_are_left_out_and_a_run_denied_everywhere_it_could_move_ends_not_authorized():
+    from kubectl_repack.engine.workflow import Screening, left_out_line, not_evictable_reasons
+
+    assert left_out_line(["a", "b"], "alice") == "left out: pods in namespaces a, b: alice may not evict there"
+    assert not_evictable_reasons(["a"], "alice") == {"a": "the run's creator alice may not evict pods in namespace a"}
+    clock, cluster, store, mutex, notes = setup()
+    result = apply_run(ApplyRequest("run-1", execute_run()), store, mutex, cluster, cluster, notes, clock=clock,
+                       authorize=lambda namespaces: "",
+                       screen=lambda namespaces: Screening(denied={ns: f"no rights in {ns}" for ns in namespaces},
+                                                           creator="bob"))
+    st = result.run["status"]
+    assert cluster.calls == [] and st["phase"] == "Failed" and st["message"] == "no rights in demo; nothing was evicted"
+    # a denial elsewhere (no movable pod there) leaves the plan as it was
+    clock, cluster, store, mutex, notes = setup()
+    result = apply_run(ApplyRequest("run-1", execute_run()), store, mutex, cluster, cluster, notes, clock=clock,
+                       authorize=lambda namespaces: "",
+                       screen=lambda namespaces: Screening(denied={"elsewhere": "no"}, creator="bob"))
+    assert result.run["status"]["phase"] == "Succeeded" and len(cluster.calls) == 2
+    assert "left out" not in result.run["status"]["message"]
+
+
+def test_a_continued_run_is_not_screened_and_the_plugin_path_has_no_screen():
+    from tests.unit.execute.fakes import started
+
+    clock, cluster, store, mutex, notes = setup(runs=[execute_run()])
+    started(cluster, store, clock)                      # records written, nothing evicted yet
+    asked = []
+    result = apply_run(ApplyRequest("run-1"), store, mutex, cluster, cluster, notes, clock=clock,
+                       authorize=lambda namespaces: "", screen=lambda namespaces: asked.append(namespaces))
+    assert asked == [] and result.run["status"]["phase"] == "Succeeded" and len(cluster.calls) == 2

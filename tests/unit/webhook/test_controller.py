@@ -8,6 +8,7 @@ import datetime as dt
 
 from kubectl_repack.api.control import (EXECUTOR_ANNOTATION, FINALIZER, RECORDS_SEAL_ANNOTATION, Creator, seal)
 from kubectl_repack.api.times import rfc3339
+from tests import builders as b
 from tests.unit.execute.fakes import T0, FakeClock, FakeCluster, execute_run, seed_objects
 from tests.unit.execute.test_workflow import PLANNED, Mutex, Store
 from webhook.controller import Controller
@@ -58,16 +59,19 @@ def dry_run(name="dry-1"):
     return run
 
 
-def make(runs, leader=True, allowed=True, policy_since=POLICY_SINCE):
+def make(runs, leader=True, allowed=True, policy_since=POLICY_SINCE, objects=None, denied_namespaces=()):
+    """A controller over in-memory ports. `allowed`: every SubjectAccessReview's answer (or a
+    function of how many were asked); `denied_namespaces`: where the creator may never evict."""
     clock = FakeClock()
-    cluster = FakeCluster(seed_objects(), rebind=PLANNED, clock=clock)
+    cluster = FakeCluster(objects if objects is not None else seed_objects(), rebind=PLANNED, clock=clock)
     store = Store(runs)
     events, patches, asked = [], [], []
 
     def authorize_as(creator, namespaces):
         asked.append((creator.username, namespaces))
         ok = allowed(len(asked)) if callable(allowed) else allowed
-        return "" if ok else f"user {creator.username!r} may not create pods/eviction in namespace {namespaces[0]!r}"
+        bad = [ns for ns in namespaces if ns in denied_namespaces] or (namespaces[:1] if not ok else [])
+        return f"user {creator.username!r} may not create pods/eviction in namespace {bad[0]!r}" if bad else ""
     ctl = Controller(None, store, cluster, Mutex(), Elector(leader), lambda: KEY,
                      lambda run: (lambda reason, message, warning: events.append((run["metadata"]["name"], reason))),
                      authorize_as, clock=clock, patch_run=lambda name, ops: patch(store, patches, name, ops),
@@ -118,8 +122,9 @@ def test_an_execute_run_of_an_allowed_creator_is_carried_out():
     run = store.runs["run-1"]
     st = run["status"]
     assert st["phase"] == "Succeeded" and len(cluster.calls) == 2
-    # once for the plan's namespaces before the first eviction, then before each eviction
-    assert asked == [("alice", ["demo"])] * 3
+    # once for each namespace with movable pods before planning, once for the plan's namespaces
+    # before the first eviction, then before each eviction
+    assert asked == [("alice", ["demo"])] * 4
     assert patches and patches[0][1][-1]["value"] == [FINALIZER]   # held while it ran
     assert [r for n, r in events if n == "run-1"][:2] == ["Started", "Evicted"]
     assert run["metadata"]["annotations"][RECORDS_SEAL_ANNOTATION] == seal(KEY, "run-uid", st["relocations"])
@@ -169,7 +174,7 @@ def test_a_creator_without_eviction_rights_is_refused():
 
 
 def test_a_creator_who_loses_the_right_mid_run_stops_the_run_before_the_next_eviction():
-    ctl, store, cluster, _, _, asked = make([stamped(execute_run())], allowed=lambda n: n <= 2)
+    ctl, store, cluster, _, _, asked = make([stamped(execute_run())], allowed=lambda n: n <= 3)
     tick(ctl)
     st = store.runs["run-1"]["status"]
     assert len(cluster.calls) == 1 and st["phase"] == "Failed", st
@@ -372,3 +377,113 @@ def test_unsealed_records_that_claim_evictions_end_the_run_at_once_instead_of_wa
     assert st["phase"] == "Failed" and cluster.calls == [] and ctl.clock.slept == []
     assert [c["reason"] for c in st["conditions"] if c["type"] == "Failed"] == ["RelocationRecordsInvalid"]
     assert "nothing further was evicted (the records say 1 pod(s) were: demo/train-worker-0)" in st["message"]
+
+
+# ---- plan only pods the creator may evict, and say which were left out (issue 19) ------------------
+def two_namespaces():
+    """The seed plus team `other`'s one-card gang alone on n4. Unconstrained the plan moves that gang
+    (onto n2); without it the training gang in `demo` moves off n1 instead (as PLANNED)."""
+    objs = seed_objects() + [b.node("n4")] + b.gang("side", ns="other", workers=["n4"], labels={"app": "side"})
+    for o in objs:
+        if o["kind"] == "Pod":
+            o["metadata"]["creationTimestamp"] = "2026-07-30T07:00:00Z"
+    return objs
+
+
+def recorded(ctl):
+    """Every Event the controller posts on a run, as (reason, message)."""
+    seen = []
+    ctl.events = lambda run: (lambda reason, message, warning: seen.append((reason, message)))
+    return seen
+
+
+def test_a_new_start_plans_only_pods_the_creator_may_evict_and_says_which_were_left_out():
+    ctl, store, cluster, _, _, asked = make([stamped(execute_run())], objects=two_namespaces(),
+                                            denied_namespaces={"other"})
+    seen = recorded(ctl)
+    tick(ctl)
+    st = store.runs["run-1"]["status"]
+    # before: the plan moved other/side-worker-0 and the whole run was refused for it
+    assert st["phase"] == "Succeeded", st
+    assert [c[0] for c in cluster.calls] == ["train-worker-0", "train-worker-1"]
+    assert {r["namespace"] for r in st["relocations"]} == {"demo"}
+    # one review per namespace with movable pods, before planning, then as before
+    assert asked[:2] == [("alice", ["demo"]), ("alice", ["other"])] and asked[2:] == [("alice", ["demo"])] * 3
+    line = "left out: pods in namespace other: alice may not evict there"
+    assert ("PodsLeftOut", line) in seen
+    assert any(r == "Started" and m.endswith(line) for r, m in seen), seen     # the executing message
+    assert st["message"].endswith(line) and any(r == "Completed" and line in m for r, m in seen), st["message"]
+    assert store.runs["run-1"]["metadata"]["annotations"][RECORDS_SEAL_ANNOTATION] == seal(
+        KEY, "run-uid", st["relocations"])
+
+
+def test_only_namespaces_with_pods_the_plan_could_move_are_asked_about():
+    """The seed's training gang pinned by its owners: only `other` is asked about; denied, the run
+    may evict nowhere and ends as before, without a plan."""
+    objs = two_namespaces()
+    for o in objs:
+        if o["kind"] == "PodGroup" and o["metadata"]["name"] == "train-pg":
+            o["metadata"]["annotations"] = {"repack.volcano.sh/do-not-disrupt": "true"}
+    ctl, store, cluster, _, _, asked = make([stamped(execute_run())], objects=objs, denied_namespaces={"other"})
+    tick(ctl)
+    st = store.runs["run-1"]["status"]
+    assert asked == [("alice", ["other"])]
+    assert st["phase"] == "Failed" and cluster.calls == [] and "plan" not in st
+    assert [c["reason"] for c in st["conditions"] if c["type"] == "Failed"] == ["EvictionNotAuthorized"]
+
+
+def test_a_run_left_with_nothing_to_move_says_which_namespaces_were_left_out():
+    """`demo`'s 4-card pods fit nowhere; only moving `other`'s would free a node: left out, the live
+    plan recommends nothing, and the message says why."""
+    objs = [o for o in two_namespaces() if not o["metadata"]["name"].startswith("train")]
+    objs += b.gang("train", ns="demo", workers=["n1", "n1"], cards=4, labels={"app": "train"})
+    ctl, store, cluster, _, _, asked = make([stamped(execute_run())], objects=objs, denied_namespaces={"other"})
+    tick(ctl)
+    st = store.runs["run-1"]["status"]
+    assert st["phase"] == "Succeeded" and cluster.calls == [] and "relocations" not in st
+    assert [c["reason"] for c in st["conditions"] if c["type"] == "Complete"] == ["InsufficientImprovement"]
+    assert "1 EvictionNotAuthorized" in st["message"], st["message"]
+    assert st["message"].endswith("; left out: pods in namespace other: alice may not evict there; "
+                                  "nothing was evicted"), st["message"]
+
+
+def test_when_the_creator_may_evict_in_none_of_the_namespaces_with_movable_pods_nothing_is_planned():
+    ctl, store, cluster, _, _, asked = make([stamped(execute_run(), user="bob")], objects=two_namespaces(),
+                                            denied_namespaces={"demo", "other"})
+    tick(ctl)
+    st = store.runs["run-1"]["status"]
+    assert st["phase"] == "Failed" and cluster.calls == [] and "relocations" not in st and "plan" not in st
+    assert [c["reason"] for c in st["conditions"] if c["type"] == "Failed"] == ["EvictionNotAuthorized"]
+    assert asked == [("bob", ["demo"]), ("bob", ["other"])]
+    assert ("'bob' may not create pods/eviction in namespace 'demo'; user 'bob' may not create pods/eviction in "
+            "namespace 'other'; nothing was evicted") in st["message"], st["message"]
+
+
+def test_a_creator_record_that_cannot_authorize_is_refused_before_any_subject_access_review():
+    stale = stamped(execute_run("stale"), created=T0 - dt.timedelta(hours=2))
+    ctl, store, cluster, _, _, asked = make([execute_run("bare"), stale], objects=two_namespaces())
+    tick(ctl)
+    tick(ctl)
+    for name, words in (("bare", "no trustworthy creator record"), ("stale", "older than the 1h00m")):
+        st = store.runs[name]["status"]
+        assert st["phase"] == "Failed" and words in st["message"] and st["message"].endswith("nothing was evicted")
+    assert asked == [] and cluster.calls == []
+
+
+def test_a_continued_run_is_not_screened_again():
+    """A run with records (e.g. after a fail-over) goes on with its own plan: no review before
+    planning, the namespaces still to evict asked once, then each eviction's."""
+    ctl, store, cluster, _, _, asked = make([stamped(execute_run())], objects=two_namespaces(),
+                                            denied_namespaces={"other"})
+    leading = iter([True] * 2 + [False])    # leadership lost after the first eviction (asked twice for each)
+    ctl.leading = lambda: None if next(leading, False) else "this controller is no longer the leader"
+    tick(ctl)
+    assert [c[0] for c in cluster.calls] == ["train-worker-0"]
+    asked.clear()
+    ctl.leading = lambda: None
+    tick(ctl)
+    st = store.runs["run-1"]["status"]
+    assert st["phase"] == "Succeeded", st["message"]
+    assert [c[0] for c in cluster.calls] == ["train-worker-0", "train-worker-1"]
+    assert asked == [("alice", ["demo"])] * 2
+
