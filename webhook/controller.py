@@ -27,6 +27,10 @@ EvictionNotAuthorized. The plan's namespaces are asked again before the first ev
 victim's before every single eviction. A spec the CRD accepts but the planner refuses ends Failed,
 InvalidSpec, naming the field.
 
+A workload that opts out (`repack.volcano.sh/do-not-disrupt: "true"`) after the plan was made is
+not evicted: the executor reads the victims, and the controller the PodGroup and its workload,
+right before.
+
 Only the controller decides what a run evicts (SEC-2): it plans on live state itself, and seals the
 victims of the records it writes with an HMAC keyed by a Secret only its account reads; records
 that do not verify against the seal, before the first and before every eviction, end the run
@@ -96,11 +100,14 @@ class Controller:
                  policy_since: Callable[[], Any] = lambda: None, creator_max_age=CREATOR_MAX_AGE,
                  lift_gates: Callable[[Any], list] = lambda now: [], gate_sweep_seconds: float = GATE_SWEEP_SECONDS,
                  dry_runs_per_minute: int = DRY_RUNS_PER_MINUTE,
-                 pod_group_event: Callable[[str, str, str, str], None] = lambda ns, group, reason, message: None):
+                 pod_group_event: Callable[[str, str, str, str], None] = lambda ns, group, reason, message: None,
+                 pod_group_opt_out: Callable[[str, str], str] = lambda ns, group: ""):
         """`key()` is the records-seal key; `authorize_as(creator, namespaces)` why that user may not
         evict there ('' when they may); `policy_since()` since when the creator admission policy is
         enforced (None: it is not); `lift_gates(now)` lifts gates older than the placement lease
-        (every `gate_sweep_seconds`), so a coordinator that is down keeps no pod gated past it."""
+        (every `gate_sweep_seconds`), so a coordinator that is down keeps no pod gated past it;
+        `pod_group_opt_out(namespace, PodGroup)` says what opted that PodGroup out of being moved,
+        read now ('' when nothing did)."""
         self.api, self.runs, self.cluster, self.lease, self.elector = api, runs, cluster, lease, elector
         self.patch_run = patch_run or self._patch    # JSON patch of a run's metadata (finalizer)
         self.key, self.events, self.authorize_as = key, events, authorize_as
@@ -108,6 +115,7 @@ class Controller:
         self.lift_gates, self.gate_sweep_seconds = lift_gates, gate_sweep_seconds
         self.dry_runs_per_minute = dry_runs_per_minute
         self.pod_group_event = pod_group_event   # (namespace, PodGroup, reason, message): the owners' audit trail
+        self.pod_group_opt_out = pod_group_opt_out
         self._planned_at: list = []      # when the last DryRuns were planned (the rate limit's window)
         self._last_gate_sweep = float("-inf")
         self.interval = interval
@@ -309,7 +317,7 @@ class Controller:
         result = apply_run(request, self.runs, _GuardedLease(self.lease, self.leading), self.cluster, self.cluster,
                            _Log(), me=holder_identity(name, host=os.environ.get("POD_NAME")),
                            authorize=authorize, cancelled=cancel_requested, on_event=record, seal=seal, vet=vet,
-                           on_evicted=evicted, screen=screen, **kwargs)
+                           on_evicted=evicted, screen=screen, opted_out=self.pod_group_opt_out, **kwargs)
         if is_finished(result.run):
             self.drop_finalizer(result.run)
         return not result.pending
@@ -407,7 +415,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from kubectl_repack.engine.execute_lease import ExecuteLease
     from kubectl_repack.kube.client import connect
     from kubectl_repack.kube.incluster import (EventRecorder, creator_policy_since, ensure_key, eviction_denied,
-                                               lift_expired_gates, record_on_pod_group)
+                                               lift_expired_gates, pod_group_opt_out, record_on_pod_group)
     from kubectl_repack.kube.lease import LeaseClient
     from kubectl_repack.kube.objects import LiveCluster
     from kubectl_repack.kube.runs import RunStore
@@ -440,7 +448,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                             policy_since=lambda: creator_policy_since(api), creator_max_age=creator_max_age,
                             lift_gates=lambda now: lift_expired_gates(api, now),
                             pod_group_event=lambda ns, group, reason, message: record_on_pod_group(
-                                api, ns, group, reason, message, COMPONENT))
+                                api, ns, group, reason, message, COMPONENT),
+                            pod_group_opt_out=lambda ns, group: pod_group_opt_out(api, ns, group))
     try:
         key()   # made at start, not in the middle of a run's first status write
     except RepackError as e:

@@ -13,6 +13,7 @@ from typing import Callable, Optional
 
 import planner
 from planner.gcpause import paused_gc
+from planner.model import opt_out
 
 from kubectl_repack.api.run import (COND_COMPLETE, COND_FAILED, COND_PROGRESSING, EVICTION_ACCEPTED,
                                     EVICTION_INDIRECTLY_REMOVED, EVICTION_IN_PROGRESS, EVICTION_PENDING,
@@ -79,8 +80,9 @@ class Executor:
     annotation, delete) means no further eviction; the evicted pods' replacements are still
     tracked, and the run ends Failed/Cancelled saying what was and was not moved.
     Before each eviction the write-ahead record (InProgress) is written first, and the last checks
-    come after it, in this order: cancelled, vet, the execution deadline, and guard right before
-    the call (a check that says stop puts the record back to Pending, saying why).
+    come after it, in this order: cancelled, vet, the victim read again (its owners' opt-out, see
+    below), the execution deadline, and guard right before the call (a check that says stop puts
+    the record back to Pending, saying why; an opt-out rejects it).
     `on_event(reason, message, warning)` hears every step (Events on the RepackRun).
     `vet(run, record)` is asked with the freshest run before the first eviction (record None) and
     before every eviction (the record about to be evicted): a (reason, message) back means this
@@ -88,6 +90,14 @@ class Executor:
     lost the right to evict); nothing further is evicted, the evicted pods' replacements are still
     tracked, and the run ends Failed with that reason. `on_evicted(record)` hears each accepted
     eviction (the controller's audit Event on the victim's PodGroup).
+
+    A workload may opt out after the plan was made (planner.model.opt_out: `repack.volcano.sh/
+    do-not-disrupt: "true"` and its equivalents). Before a PodGroup's first eviction its victims as
+    read then, and the PodGroup itself when `opted_out(namespace, PodGroup)` can tell (the
+    controller reads the PodGroup and its workload; it returns what is annotated, or ''), are
+    checked: an opt-out rejects every record of the PodGroup, none evicted (as a PDB that forbids
+    it). Right before each eviction the victim is read once more: an opt-out rejects its record
+    and stops its PodGroup, as a refused eviction does.
     """
 
     def __init__(self, reader: ClusterReader, evictor: Evictor, runs: RunWriter, clock: Clock = None,
@@ -95,7 +105,8 @@ class Executor:
                  guard: Callable[[], Optional[str]] = None, cancelled: Callable[[dict], str] = None,
                  on_event: Callable[[str, str, bool], None] = None,
                  vet: Callable[[dict, Optional[Relocation]], Optional[tuple]] = None,
-                 on_evicted: Callable[[Relocation], None] = None):
+                 on_evicted: Callable[[Relocation], None] = None,
+                 opted_out: Callable[[str, str], str] = None):
         self.reader, self.evictor, self.runs = reader, evictor, runs
         self.clock = clock or Clock()
         self.options = options or Options()
@@ -105,6 +116,7 @@ class Executor:
         self.on_event = on_event or (lambda reason, message, warning: None)
         self.vet = vet or (lambda run, record: None)
         self.on_evicted = on_evicted or (lambda record: None)
+        self.opted_out = opted_out or (lambda namespace, pod_group: "")
         self._cancel = ""
         self._refused: Optional[tuple] = None   # (reason, message) from vet: no further eviction
         self._told: dict = {}   # record index -> last placement phase an event was sent for
@@ -308,7 +320,17 @@ class Executor:
                 run = self._not_started(name, run, [i for i, _ in todo], deadline)
                 not_started += [i for i, _ in todo]
                 continue
-            # 2. PDB pre-check for the whole PodGroup, so a gang is not left half-moved
+            # 2. the workload's opt-out and the PDBs, checked for the whole PodGroup before any of
+            #    it is evicted, so a gang is not left half-moved
+            opted = self._opted_out_group(ns, group, [(checked[i], live) for i, live in todo])
+            if opted:
+                for i, live in todo:
+                    own = victim_opt_out(checked[i], live)
+                    run = self._set_eviction(name, i, EVICTION_REJECTED, opted if not own else
+                                             dnd_message(f"pod {checked[i].victim} is annotated {own}"))
+                self.on_event(EV_EVICTION_BLOCKED, f"PodGroup {ns}/{group} not moved: {opted}", True)
+                self._progress(run)
+                continue
             pending = [live for i, live in todo if relocations(run)[i].eviction.phase == EVICTION_PENDING]
             if pending:
                 blocks = pdb_blocks([live for live in pending if live], self.reader.list_pdbs(ns))
@@ -345,20 +367,25 @@ class Executor:
                 if self._refused:
                     run = self._not_evicted(name, run, rest, self._refused[1])
                     break
+                victim_now = self.reader.get_pod(ns, rec.victim_pod_name)   # its owners may have opted out
                 if self.clock.now() >= deadline:
                     run = self._not_started(name, run, rest, deadline)
                     not_started += rest
                     break
-                halt = self.guard()
-                if halt:   # back to Pending unless someone else moved the record on meanwhile
-                    self._set_eviction(name, i, EVICTION_PENDING, f"not evicted: {halt}",
-                                       only_from=EVICTION_IN_PROGRESS)
-                    raise self._lease_lost(name, halt)
-                try:
-                    verdict, msg = self._evict_with_retry(name, rec, grace, deadline)
-                except _Cancelled:   # no attempt took effect so far: the victim still runs
-                    run = self._not_evicted(name, run, rest, self._cancel)
-                    break
+                own = victim_opt_out(rec, victim_now)
+                if own:
+                    verdict, msg = REJECTED, dnd_message(f"pod {rec.victim} is annotated {own}")
+                else:
+                    halt = self.guard()
+                    if halt:   # back to Pending unless someone else moved the record on meanwhile
+                        self._set_eviction(name, i, EVICTION_PENDING, f"not evicted: {halt}",
+                                           only_from=EVICTION_IN_PROGRESS)
+                        raise self._lease_lost(name, halt)
+                    try:
+                        verdict, msg = self._evict_with_retry(name, rec, grace, deadline)
+                    except _Cancelled:   # no attempt took effect so far: the victim still runs
+                        run = self._not_evicted(name, run, rest, self._cancel)
+                        break
                 if verdict == ACCEPTED:
                     run = self._set_eviction(name, i, EVICTION_ACCEPTED, msg)
                     self.on_event(EV_EVICTED, f"evicted {rec.victim} (planned node {rec.planned_node_name})", False)
@@ -372,6 +399,19 @@ class Executor:
                                 f"{rec.victim} was rejected ({msg})")
                 self._progress(run)
         return run, not_started
+
+    def _opted_out_group(self, ns: str, group: str, victims: list) -> str:
+        """Why no pod of PodGroup ns/group may be evicted: it, its workload (as `opted_out` tells) or
+        one of `victims` ([(record, pod as read now)]) opted out since the plan was made ('' when
+        none did)."""
+        what = self.opted_out(ns, group)
+        if not what:
+            for rec, live in victims:
+                found = victim_opt_out(rec, live)
+                if found:
+                    what = f"pod {rec.victim} is annotated {found}"
+                    break
+        return f"{dnd_message(what)} (PodGroup {ns}/{group} is not moved)" if what else ""
 
     def _not_evicted(self, name: str, run: dict, indices: list, why: str) -> dict:
         """Records that will not be evicted because the run was cancelled: Pending, saying why."""
@@ -514,6 +554,23 @@ class Executor:
             else:
                 continue
             self._told[i] = phase
+
+
+def victim_opt_out(rec: Relocation, live: Optional[dict]) -> str:
+    """`key=value` of the opt-out (planner.model.opt_out) the victim carries as read (`live`), or ''
+    (no pod, or a pod with another UID: not the victim)."""
+    meta = (live or {}).get("metadata") or {}
+    if live is None or (rec.victim_pod_uid and meta.get("uid") != rec.victim_pod_uid):
+        return ""
+    annotations = meta.get("annotations")
+    if not isinstance(annotations, dict):
+        return ""
+    return opt_out({k: v for k, v in annotations.items() if isinstance(v, str)})
+
+
+def dnd_message(what_is_annotated: str) -> str:
+    """A record's eviction message when its workload opted out after the plan was made."""
+    return f"do-not-disrupt: {what_is_annotated} since the plan was made; not evicted"
 
 
 def set_progressing(status: dict, cstatus: str, reason: str, message: str, now: str) -> None:

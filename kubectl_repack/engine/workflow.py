@@ -145,7 +145,8 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
               seal: Optional[Callable[[dict, list], None]] = None,
               vet: Optional[Callable[[dict, object], Optional[tuple]]] = None,
               on_evicted: Optional[Callable[[object], None]] = None,
-              screen: Optional[Callable[[list], Screening]] = None) -> ApplyResult:
+              screen: Optional[Callable[[list], Screening]] = None,
+              opted_out: Optional[Callable[[str, str], str]] = None) -> ApplyResult:
     """Carry out (or continue) one Execute run; see the module docstring for the order.
 
     In the cluster (webhook.controller) more hooks apply. `screen(namespaces)` is asked before a
@@ -159,8 +160,8 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
     run (the run then ends Failed, EvictionNotAuthorized); `cancelled(run)` says why the run must
     stop (cancel annotation, delete); `on_event` hears each step (Events); `seal(run, records)` is
     handed the relocation records of a new plan before they are written (the controller seals
-    them); `vet` and `on_evicted` are the Executor's (asked before every eviction; told of each
-    accepted one)."""
+    them); `vet`, `on_evicted` and `opted_out` are the Executor's (asked before every eviction;
+    told of each accepted one; asked whether a PodGroup opted out since the plan was made)."""
     clock = clock or Clock()
     name = request.name
     sweep_expired(runs, clock.now(), name, reporter)
@@ -177,7 +178,8 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
                       options=Options(execution_timeout=request.timeout,
                                       eviction_retry_timeout=request.eviction_retry_timeout),
                       on_progress=reporter.progress,
-                      guard=lease.check, cancelled=cancelled, on_event=on_event, vet=vet, on_evicted=on_evicted)
+                      guard=lease.check, cancelled=cancelled, on_event=on_event, vet=vet, on_evicted=on_evicted,
+                      opted_out=opted_out)
     why = cancelled(current)
     if why and not (current.get("status") or {}).get("relocations"):
         return ApplyResult(engine.fail(name, Reason.CANCELLED, f"{why}: nothing was evicted"))

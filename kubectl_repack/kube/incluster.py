@@ -1,6 +1,7 @@
 """What the in-cluster controller needs from the API server besides runs and pods: the key of the
 records seal (a Secret in its namespace that only its account may read), whether the creator
-admission policy is in force, SubjectAccessReviews for the run's creator, and Events on a RepackRun."""
+admission policy is in force, SubjectAccessReviews for the run's creator, Events on a RepackRun and
+on a PodGroup, and whether a PodGroup or its workload opted out of being moved."""
 from __future__ import annotations
 
 import base64
@@ -9,6 +10,8 @@ import secrets
 from typing import Optional
 
 import datetime as dt
+
+from planner.model import opt_out
 
 from kubectl_repack.api.control import CREATOR_POLICY_NAME, SEAL_SECRET_KEY, SEAL_SECRET_NAME, Creator
 from kubectl_repack.api.run import API_VERSION, KIND
@@ -161,6 +164,19 @@ class EventRecorder:
 
 
 PODGROUP_API_VERSION = "scheduling.volcano.sh/v1beta1"
+# Workloads that may own a PodGroup and carry an opt-out (as planner.model reads them): kind -> plural.
+WORKLOAD_PLURALS = {("batch.volcano.sh", "Job"): "jobs", ("workload.serving.volcano.sh", "ModelServing"): "modelservings"}
+
+
+def controlling_owner(obj: Optional[dict]) -> Optional[dict]:
+    """The object's controlling ownerReference (`controller: true`, as metav1.GetControllerOf) with
+    apiVersion, kind, name and uid, or None."""
+    refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") if isinstance(obj, dict) else None
+    for ref in refs if isinstance(refs, list) else ():
+        if isinstance(ref, dict) and ref.get("controller") is True:
+            out = {k: ref.get(k) for k in ("apiVersion", "kind", "name", "uid")}
+            return out if all(isinstance(v, str) and v for v in out.values()) else None
+    return None
 
 
 def record_on_pod_group(api, namespace: str, name: str, reason: str, message: str, component: str) -> None:
@@ -174,3 +190,34 @@ def record_on_pod_group(api, namespace: str, name: str, reason: str, message: st
     ref = {"apiVersion": PODGROUP_API_VERSION, "kind": "PodGroup", "name": name, "namespace": namespace,
            "uid": (pg.get("metadata") or {}).get("uid", "")}
     EventRecorder(api, {}, component, ref=ref, namespace=namespace)(reason, message, False)
+
+
+def _annotations(obj: dict) -> dict:
+    ann = (obj.get("metadata") or {}).get("annotations")
+    return {k: v for k, v in ann.items() if isinstance(v, str)} if isinstance(ann, dict) else {}
+
+
+def pod_group_opt_out(api, namespace: str, name: str) -> str:
+    """What opted PodGroup `namespace/name` out of being moved, read now: "PodGroup ns/name is
+    annotated key=value", or the same of its controlling workload (VCJob, ModelServing) — the
+    planner's opt-out (planner.model.opt_out) — or '' when neither is (or either is gone). Other
+    read failures raise: no eviction is made on a guess."""
+    try:
+        pg = request(api, "GET", f"/apis/{PODGROUP_API_VERSION}/namespaces/{namespace}/podgroups/{name}")
+    except NotFound:
+        return ""
+    found = opt_out(_annotations(pg))
+    if found:
+        return f"PodGroup {namespace}/{name} is annotated {found}"
+    owner = controlling_owner(pg)
+    group = owner["apiVersion"].split("/", 1)[0] if owner and "/" in owner["apiVersion"] else ""
+    plural = WORKLOAD_PLURALS.get((group, owner["kind"])) if owner else None
+    if plural is None:
+        return ""
+    try:
+        workload = request(api, "GET", f"/apis/{owner['apiVersion']}/namespaces/{namespace}/{plural}/{owner['name']}")
+    except NotFound:
+        return ""
+    found = opt_out(_annotations(workload))
+    what = "VCJob" if plural == "jobs" else owner["kind"]
+    return f"{what} {namespace}/{owner['name']} is annotated {found}" if found else ""

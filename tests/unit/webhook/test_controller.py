@@ -487,3 +487,16 @@ def test_a_continued_run_is_not_screened_again():
     assert [c[0] for c in cluster.calls] == ["train-worker-0", "train-worker-1"]
     assert asked == [("alice", ["demo"])] * 2
 
+
+def test_a_podgroup_that_opted_out_since_the_plan_was_made_is_not_evicted():
+    ctl, store, cluster, *_ = make([stamped(execute_run())])
+    asked = []
+    ctl.pod_group_opt_out = lambda ns, group: asked.append((ns, group)) or (
+        f"PodGroup {ns}/{group} is annotated repack.volcano.sh/do-not-disrupt=true")
+    tick(ctl)
+    st = store.runs["run-1"]["status"]
+    assert cluster.calls == [] and asked == [("demo", "train-pg")]
+    assert st["phase"] == "Failed" and [r["eviction"]["phase"] for r in st["relocations"]] == ["Rejected"] * 2
+    assert st["relocations"][0]["eviction"]["message"].startswith(
+        "do-not-disrupt: PodGroup demo/train-pg is annotated repack.volcano.sh/do-not-disrupt=true since the plan "
+        "was made; not evicted")
