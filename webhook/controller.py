@@ -29,7 +29,8 @@ InvalidSpec, naming the field.
 
 A workload that opts out (`repack.volcano.sh/do-not-disrupt: "true"`) after the plan was made is
 not evicted: the executor reads the victims, and the controller the PodGroup and its workload,
-right before.
+right before; each eviction leaves an Event `RepackEvicted` on the victim's PodGroup and on its
+controlling owner (e.g. the Volcano Job), naming the run and its creator.
 
 Only the controller decides what a run evicts (SEC-2): it plans on live state itself, and seals the
 victims of the records it writes with an HMAC keyed by a Secret only its account reads; records
@@ -65,6 +66,7 @@ from kubectl_repack.engine.executor import Executor
 from kubectl_repack.engine.mutex import holder_identity
 from kubectl_repack.engine.workflow import ApplyRequest, Screening, apply_run
 from kubectl_repack.errors import ClusterAPIError, Conflict, NotFound, RepackError, SpecError
+from kubectl_repack.kube.incluster import controlling_owner
 from webhook.election import LeaderElector, leader_process_args, process_identity
 
 log = logging.getLogger("webhook.controller")
@@ -100,21 +102,24 @@ class Controller:
                  policy_since: Callable[[], Any] = lambda: None, creator_max_age=CREATOR_MAX_AGE,
                  lift_gates: Callable[[Any], list] = lambda now: [], gate_sweep_seconds: float = GATE_SWEEP_SECONDS,
                  dry_runs_per_minute: int = DRY_RUNS_PER_MINUTE,
-                 pod_group_event: Callable[[str, str, str, str], None] = lambda ns, group, reason, message: None,
+                 audit_event: Callable[[str, str, Optional[dict], str, str], None] =
+                 lambda ns, group, owner, reason, message: None,
                  pod_group_opt_out: Callable[[str, str], str] = lambda ns, group: ""):
         """`key()` is the records-seal key; `authorize_as(creator, namespaces)` why that user may not
         evict there ('' when they may); `policy_since()` since when the creator admission policy is
         enforced (None: it is not); `lift_gates(now)` lifts gates older than the placement lease
         (every `gate_sweep_seconds`), so a coordinator that is down keeps no pod gated past it;
-        `pod_group_opt_out(namespace, PodGroup)` says what opted that PodGroup out of being moved,
-        read now ('' when nothing did)."""
+        `audit_event(namespace, PodGroup, owner, reason, message)` leaves the owners' Events for
+        one eviction (on the PodGroup, and on `owner`, the victim's controlling ownerReference, or
+        the PodGroup's when None); `pod_group_opt_out(namespace, PodGroup)` says what opted that
+        PodGroup out of being moved, read now ('' when nothing did)."""
         self.api, self.runs, self.cluster, self.lease, self.elector = api, runs, cluster, lease, elector
         self.patch_run = patch_run or self._patch    # JSON patch of a run's metadata (finalizer)
         self.key, self.events, self.authorize_as = key, events, authorize_as
         self.policy_since, self.creator_max_age = policy_since, creator_max_age
         self.lift_gates, self.gate_sweep_seconds = lift_gates, gate_sweep_seconds
         self.dry_runs_per_minute = dry_runs_per_minute
-        self.pod_group_event = pod_group_event   # (namespace, PodGroup, reason, message): the owners' audit trail
+        self.audit_event = audit_event   # (namespace, PodGroup, owner, reason, message): the owners' audit trail
         self.pod_group_opt_out = pod_group_opt_out
         self._planned_at: list = []      # when the last DryRuns were planned (the rate limit's window)
         self._last_gate_sweep = float("-inf")
@@ -302,14 +307,14 @@ class Controller:
                 denied = f"no trustworthy creator record: {e}"
             return (Reason.NOT_AUTHORIZED, denied) if denied else None
 
-        def evicted(record) -> None:
+        def evicted(record, pod: Optional[dict]) -> None:
             try:
                 who = creator_of(self.runs.get(name)).username
             except (UntrustedCreator, RepackError):
                 who = "unknown"
-            self.pod_group_event(record.namespace, record.pod_group_name, "RepackEvicted",
-                                 f"pod {record.victim_pod_name} evicted by RepackRun {name} (created by {who}) to "
-                                 f"move it to {record.planned_node_name}")
+            self.audit_event(record.namespace, record.pod_group_name, controlling_owner(pod), "RepackEvicted",
+                             f"pod {record.victim_pod_name} evicted by RepackRun {name} (created by {who}) to "
+                             f"move it to {record.planned_node_name}")
 
         request = ApplyRequest(name, None, wait=False, timeout=durations.get("timeout", self.execution_timeout),
                                cooldown=durations.get("cooldown"))
@@ -415,7 +420,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from kubectl_repack.engine.execute_lease import ExecuteLease
     from kubectl_repack.kube.client import connect
     from kubectl_repack.kube.incluster import (EventRecorder, creator_policy_since, ensure_key, eviction_denied,
-                                               lift_expired_gates, pod_group_opt_out, record_on_pod_group)
+                                               lift_expired_gates, pod_group_opt_out, record_eviction)
     from kubectl_repack.kube.lease import LeaseClient
     from kubectl_repack.kube.objects import LiveCluster
     from kubectl_repack.kube.runs import RunStore
@@ -447,8 +452,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                             interval=interval, execution_timeout=execution_timeout,
                             policy_since=lambda: creator_policy_since(api), creator_max_age=creator_max_age,
                             lift_gates=lambda now: lift_expired_gates(api, now),
-                            pod_group_event=lambda ns, group, reason, message: record_on_pod_group(
-                                api, ns, group, reason, message, COMPONENT),
+                            audit_event=lambda ns, group, owner, reason, message: record_eviction(
+                                api, ns, group, owner, reason, message, COMPONENT),
                             pod_group_opt_out=lambda ns, group: pod_group_opt_out(api, ns, group))
     try:
         key()   # made at start, not in the middle of a run's first status write

@@ -88,8 +88,9 @@ class Executor:
     before every eviction (the record about to be evicted): a (reason, message) back means this
     run may not evict any more (the in-cluster controller: records not sealed by it, a creator who
     lost the right to evict); nothing further is evicted, the evicted pods' replacements are still
-    tracked, and the run ends Failed with that reason. `on_evicted(record)` hears each accepted
-    eviction (the controller's audit Event on the victim's PodGroup).
+    tracked, and the run ends Failed with that reason. `on_evicted(record, pod)` hears each accepted
+    eviction, with the victim as read right before it (the controller's audit Events on the
+    victim's PodGroup and owner).
 
     A workload may opt out after the plan was made (planner.model.opt_out: `repack.volcano.sh/
     do-not-disrupt: "true"` and its equivalents). Before a PodGroup's first eviction its victims as
@@ -105,7 +106,7 @@ class Executor:
                  guard: Callable[[], Optional[str]] = None, cancelled: Callable[[dict], str] = None,
                  on_event: Callable[[str, str, bool], None] = None,
                  vet: Callable[[dict, Optional[Relocation]], Optional[tuple]] = None,
-                 on_evicted: Callable[[Relocation], None] = None,
+                 on_evicted: Callable[[Relocation, Optional[dict]], None] = None,
                  opted_out: Callable[[str, str], str] = None):
         self.reader, self.evictor, self.runs = reader, evictor, runs
         self.clock = clock or Clock()
@@ -115,7 +116,7 @@ class Executor:
         self.cancelled = cancelled or (lambda run: "")
         self.on_event = on_event or (lambda reason, message, warning: None)
         self.vet = vet or (lambda run, record: None)
-        self.on_evicted = on_evicted or (lambda record: None)
+        self.on_evicted = on_evicted or (lambda record, pod: None)
         self.opted_out = opted_out or (lambda namespace, pod_group: "")
         self._cancel = ""
         self._refused: Optional[tuple] = None   # (reason, message) from vet: no further eviction
@@ -389,7 +390,7 @@ class Executor:
                 if verdict == ACCEPTED:
                     run = self._set_eviction(name, i, EVICTION_ACCEPTED, msg)
                     self.on_event(EV_EVICTED, f"evicted {rec.victim} (planned node {rec.planned_node_name})", False)
-                    self.on_evicted(rec)
+                    self.on_evicted(rec, victim_now)
                 elif verdict == GONE:
                     run = self._set_eviction(name, i, EVICTION_INDIRECTLY_REMOVED, msg)
                 else:

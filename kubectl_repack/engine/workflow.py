@@ -144,7 +144,7 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
               on_event: Optional[Callable[[str, str, bool], None]] = None,
               seal: Optional[Callable[[dict, list], None]] = None,
               vet: Optional[Callable[[dict, object], Optional[tuple]]] = None,
-              on_evicted: Optional[Callable[[object], None]] = None,
+              on_evicted: Optional[Callable[[object, Optional[dict]], None]] = None,
               screen: Optional[Callable[[list], Screening]] = None,
               opted_out: Optional[Callable[[str, str], str]] = None) -> ApplyResult:
     """Carry out (or continue) one Execute run; see the module docstring for the order.

@@ -1,7 +1,8 @@
 """What the in-cluster controller needs from the API server besides runs and pods: the key of the
 records seal (a Secret in its namespace that only its account may read), whether the creator
 admission policy is in force, SubjectAccessReviews for the run's creator, Events on a RepackRun and
-on a PodGroup, and whether a PodGroup or its workload opted out of being moved."""
+(the owners' audit trail) on an evicted pod's PodGroup and owner, and whether a PodGroup or its
+workload opted out of being moved."""
 from __future__ import annotations
 
 import base64
@@ -164,13 +165,14 @@ class EventRecorder:
 
 
 PODGROUP_API_VERSION = "scheduling.volcano.sh/v1beta1"
-# Workloads that may own a PodGroup and carry an opt-out (as planner.model reads them): kind -> plural.
-WORKLOAD_PLURALS = {("batch.volcano.sh", "Job"): "jobs", ("workload.serving.volcano.sh", "ModelServing"): "modelservings"}
+# Workloads that may own a PodGroup and carry an opt-out (as planner.model reads them): (group, kind) -> plural.
+WORKLOAD_PLURALS = {("batch.volcano.sh", "Job"): "jobs",
+                    ("workload.serving.volcano.sh", "ModelServing"): "modelservings"}
 
 
 def controlling_owner(obj: Optional[dict]) -> Optional[dict]:
-    """The object's controlling ownerReference (`controller: true`, as metav1.GetControllerOf) with
-    apiVersion, kind, name and uid, or None."""
+    """The object's controlling ownerReference (`controller: true`, as metav1.GetControllerOf) as an
+    Event's involvedObject needs it (apiVersion, kind, name, uid), or None."""
     refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") if isinstance(obj, dict) else None
     for ref in refs if isinstance(refs, list) else ():
         if isinstance(ref, dict) and ref.get("controller") is True:
@@ -179,17 +181,30 @@ def controlling_owner(obj: Optional[dict]) -> Optional[dict]:
     return None
 
 
-def record_on_pod_group(api, namespace: str, name: str, reason: str, message: str, component: str) -> None:
-    """An Event on the PodGroup `namespace/name` (`kubectl describe podgroup` shows it): the audit
-    trail its owners see. Never raises: a PodGroup gone or unreadable just gets no Event."""
+def _pod_group_path(namespace: str, name: str) -> str:
+    return f"/apis/{PODGROUP_API_VERSION}/namespaces/{namespace}/podgroups/{name}"
+
+
+def record_eviction(api, namespace: str, pod_group: str, owner: Optional[dict], reason: str, message: str,
+                    component: str) -> None:
+    """The workload owners' audit trail of one eviction: an Event on the PodGroup `namespace/pod_group`
+    (`kubectl describe podgroup`) and one on the evicted pod's controlling owner (`owner`, from the
+    pod; else the PodGroup's own controlling owner, e.g. the Volcano Job). Never raises: an object
+    gone or unreadable just gets no Event."""
+    pg = None
     try:
-        pg = request(api, "GET", f"/apis/{PODGROUP_API_VERSION}/namespaces/{namespace}/podgroups/{name}")
+        pg = request(api, "GET", _pod_group_path(namespace, pod_group))
     except ClusterAPIError as e:
-        log.warning("event %s on podgroup %s/%s not recorded: %s", reason, namespace, name, e)
-        return
-    ref = {"apiVersion": PODGROUP_API_VERSION, "kind": "PodGroup", "name": name, "namespace": namespace,
-           "uid": (pg.get("metadata") or {}).get("uid", "")}
-    EventRecorder(api, {}, component, ref=ref, namespace=namespace)(reason, message, False)
+        log.warning("event %s on podgroup %s/%s not recorded: %s", reason, namespace, pod_group, e)
+    pg_uid = ((pg or {}).get("metadata") or {}).get("uid", "")
+    if pg is not None:
+        ref = {"apiVersion": PODGROUP_API_VERSION, "kind": "PodGroup", "name": pod_group, "namespace": namespace,
+               "uid": pg_uid}
+        EventRecorder(api, {}, component, ref=ref, namespace=namespace)(reason, message, False)
+    owner = owner or controlling_owner(pg)
+    if owner and (not pg_uid or owner.get("uid") != pg_uid):
+        ref = {**{k: owner[k] for k in ("apiVersion", "kind", "name", "uid")}, "namespace": namespace}
+        EventRecorder(api, {}, component, ref=ref, namespace=namespace)(reason, message, False)
 
 
 def _annotations(obj: dict) -> dict:
@@ -203,7 +218,7 @@ def pod_group_opt_out(api, namespace: str, name: str) -> str:
     planner's opt-out (planner.model.opt_out) — or '' when neither is (or either is gone). Other
     read failures raise: no eviction is made on a guess."""
     try:
-        pg = request(api, "GET", f"/apis/{PODGROUP_API_VERSION}/namespaces/{namespace}/podgroups/{name}")
+        pg = request(api, "GET", _pod_group_path(namespace, name))
     except NotFound:
         return ""
     found = opt_out(_annotations(pg))

@@ -99,3 +99,11 @@ def test_a_same_name_pod_with_another_uid_is_not_the_victim():
     assert [c[0] for c in cluster.calls] == [W0]
     assert [phase for phase, _ in evictions(run)] == ["Accepted", "IndirectlyRemoved"]
 
+
+def test_each_accepted_eviction_is_told_with_the_victim_as_read_right_before_it():
+    clock, cluster, runs, eng = _setup()
+    told = []
+    eng.on_evicted = lambda record, pod: told.append((record.victim_pod_name, pod["metadata"]["uid"],
+                                                      pod["metadata"]["ownerReferences"][0]["kind"]))
+    eng.execute("run-1")
+    assert told == [(W0, f"uid-{NS}-{W0}", "Job"), (W1, f"uid-{NS}-{W1}", "Job")]

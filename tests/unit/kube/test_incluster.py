@@ -1,5 +1,6 @@
-"""The controller's own API calls (kubectl_repack.kube.incluster) over a scripted `request`: whether a
-PodGroup or its workload opted out, and the creator's SubjectAccessReviews."""
+"""The controller's own API calls (kubectl_repack.kube.incluster) over a scripted `request`: the owners'
+audit Events of an eviction, whether a PodGroup or its workload opted out, and the creator's
+SubjectAccessReviews."""
 from __future__ import annotations
 
 import pytest
@@ -50,6 +51,41 @@ def podgroup(annotations=None, owner=("Job", "train")):
     if annotations:
         pg["metadata"]["annotations"] = annotations
     return pg
+
+
+def posted(fake):
+    return [(body["metadata"]["namespace"], body["involvedObject"], body["reason"], body["message"])
+            for method, path, body in fake.calls if method == "POST"]
+
+
+def test_an_eviction_leaves_an_event_on_the_podgroup_and_on_the_victims_owner(api):
+    fake = api({PG_PATH: podgroup()})
+    rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-abc", "uid": "uid-rs"}
+    incluster.record_eviction(None, "demo", "train-pg", rs, "RepackEvicted", "pod p evicted by RepackRun r", "c")
+    assert posted(fake) == [
+        ("demo", {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "name": "train-pg",
+                  "namespace": "demo", "uid": "uid-pg"}, "RepackEvicted", "pod p evicted by RepackRun r"),
+        ("demo", {**rs, "namespace": "demo"}, "RepackEvicted", "pod p evicted by RepackRun r")]
+    assert all(path == "/api/v1/namespaces/demo/events" for method, path, _ in fake.calls if method == "POST")
+
+
+def test_without_the_pods_owner_the_podgroups_owner_gets_the_event(api):
+    fake = api({PG_PATH: podgroup()})
+    incluster.record_eviction(None, "demo", "train-pg", None, "RepackEvicted", "m", "c")
+    assert [o for _, o, _, _ in posted(fake)][1] == {**JOB, "namespace": "demo"}
+    # a PodGroup without a controlling owner: only its own Event
+    fake = api({PG_PATH: podgroup(owner=None)})
+    incluster.record_eviction(None, "demo", "train-pg", None, "RepackEvicted", "m", "c")
+    assert [o["kind"] for _, o, _, _ in posted(fake)] == ["PodGroup"]
+
+
+def test_an_unreadable_podgroup_or_a_refused_event_never_raises(api):
+    fake = api({PG_PATH: ClusterAPIError("forbidden", 403)})
+    incluster.record_eviction(None, "demo", "train-pg", JOB, "RepackEvicted", "m", "c")
+    assert [o["kind"] for _, o, _, _ in posted(fake)] == ["Job"]           # the owner still hears of it
+    fake = api({PG_PATH: podgroup()}, post_error=ClusterAPIError("events are forbidden", 403))
+    incluster.record_eviction(None, "demo", "train-pg", JOB, "RepackEvicted", "m", "c")
+    assert len([c for c in fake.calls if c[0] == "POST"]) == 2
 
 
 def test_controlling_owner_is_the_controller_reference_with_every_field():

@@ -352,15 +352,17 @@ def test_dry_runs_are_planned_at_most_so_many_a_minute():
     assert store.runs["dry-2"]["status"]["phase"] == "Succeeded"
 
 
-def test_each_eviction_leaves_an_event_on_the_victims_pod_group_naming_the_run_and_its_creator():
+def test_each_eviction_leaves_an_event_on_the_victims_pod_group_and_owner_naming_the_run_and_its_creator():
     ctl, store, cluster, *_ = make([stamped(execute_run(), user="alice")])
     seen = []
-    ctl.pod_group_event = lambda ns, group, reason, message: seen.append((ns, group, reason, message))
+    ctl.audit_event = lambda ns, group, owner, reason, message: seen.append((ns, group, owner, reason, message))
     tick(ctl)
     assert store.runs["run-1"]["status"]["phase"] == "Succeeded"
     assert len(seen) == 2 == len(cluster.calls)
-    for (ns, group, reason, message), rec in zip(seen, store.runs["run-1"]["status"]["relocations"]):
-        assert (ns, group, reason) == (rec["namespace"], rec["podGroupName"], "RepackEvicted")
+    # the victim's controlling owner, as read right before its eviction (the Volcano Job)
+    job = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "train", "uid": "uid-train"}
+    for (ns, group, owner, reason, message), rec in zip(seen, store.runs["run-1"]["status"]["relocations"]):
+        assert (ns, group, owner, reason) == (rec["namespace"], rec["podGroupName"], job, "RepackEvicted")
         assert message == (f"pod {rec['victimPodName']} evicted by RepackRun run-1 (created by alice) to move it to "
                            f"{rec['plannedNodeName']}")
 
