@@ -165,7 +165,8 @@ class EventRecorder:
 
 
 PODGROUP_API_VERSION = "scheduling.volcano.sh/v1beta1"
-# Workloads that may own a PodGroup and carry an opt-out (as planner.model reads them): (group, kind) -> plural.
+# Workloads that may own a PodGroup and carry an opt-out (as planner.model reads them):
+# (API group, kind) -> plural.
 WORKLOAD_PLURALS = {("batch.volcano.sh", "Job"): "jobs",
                     ("workload.serving.volcano.sh", "ModelServing"): "modelservings"}
 
