@@ -449,9 +449,10 @@ def test_seed_flow_with_kubectl_apply_is_reconciled_in_the_cluster(
         for expected in ("Started", "Evicted", "Placed", "Completed"):
             assert expected in events, events
         assert events.count("Evicted") == len(victims), events
-        # the workload owners' audit trail: an Event on the PodGroup for each pod the run evicted
+        # the workload owners' audit trail: an Event on the PodGroup and on the VCJob for each pod evicted
         audit = [e for e in core.list_namespaced_event(ns, field_selector="reason=RepackEvicted").items]
-        assert len(audit) == len(victims) and {e.involved_object.kind for e in audit} == {"PodGroup"}, audit
+        assert len(audit) == 2 * len(victims), audit
+        assert sorted(e.involved_object.kind for e in audit) == ["Job"] * len(victims) + ["PodGroup"] * len(victims), audit
         assert all(f"by RepackRun {names['execute']} (created by " in e.message for e in audit), [e.message for e in audit]
         described = control_plane.kubectl("describe", "repackrun", names["execute"]).stdout
         assert "Evicted" in described and "Completed" in described, described
