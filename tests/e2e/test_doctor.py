@@ -108,12 +108,18 @@ def test_doctor_on_a_cluster_without_the_in_cluster_part(control_plane, make_nam
     assert checks["controller"][1] == ("Lease repack-system/repack-controller not found: the in-cluster RepackRun "
                                        "controller is not running — kubectl repack install")
     assert checks["webhook"][1].startswith("MutatingWebhookConfiguration repack-placement not found")
-    # No NetworkPolicy, and the harness's API server (--endpoint-reconciler-type=none) advertises no
-    # address: a WARN naming the flag that closes the port (tests/e2e/test_network_policy.py has more).
-    assert checks["webhook-network-policy"][1].startswith(
-        "no NetworkPolicy repack-system/repack-webhook: the webhook port (8443) is reachable from every pod (the "
-        "Service default/kubernetes has no endpoints"), checks["webhook-network-policy"]
-    assert "kubectl repack install --apiserver-cidr CIDR" in checks["webhook-network-policy"][1]
+    # No NetworkPolicy: a WARN naming the fix (tests/e2e/test_network_policy.py has more). Alone, the
+    # harness's API server (--endpoint-reconciler-type=none) advertises no address, so the fix is the
+    # flag; in a session with a real node it advertises the bridge's gateway, which the fix names.
+    policy = checks["webhook-network-policy"][1]
+    assert policy.startswith("no NetworkPolicy repack-system/repack-webhook: the webhook port (8443) is reachable "
+                             "from every pod"), policy
+    gateway = control_plane.cp.api_host
+    if control_plane.cp.node_network is None:
+        assert "(the Service default/kubernetes has no endpoints" in policy, policy
+        assert "kubectl repack install --apiserver-cidr CIDR" in policy, policy
+    else:
+        assert f"it reads the API server's addresses, now {gateway}/32, and admits only them" in policy, policy
 
     # The harness's vc-scheduler runs without leader election (no Lease): a PodGroup it moves to
     # Inqueue is the sign that it acts.

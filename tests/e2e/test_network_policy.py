@@ -3,9 +3,11 @@
 servers advertise (Service default/kubernetes: EndpointSlices, else Endpoints), renders none with a
 warning when they cannot be known, deletes a stale one on re-install, and doctor says which it is.
 
-The harness's kube-apiserver runs with --endpoint-reconciler-type=none (no real node here), so it
-advertises nothing: the tests write default/kubernetes endpoints themselves, as the API servers'
-reconciler would, and remove them afterwards. The e2e cluster's CNI (the bridge plugin) does not
+These tests need an API server that advertises nothing, so that they can write default/kubernetes
+endpoints themselves, as the API servers' reconciler would, and remove them afterwards: the
+harness's kube-apiserver with --endpoint-reconciler-type=none. The session's runs that way unless a
+real node is attached (then it advertises the bridge's gateway, and its reconciler would put that
+back): in such a session they get a control plane of their own (`quiet_plane`, about 10 s). The e2e cluster's CNI (the bridge plugin) does not
 enforce NetworkPolicies, so what a policy blocks is not tested here, only what install stores and
 doctor reads."""
 from __future__ import annotations
@@ -44,13 +46,29 @@ def doctor_line(kubeconfig, namespace):
     raise AssertionError(f"no webhook-network-policy line in\n{out.stdout}{out.stderr}")
 
 
+@pytest.fixture(scope="module")
+def quiet_plane(control_plane):
+    """A control plane whose API server advertises no address: the session's, or one of its own."""
+    if control_plane.cp.node_network is None:
+        yield control_plane
+        return
+    from tests.e2e.conftest import Cluster
+    from tests.harness import ControlPlane
+
+    cp = ControlPlane().start()
+    try:
+        yield Cluster(cp=cp, kubeconfig=cp.kubeconfig, api_client=cp.api_client())
+    finally:
+        cp.stop()
+
+
 @pytest.fixture
-def advertised(control_plane):
+def advertised(quiet_plane):
     """Writes what the API servers' endpoint reconciler would: `.slice(*ips)` (re)writes an
     EndpointSlice of the kubernetes Service, `.endpoints(*ips)` its Endpoints object (not mirrored
     into a slice); `.clear()` removes both. Nothing is left afterwards. (Neither may hold a
     loopback address: the API server refuses one, so that case is for the unit tests.)"""
-    discovery, core = client.DiscoveryV1Api(control_plane.api_client), client.CoreV1Api(control_plane.api_client)
+    discovery, core = client.DiscoveryV1Api(quiet_plane.api_client), client.CoreV1Api(quiet_plane.api_client)
 
     def remove_slice():
         if not absent(lambda: discovery.read_namespaced_endpoint_slice(SLICE, "default")):
@@ -105,9 +123,9 @@ def test_the_rendered_policy_is_accepted_by_the_api_server(control_plane):
     assert stored["spec"]["policyTypes"] == ["Ingress"]
 
 
-def test_install_admits_only_the_advertised_api_server_and_doctor_follows(control_plane, advertised):
-    kc = control_plane.kubeconfig
-    net = client.NetworkingV1Api(control_plane.api_client)
+def test_install_admits_only_the_advertised_api_server_and_doctor_follows(quiet_plane, advertised):
+    kc = quiet_plane.kubeconfig
+    net = client.NetworkingV1Api(quiet_plane.api_client)
     namespace = f"repack-np-{uuid.uuid4().hex[:6]}"
     read = (lambda: net.read_namespaced_network_policy(manifests.NAME, namespace))
     advertised.slice("192.0.2.10")
@@ -157,9 +175,10 @@ def test_install_admits_only_the_advertised_api_server_and_doctor_follows(contro
     wait_for("the policy gone", lambda: absent(read), 60)
 
 
-def test_server_dry_run_reads_the_slices_else_the_endpoints(control_plane, advertised, make_namespace):
-    kc = control_plane.kubeconfig
-    namespace = make_namespace("repack-np-dry")      # exists: each object is checked by the server
+def test_server_dry_run_reads_the_slices_else_the_endpoints(quiet_plane, advertised):
+    kc = quiet_plane.kubeconfig
+    namespace = f"repack-np-dry-{uuid.uuid4().hex[:6]}"      # exists: each object is checked by the server
+    client.CoreV1Api(quiet_plane.api_client).create_namespace({"metadata": {"name": namespace}})
 
     def dry_run():
         r = repack(kc, "install", "--dry-run=server", "-n", namespace)
@@ -181,5 +200,6 @@ def test_server_dry_run_reads_the_slices_else_the_endpoints(control_plane, adver
     r = dry_run()
     assert (f"{REF}: webhook port admits only the API server (192.0.2.30/32, 192.0.2.31/32, from the kubernetes "
             "Service's endpoints)") in r.stdout.splitlines(), r.stdout
-    assert absent(lambda: client.NetworkingV1Api(control_plane.api_client).read_namespaced_network_policy(
+    assert absent(lambda: client.NetworkingV1Api(quiet_plane.api_client).read_namespaced_network_policy(
         manifests.NAME, namespace))     # a dry run: nothing stored
+    client.CoreV1Api(quiet_plane.api_client).delete_namespace(namespace)
