@@ -106,9 +106,6 @@ class Planner:
         self.live.clear()
         return True
 
-    def _new_podgroups(self, c) -> int:
-        return sum(1 for g in self.prep.groups_of[c] if g not in self.cost.moved)
-
     def _over_budget(self, c, groups=None, cards=None, size=None):
         """A BudgetExceeded verdict if vacating `c` would break maxPerRun, or take the run's status
         past what one RepackRun can hold, now; else None. Once over, always over (the plan only

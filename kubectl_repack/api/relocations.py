@@ -55,18 +55,8 @@ class RelocationIndex:
     records: tuple[RelocationRecord, ...] = ()
     synced: bool = False
     claimed: frozenset[RecordKey] = frozenset()
-    _by_namespace: Mapping[str, tuple[RelocationRecord, ...]] = field(
-        default_factory=dict, repr=False, compare=False)
     # Lookups derived from `records` by other modules (matching), shared by `with_claims` copies.
     derived: dict = field(default_factory=dict, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        if self._by_namespace or not self.records:
-            return  # carried over by `with_claims`: the records did not change
-        grouped: dict[str, list[RelocationRecord]] = {}
-        for record in self.records:
-            grouped.setdefault(record.namespace, []).append(record)
-        object.__setattr__(self, "_by_namespace", {ns: tuple(rs) for ns, rs in grouped.items()})
 
     @classmethod
     def from_runs(cls, runs: Iterable[Mapping[str, Any]], synced: bool = True) -> "RelocationIndex":
@@ -82,10 +72,6 @@ class RelocationIndex:
     def is_open(self, record: RelocationRecord) -> bool:
         """Not handed out yet."""
         return record.key not in self.claimed
-
-    def open_in(self, namespace: str) -> tuple[RelocationRecord, ...]:
-        """Unclaimed open records of one namespace, oldest eviction first."""
-        return tuple(r for r in self._by_namespace.get(namespace, ()) if r.key not in self.claimed)
 
     def with_claims(self, keys: Iterable[RecordKey]) -> "RelocationIndex":
         """The same index with these records handed out (claims of unknown records are dropped)."""

@@ -47,10 +47,6 @@ class QuickFlags:
     node_selector: Optional[str] = None
     exclude_node_selector: Optional[str] = None
 
-    def any_spec_flag(self) -> bool:
-        return any(getattr(self, f) is not None for f in
-                   ("resource", "min_improvement", "max_podgroups", "max_cards", *SELECTOR_FLAGS))
-
 
 def read_run_file(path: str) -> dict:
     """Parse and validate the RepackRun in `path` ('-' = stdin); ValidationError names the problem."""
