@@ -20,7 +20,6 @@ from kubectl_repack.api.times import parse_time, rfc3339, utcnow
 from kubectl_repack.errors import ClusterAPIError, Conflict, NotFound
 
 from .client import request
-from .objects import SNAPSHOT_KINDS
 
 log = logging.getLogger(__name__)
 
@@ -165,10 +164,11 @@ class EventRecorder:
             log.warning("event %s on %s %s not recorded: %s", reason, self.ref["kind"], self.ref["name"], e)
 
 
-_KINDS = {k.kind: k for k in SNAPSHOT_KINDS}
-PODGROUP = _KINDS["PodGroup"]
-# Workloads that may own a PodGroup and carry an opt-out (as planner.model reads them), by (group, kind).
-WORKLOADS = {(k.group, k.kind): k for k in (_KINDS["Job"], _KINDS["ModelServing"])}
+PODGROUP_API_VERSION = "scheduling.volcano.sh/v1beta1"
+# Workloads that may own a PodGroup and carry an opt-out (as planner.model reads them):
+# (API group, kind) -> plural.
+WORKLOAD_PLURALS = {("batch.volcano.sh", "Job"): "jobs",
+                    ("workload.serving.volcano.sh", "ModelServing"): "modelservings"}
 
 
 def controlling_owner(obj: Optional[dict]) -> Optional[dict]:
@@ -183,7 +183,7 @@ def controlling_owner(obj: Optional[dict]) -> Optional[dict]:
 
 
 def _pod_group_path(namespace: str, name: str) -> str:
-    return f"/apis/{PODGROUP.api_version}/namespaces/{namespace}/{PODGROUP.plural}/{name}"
+    return f"/apis/{PODGROUP_API_VERSION}/namespaces/{namespace}/podgroups/{name}"
 
 
 def record_eviction(api, namespace: str, pod_group: str, owner: Optional[dict], reason: str, message: str,
@@ -199,7 +199,7 @@ def record_eviction(api, namespace: str, pod_group: str, owner: Optional[dict], 
         log.warning("event %s on podgroup %s/%s not recorded: %s", reason, namespace, pod_group, e)
     pg_uid = ((pg or {}).get("metadata") or {}).get("uid", "")
     if pg is not None:
-        ref = {"apiVersion": PODGROUP.api_version, "kind": PODGROUP.kind, "name": pod_group, "namespace": namespace,
+        ref = {"apiVersion": PODGROUP_API_VERSION, "kind": "PodGroup", "name": pod_group, "namespace": namespace,
                "uid": pg_uid}
         EventRecorder(api, {}, component, ref=ref, namespace=namespace)(reason, message, False)
     owner = owner or controlling_owner(pg)
@@ -227,10 +227,9 @@ def pod_group_opt_out(api, namespace: str, name: str) -> str:
         return f"PodGroup {namespace}/{name} is annotated {found}"
     owner = controlling_owner(pg)
     group = owner["apiVersion"].split("/", 1)[0] if owner and "/" in owner["apiVersion"] else ""
-    kind = WORKLOADS.get((group, owner["kind"])) if owner else None
-    if kind is None:
+    plural = WORKLOAD_PLURALS.get((group, owner["kind"])) if owner else None
+    if plural is None:
         return ""
-    plural = kind.plural
     try:
         workload = request(api, "GET", f"/apis/{owner['apiVersion']}/namespaces/{namespace}/{plural}/{owner['name']}")
     except NotFound:
