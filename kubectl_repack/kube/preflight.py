@@ -677,20 +677,13 @@ class Preflight:
     def webhook(self) -> Check:
         return webhook_verdict(self.reader.webhook_config())
 
-    def _webhook_service(self, check: str, not_checked: str) -> tuple:
-        """(namespace, Service) the webhook is called through, and None; or None and the WARN of
-        `check` when it is called at a URL instead (`not_checked`: what that leaves unchecked)."""
+    def endpoints(self) -> Check:
         config = self.reader.webhook_config()
         target = webhook_service(config, self.namespace)
-        if target is not None:
-            return target, None
-        url = as_map(_our_webhook(config).get("clientConfig")).get("url")
-        return None, Check(check, WARN, f"the webhook is called at URL {url}, {not_checked}: not checked")
-
-    def endpoints(self) -> Check:
-        target, unchecked = self._webhook_service("webhook-endpoints", "not through a Service")
-        if unchecked:
-            return unchecked
+        if target is None:
+            url = as_map(_our_webhook(config).get("clientConfig")).get("url")
+            return Check("webhook-endpoints", WARN, f"the webhook is called at URL {url}, not through a Service: "
+                                                    "not checked")
         ns, svc = target
         service = self.reader.get(f"/api/v1/namespaces/{ns}/services/{svc}")
         slices = [] if service is None else self.reader.items(
@@ -755,9 +748,12 @@ class Preflight:
                                  for n in ADMISSION_POLICIES})
 
     def network_policy(self) -> Check:
-        target, unchecked = self._webhook_service("webhook-network-policy", "not served by a pod of the install")
-        if unchecked:
-            return unchecked
+        config = self.reader.webhook_config()
+        target = webhook_service(config, self.namespace)
+        if target is None:
+            url = as_map(_our_webhook(config).get("clientConfig")).get("url")
+            return Check("webhook-network-policy", WARN, f"the webhook is called at URL {url}, not served by a pod "
+                                                         "of the install: not checked")
         ns = target[0]
         policy = self.reader.get(f"/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies/{NETWORK_POLICY}")
         annotations = as_map(as_map(as_map(policy).get("metadata")).get("annotations"))
