@@ -29,6 +29,10 @@ class RelocationStore:
         self._base = RelocationIndex()
         self._claims: dict[RecordKey, datetime] = {}
         self._claim_ttl = claim_ttl
+        # The last snapshot, reused until a claim, a rebuild or the oldest claim's expiry changes it:
+        # every pod creation in the cluster takes a snapshot, and rebuilding one walks every record.
+        self._snapshot: RelocationIndex | None = None
+        self._snapshot_expires: datetime | None = None
 
     @property
     def lock(self) -> threading.Lock:
@@ -55,8 +59,12 @@ class RelocationStore:
 
     def snapshot_locked(self, now: datetime) -> RelocationIndex:
         """Current index with live claims applied; caller holds `lock`."""
-        self._claims = {k: t for k, t in self._claims.items() if now - t < self._claim_ttl}
-        return self._base.with_claims(self._claims)
+        if self._snapshot is None or (self._snapshot_expires is not None and now >= self._snapshot_expires):
+            self._claims = {k: t for k, t in self._claims.items() if now - t < self._claim_ttl}
+            self._snapshot = self._base.with_claims(self._claims)
+            # A claim stamped in the future (clock stepped back) expires no earlier than its stamp says.
+            self._snapshot_expires = min(self._claims.values()) + self._claim_ttl if self._claims else None
+        return self._snapshot
 
     def snapshot(self, now: datetime) -> RelocationIndex:
         """Current index with live claims applied."""
@@ -66,6 +74,7 @@ class RelocationStore:
     def claim_locked(self, key: RecordKey, now: datetime) -> None:
         """Hand a record out; caller holds `lock`."""
         self._claims[key] = now
+        self._snapshot = None
 
     @property
     def synced(self) -> bool:
@@ -82,3 +91,4 @@ class RelocationStore:
         known = {r.key for r in self._base.records}
         # A record that left the open set (replacement recorded, run finished) frees its claim.
         self._claims = {k: t for k, t in self._claims.items() if k in known}
+        self._snapshot = None

@@ -1,0 +1,72 @@
+"""RelocationStore: claims hide a record until their TTL passes or the run shows it taken."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from tests.unit.webhook.builders import move, owner, relocation, run
+from webhook.relocations import RelocationStore
+
+RS = owner("ReplicaSet", "web-7f8d9c")
+T0 = datetime(2026, 7, 30, 10, 0, tzinfo=timezone.utc)
+
+
+def two_record_run(**kw):
+    return run(relocations=[relocation("web-7f8d9c-aaaaa", group="g", planned="node-1", **kw),
+                            relocation("web-7f8d9c-bbbbb", group="g", planned="node-2")],
+               moves=[move("demo", "g", RS, ["web-7f8d9c-aaaaa", "web-7f8d9c-bbbbb"])])
+
+
+def open_victims(store, now):
+    with store.lock:
+        index = store.snapshot_locked(now)
+    return [r.victim_pod_name for r in index.records if index.is_open(r)]
+
+
+def claim_first(store, now):
+    with store.lock:
+        index = store.snapshot_locked(now)
+        first = next(r for r in index.records if index.is_open(r))
+        store.claim_locked(first.key, now)
+
+
+def test_a_claim_hides_its_record_until_the_ttl_passes():
+    store = RelocationStore(claim_ttl=timedelta(seconds=30))
+    store.replace_all([two_record_run()])
+    assert open_victims(store, T0) == ["web-7f8d9c-aaaaa", "web-7f8d9c-bbbbb"]
+    claim_first(store, T0)
+    assert open_victims(store, T0) == ["web-7f8d9c-bbbbb"]
+    assert open_victims(store, T0 + timedelta(seconds=29.9)) == ["web-7f8d9c-bbbbb"]
+    assert open_victims(store, T0 + timedelta(seconds=30)) == ["web-7f8d9c-aaaaa", "web-7f8d9c-bbbbb"]
+
+
+def test_the_oldest_claim_expiring_does_not_free_a_younger_one():
+    store = RelocationStore(claim_ttl=timedelta(seconds=30))
+    store.replace_all([two_record_run()])
+    claim_first(store, T0)
+    assert open_victims(store, T0 + timedelta(seconds=10)) == ["web-7f8d9c-bbbbb"]  # cached until the next change
+    claim_first(store, T0 + timedelta(seconds=10))  # the second record, the first still open
+    assert open_victims(store, T0 + timedelta(seconds=10)) == []
+    assert open_victims(store, T0 + timedelta(seconds=30)) == ["web-7f8d9c-aaaaa"]
+    assert open_victims(store, T0 + timedelta(seconds=40)) == ["web-7f8d9c-aaaaa", "web-7f8d9c-bbbbb"]
+
+
+def test_an_unchanged_store_hands_out_the_same_snapshot():
+    store = RelocationStore()
+    store.replace_all([two_record_run()])
+    claim_first(store, T0)
+    with store.lock:
+        a, b = store.snapshot_locked(T0), store.snapshot_locked(T0 + timedelta(seconds=1))
+    assert a is b
+
+
+def test_a_rebuild_shows_new_records_and_keeps_live_claims():
+    store = RelocationStore()
+    store.replace_all([two_record_run()])
+    claim_first(store, T0)
+    assert open_victims(store, T0) == ["web-7f8d9c-bbbbb"]
+    updated = two_record_run()
+    updated["status"]["relocations"].append(relocation("web-7f8d9c-ccccc", group="g", planned="node-3"))
+    store.upsert(updated)
+    assert open_victims(store, T0) == ["web-7f8d9c-bbbbb", "web-7f8d9c-ccccc"]
+    store.delete(updated)
+    assert open_victims(store, T0) == []
