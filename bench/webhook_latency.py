@@ -404,6 +404,17 @@ def server_cpu(pid: int) -> float:
         return float("nan")
 
 
+def machine_ticks() -> tuple[int, int]:
+    """(steal, total) jiffies of all CPUs from /proc/stat ((0, 0) elsewhere): time the hypervisor
+    ran something else while this VM wanted the CPU, which shows as latency nothing here causes."""
+    try:
+        with open("/proc/stat") as fh:
+            fields = [int(v) for v in fh.readline().split()[1:]]
+        return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
+    except (OSError, ValueError):
+        return 0, 0
+
+
 def hostile_count(args: argparse.Namespace) -> int:
     return args.slow + args.idle + args.idle_tcp
 
@@ -440,9 +451,11 @@ def measure(args: argparse.Namespace) -> dict:
                 if hostile.stdout.readline().strip() != "ready":
                     raise SystemExit("the hostile peers did not start")
                 time.sleep(args.warmup)  # slow peers are being cut and reopened by now
-            cpu0 = server_cpu(child.pid)
+            cpu0, ticks0 = server_cpu(child.pid), machine_ticks()
             result = run_client(port, ctx, args.rate, args.seconds, args.connections)
             result["server_cpu"] = server_cpu(child.pid) - cpu0
+            ticks = machine_ticks()
+            result["steal"] = (ticks[0] - ticks0[0]) / (ticks[1] - ticks0[1]) if ticks[1] > ticks0[1] else float("nan")
         finally:
             if hostile is not None:
                 hostile.terminate()
@@ -470,7 +483,8 @@ def describe(args: argparse.Namespace, result: dict) -> list[str]:
              f"p99 {ms(percentile(lat, 99))}  max {ms(lat[-1] if lat else float('nan'))}",
              f"service time:          p50 {ms(percentile(svc, 50))}  p99 {ms(percentile(svc, 99))}",
              f"server CPU: {result.get('server_cpu', float('nan')):.2f} s, "
-             f"{result.get('server_cpu', float('nan')) * 1000 / max(result['sent'], 1):.2f} ms per review",
+             f"{result.get('server_cpu', float('nan')) * 1000 / max(result['sent'], 1):.2f} ms per review; "
+             f"CPU time stolen by the hypervisor: {result.get('steal', float('nan')) * 100:.1f} %",
              f"errors: {len(result['errors'])}"]
     lines += ["  " + line for line in result["errors"][:5]]
     for kind, stats in result["hostile"].items():
@@ -530,7 +544,8 @@ def main(argv=None) -> int:
         p99 = [percentile(r["latencies"], 99) * 1000 for r in results]
         print(f"--- median of {args.runs} runs: p50 {statistics.median(p50):.2f} ms, p99 {statistics.median(p99):.2f} ms "
               f"(p99 per run: {', '.join(f'{v:.2f}' for v in p99)} ms); "
-              f"errors {sum(len(r['errors']) for r in results)}")
+              f"errors {sum(len(r['errors']) for r in results)}; "
+              f"stolen CPU {statistics.median(r.get('steal', float('nan')) * 100 for r in results):.1f} %")
     return 0 if not any(r["errors"] for r in results) else 1
 
 
