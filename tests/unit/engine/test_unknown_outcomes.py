@@ -9,8 +9,8 @@ import datetime as dt
 import pytest
 
 from kubectl_repack.errors import ClusterAPIError
-from tests.unit.execute.fakes import NS, T0, engine_for
-from tests.unit.execute.test_faults import _setup
+from tests.unit.engine.fakes import NS, T0, engine_for
+from tests.unit.engine.test_faults import _setup
 W0, W1 = "train-worker-0", "train-worker-1"
 
 UNKNOWN_ANSWERS = [

@@ -11,7 +11,7 @@ from kubectl_repack.api.run import Reason
 from kubectl_repack.api.times import micro_time
 from kubectl_repack.engine import executor, mutex
 from kubectl_repack.engine.execute_lease import ExecuteLease
-from tests.unit.execute.fakes import T0, FakeClock, FakeCluster, FakeRuns, execute_run, seed_objects, started
+from tests.unit.engine.fakes import T0, FakeClock, FakeCluster, FakeRuns, execute_run, seed_objects, started
 from tests.unit.kube.fake_server import LEASES, FakeServer, status_body
 from kubectl_repack.kube.client import HTTPResponse
 

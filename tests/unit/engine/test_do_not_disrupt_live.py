@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.execute.fakes import NS
-from tests.unit.execute.test_faults import _setup
+from tests.unit.engine.fakes import NS
+from tests.unit.engine.test_faults import _setup
 
 W0, W1 = "train-worker-0", "train-worker-1"
 DND = "repack.volcano.sh/do-not-disrupt"

@@ -11,7 +11,7 @@ import pytest
 from kubectl_repack.engine import executor, mutex
 from kubectl_repack.kube import objects
 from kubectl_repack.kube.client import Overrides, connect, use_transport
-from tests.unit.execute.fakes import FakeClock, FakeCluster, FakeRuns, planned_nodes, seed_objects, started, \
+from tests.unit.engine.fakes import FakeClock, FakeCluster, FakeRuns, planned_nodes, seed_objects, started, \
     execute_run
 
 PLANNED = {"train-worker-0": "n2", "train-worker-1": "n3"}

@@ -9,7 +9,7 @@ import datetime as dt
 import pytest
 
 from kubectl_repack.engine import executor
-from tests.unit.execute.fakes import NS, FakeClock, FakeCluster, FakeRuns, execute_run, planned_nodes, seed_objects, \
+from tests.unit.engine.fakes import NS, FakeClock, FakeCluster, FakeRuns, execute_run, planned_nodes, seed_objects, \
     started
 
 PLANNED = {"train-worker-0": "n2", "train-worker-1": "n3"}

@@ -11,7 +11,7 @@ from kubectl_repack.api.run import Reason
 from kubectl_repack.engine.mutex import LeaseDecision
 from kubectl_repack.engine.workflow import ApplyRequest, apply_run
 from kubectl_repack.errors import NotFound, ValidationError
-from tests.unit.execute.fakes import T0, FakeClock, FakeCluster, FakeRuns, execute_run, seed_objects
+from tests.unit.engine.fakes import T0, FakeClock, FakeCluster, FakeRuns, execute_run, seed_objects
 
 PLANNED = {"train-worker-0": "n2", "train-worker-1": "n3"}
 
@@ -254,7 +254,7 @@ def test_denied_namespaces_are_left_out_and_a_run_denied_everywhere_it_could_mov
 
 
 def test_a_continued_run_is_not_screened_and_the_plugin_path_has_no_screen():
-    from tests.unit.execute.fakes import started
+    from tests.unit.engine.fakes import started
 
     clock, cluster, store, mutex, notes = setup(runs=[execute_run()])
     started(cluster, store, clock)                      # records written, nothing evicted yet

@@ -10,7 +10,7 @@ import pytest
 from kubectl_repack.engine import executor
 from kubectl_repack.api import run as runapi
 from kubectl_repack.api import times
-from tests.unit.execute.fakes import (NS, T0, FakeClock, FakeCluster, FakeRuns, engine_for, execute_run,
+from tests.unit.engine.fakes import (NS, T0, FakeClock, FakeCluster, FakeRuns, engine_for, execute_run,
                                       planned_nodes, seed_objects, started)
 
 PLANNED = {"train-worker-0": "n2", "train-worker-1": "n3"}
@@ -272,7 +272,7 @@ def test_random_name_replacements_of_a_replicaset_are_tracked_by_controller_and_
     the same controller (and pod-template-hash), never confused with a sibling that was running
     before the run started."""
     from tests import builders as b
-    from tests.unit.execute.fakes import FakeClock, FakeCluster, FakeRuns, NS, engine_for, execute_run
+    from tests.unit.engine.fakes import FakeClock, FakeCluster, FakeRuns, NS, engine_for, execute_run
 
     rs = ("ReplicaSet", "serve-7d9f", "apps/v1")
     labels = {"app": "serve", "pod-template-hash": "7d9f"}
