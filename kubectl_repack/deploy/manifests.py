@@ -34,20 +34,16 @@ from kubectl_repack.api.gates import DEFAULT_REPLACEMENT_CREATORS
 from kubectl_repack.api.control import (CREATOR_GROUPS_ANNOTATION, CREATOR_POLICY_NAME, CREATOR_UID_ANNOTATION,
                                         CREATOR_USERNAME_ANNOTATION, GROUP_SEPARATOR, POD_WRITE_POLICY_NAME,
                                         REPLACEMENT_POD_POLICY_NAME)
+from kubectl_repack.api.installed import (CONTROLLER, COORDINATOR, NAMESPACE, PART_OF, PART_OF_LABEL,
+                                          POLICY_SOURCE_ANNOTATION, SOURCE_FLAG, TLS_SECRET, WEBHOOK,
+                                          WEBHOOK_CONFIG, WEBHOOK_NAME, WEBHOOK_PORT)
 from kubectl_repack.deploy.certs import CA_CRT, TLS_CRT, TLS_KEY, CertBundle
 
-NAMESPACE = "repack-system"
-NAME = "repack-webhook"
-# The RepackRun controller (issue 12): its own Deployment and ServiceAccount, the only one that may evict.
-CONTROLLER_NAME = "repack-controller"
-# The placement coordinator (issue 19): its own Deployment and ServiceAccount, apart from the webhook.
-COORDINATOR_NAME = "repack-coordinator"
-
-SECRET_NAME = "repack-webhook-tls"
-WEBHOOK_NAME = "placement.repack.volcano.sh"
-CONFIG_NAME = "repack-placement"
+# The installed objects' names (one table: kubectl_repack.api.installed).
+NAME, CONTROLLER_NAME, COORDINATOR_NAME = WEBHOOK, CONTROLLER, COORDINATOR
+SECRET_NAME, CONFIG_NAME = TLS_SECRET, WEBHOOK_CONFIG
 DEFAULT_IMAGE = "ghcr.io/kubectl-repack/repack-webhook:0.1.0"
-CONTAINER_PORT = 8443
+CONTAINER_PORT = WEBHOOK_PORT
 CERT_MOUNT = "/etc/repack-webhook/tls"
 METRICS_PORT = 9090  # the coordinator's /metrics and /healthz (plain HTTP)
 CONTROLLER_HEALTH_PORT = 8081  # the controller's /healthz (plain HTTP)
@@ -65,7 +61,7 @@ REPLICAS_REASON = ("1 on purpose: relocation claims live in one webhook process;
                    "(Ignore), so a restart only means pods created meanwhile are not steered. "
                    "No PodDisruptionBudget: minAvailable 1 of 1 would block node drains.")
 TIMEOUT_SECONDS = 5
-LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "kubectl-repack"}
+LABELS = {"app.kubernetes.io/name": NAME, PART_OF_LABEL: PART_OF}
 
 Manifest = dict[str, Any]
 
@@ -611,13 +607,8 @@ def replacement_pod_policy_binding() -> Manifest:
     return _binding(REPLACEMENT_POD_POLICY_NAME)
 
 
-# Where a NetworkPolicy's CIDRs came from, written on it (doctor compares an endpoints-made policy
-# with the endpoints it reads; kube.preflight carries the same names, tests/unit check they agree).
-POLICY_SOURCE_ANNOTATION = "repack.volcano.sh/apiserver-source"
-SOURCE_ENDPOINTS = "kubernetes-endpoints"   # install read them from the default/kubernetes Service
-SOURCE_FLAG = "apiserver-cidr"              # install --apiserver-cidr
-
-
+# Where a NetworkPolicy's CIDRs came from (api.installed's SOURCE_*) is written on it: doctor compares
+# an endpoints-made policy with the endpoints it reads.
 def network_policy(namespace: str, apiserver_cidrs: list, source: str = SOURCE_FLAG) -> Manifest:
     """Only the API server may call the webhook's port (the coordinator runs in a pod of its own,
     which this policy does not select). `install` renders it from --apiserver-cidr, else from the

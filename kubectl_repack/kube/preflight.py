@@ -40,6 +40,8 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from kubectl_repack.api.control import ADMISSION_POLICY_NAMES, CONTROLLER_LEASE_NAME
 from kubectl_repack.api.gates import COORDINATOR_LEASE_NAME
+from kubectl_repack.api.installed import (NAMESPACE, NAMESPACE_ENV, POLICY_SOURCE_ANNOTATION, SOURCE_ENDPOINTS,
+                                          SOURCE_FLAG, TLS_SECRET, WEBHOOK, WEBHOOK_CONFIG, WEBHOOK_NAME, WEBHOOK_PORT)
 from kubectl_repack.api.lease import LeaseRecord
 from kubectl_repack.api.run import GROUP, PLURAL, VERSION, as_map
 from kubectl_repack.api.times import parse_time, utcnow
@@ -47,19 +49,11 @@ from kubectl_repack.errors import ClusterAPIError, NotFound, RepackError
 
 from .client import request
 
-# What `kubectl repack install` creates (kubectl_repack.deploy.manifests; this layer may not import
-# it, tests/unit/kube/test_preflight.py checks that the names agree).
-NAMESPACE_ENV, DEFAULT_NAMESPACE = "REPACK_NAMESPACE", "repack-system"
-WEBHOOK_CONFIG = "repack-placement"
-WEBHOOK_NAME = "placement.repack.volcano.sh"
-SERVICE = "repack-webhook"
+# What `kubectl repack install` creates, by the names the installer gives it (api.installed).
+DEFAULT_NAMESPACE = NAMESPACE
+SERVICE = WEBHOOK
 NETWORK_POLICY = SERVICE      # the install's NetworkPolicy has the webhook's name
-WEBHOOK_PORT = 8443           # the webhook container's port, which the NetworkPolicy guards
-# Where the install's NetworkPolicy took the API server's addresses from (an annotation on it).
-POLICY_SOURCE_ANNOTATION = "repack.volcano.sh/apiserver-source"
-SOURCE_ENDPOINTS, SOURCE_FLAG = "kubernetes-endpoints", "apiserver-cidr"
 SOURCE_TEXT = {SOURCE_ENDPOINTS: "from the kubernetes Service's endpoints", SOURCE_FLAG: "from --apiserver-cidr"}
-TLS_SECRET = "repack-webhook-tls"
 CRD_NAME = f"{PLURAL}.{GROUP}"
 VOLCANO_CRDS = ("podgroups.scheduling.volcano.sh", "queues.scheduling.volcano.sh")
 VOLCANO_NAMESPACE = "volcano-system"
