@@ -136,9 +136,9 @@ def mutate_request(i: int) -> bytes:
 # --- server side (child process) ---------------------------------------------------------------
 def bench_app():
     """The webhook app over the synthetic index with an always-fresh coordinator Lease."""
-    from webhook.app import create_app
-    from webhook.metrics import WebhookMetrics
-    from webhook.relocations import RelocationStore
+    from webhook.admission.app import create_app
+    from webhook.common.metrics import WebhookMetrics
+    from webhook.admission.relocation_store import RelocationStore
 
     store = RelocationStore()
     store.replace_all([synthetic_run()])
@@ -148,7 +148,7 @@ def bench_app():
 def serve(args: argparse.Namespace) -> None:
     import logging
 
-    from webhook.__main__ import default_worker_tmp_dir, serve_gunicorn, serve_werkzeug
+    from webhook.admission.serve import default_worker_tmp_dir, serve_gunicorn, serve_werkzeug
 
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("webhook").setLevel(logging.WARNING)
@@ -156,10 +156,10 @@ def serve(args: argparse.Namespace) -> None:
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         serve_werkzeug(bench_app(), "127.0.0.1", args.port, args.cert_dir)
     else:
-        import webhook.server
+        import webhook.admission.worker
 
         if args.peer_cap:
-            webhook.server.MAX_PEER_CONNECTIONS = args.peer_cap  # read by the worker forked below
+            webhook.admission.worker.MAX_PEER_CONNECTIONS = args.peer_cap  # read by the worker forked below
         # The heartbeat file where production keeps it (a tmpfs), not on a possibly busy disk.
         ns = argparse.Namespace(host="127.0.0.1", port=args.port, cert_dir=args.cert_dir, threads=args.threads,
                                 log_level="warning", worker_tmp_dir=default_worker_tmp_dir())

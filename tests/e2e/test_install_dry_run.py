@@ -112,7 +112,7 @@ def test_the_controllers_cert_manager_with_its_own_rbac_makes_and_rotates_what_i
 
     from kubectl_repack.kube.client import Overrides, connect
     from kubectl_repack.kube.webhook_tls import WebhookTLSObjects
-    from webhook.certmanager import FINGERPRINT, CertManager
+    from webhook.controller.certmanager import FINGERPRINT, CertManager
 
     namespace = f"repack-certs-{uuid.uuid4().hex[:6]}"
     r = _repack("install", "-n", namespace, "--no-wait", "--kubeconfig", control_plane.kubeconfig)

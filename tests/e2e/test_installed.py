@@ -710,7 +710,7 @@ def test_gates_are_lifted_within_the_promise_while_the_coordinator_is_down(insta
     from kubectl_repack.api.gates import (GATED_AT_ANNOTATION, PLACEMENT_GATE, PLACEMENT_GATE_OWNER_ANNOTATION,
                                           PLACEMENT_LEASE)
     from kubectl_repack.api.times import rfc3339
-    from webhook.controller import GATE_SWEEP_SECONDS, DEFAULT_INTERVAL
+    from webhook.controller.loop import GATE_SWEEP_SECONDS, DEFAULT_INTERVAL
 
     api = control_plane.api_client
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)

@@ -1,8 +1,8 @@
 """The import-linter contracts (.importlinter) hold on the tree, and catch each forbidden edge.
 
-Each planted edge is one the layering removed (issue 11) or one the layers forbid: it is written
-into a temporary copy of the three packages, and `lint-imports` must then fail naming the
-contract it breaks.
+Each planted edge is one the layering removed (issue 11), one the layers forbid, or one between the
+in-cluster processes (issue 20): it is written into a temporary copy of the three packages, and
+`lint-imports` must then fail naming the contract it breaks.
 """
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ LAYERS = "Layers: front ends > engine > Kubernetes I/O > run API > planner"
 NO_WEBHOOK = "The plugin never imports the webhook process"
 SHARED_ONLY = "The webhook process uses the shared layers of kubectl_repack, not the CLI"
 PURE = "Pure modules (planner, run API, the engine's decisions, admission) import no I/O"
+PROCESSES = "The three in-cluster processes (admission webhook, coordinator, controller)"
+COMMON = "webhook.common imports none of the three processes"
 
 
 def lint(root: Path) -> subprocess.CompletedProcess:
@@ -50,13 +52,13 @@ def pristine(tmp_path_factory):
 
 PLANTED = [
     # the edges issue 11 found
-    pytest.param("kubectl_repack/engine/tracking.py", "from webhook import placement", [NO_WEBHOOK],
+    pytest.param("kubectl_repack/engine/tracking.py", "from webhook.coordinator import placement", [NO_WEBHOOK],
                  id="engine-imports-webhook-matching"),
     pytest.param("kubectl_repack/commands/install.py", "from webhook import coordinator", [NO_WEBHOOK],
                  id="install-imports-the-coordinator"),
-    pytest.param("webhook/coordinator.py", "from kubectl_repack.commands import snapshot", [SHARED_ONLY],
+    pytest.param("webhook/coordinator/loop.py", "from kubectl_repack.commands import snapshot", [SHARED_ONLY],
                  id="coordinator-imports-cli-internals"),
-    pytest.param("webhook/admission.py", "from kubectl_repack import cli", [SHARED_ONLY],
+    pytest.param("webhook/admission/review.py", "from kubectl_repack import cli", [SHARED_ONLY],
                  id="admission-imports-the-cli"),
     # layers importing upwards
     pytest.param("planner/scope.py", "from kubectl_repack.api import run", [LAYERS], id="planner-imports-run-api"),
@@ -67,9 +69,19 @@ PLANTED = [
     pytest.param("kubectl_repack/engine/executor.py", "from kubectl_repack.commands import apply", [LAYERS],
                  id="engine-imports-cli"),
     # purity
-    pytest.param("webhook/admission.py", "import kubernetes", [PURE], id="admission-imports-kubernetes"),
+    pytest.param("webhook/admission/review.py", "import kubernetes", [PURE], id="admission-imports-kubernetes"),
     pytest.param("kubectl_repack/engine/outcome.py", "from kubectl_repack.kube import client", [PURE],
                  id="engine-decision-reaches-kubernetes"),
+    pytest.param("webhook/coordinator/placement.py", "import flask", [PURE], id="placement-decision-imports-flask"),
+    # one folder per in-cluster process (issue 20): none imports another; what they share imports none
+    pytest.param("webhook/coordinator/loop.py", "from webhook.admission import review", [PROCESSES],
+                 id="coordinator-imports-admission"),
+    pytest.param("webhook/controller/loop.py", "from webhook.coordinator import placement", [PROCESSES],
+                 id="controller-imports-coordinator"),
+    pytest.param("webhook/admission/app.py", "from webhook.controller import certmanager", [PROCESSES],
+                 id="admission-imports-controller"),
+    pytest.param("webhook/common/metrics.py", "from webhook.admission import relocation_store", [COMMON],
+                 id="common-imports-a-process"),
 ]
 
 

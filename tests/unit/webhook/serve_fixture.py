@@ -8,9 +8,9 @@ import sys
 
 def app():
     from tests.unit.webhook.test_app import RUN
-    from webhook.app import create_app
-    from webhook.metrics import WebhookMetrics
-    from webhook.relocations import RelocationStore
+    from webhook.admission.app import create_app
+    from webhook.common.metrics import WebhookMetrics
+    from webhook.admission.relocation_store import RelocationStore
 
     store = RelocationStore()
     store.replace_all([RUN])
@@ -19,7 +19,7 @@ def app():
 
 def main(argv=None) -> int:
     port, cert_dir = (argv or sys.argv[1:])[:2]
-    from webhook.__main__ import serve_gunicorn
+    from webhook.admission.serve import serve_gunicorn
 
     serve_gunicorn(argparse.Namespace(host="127.0.0.1", port=int(port), cert_dir=cert_dir, threads=8,
                                       log_level="warning"), app_factory=app)

@@ -10,7 +10,7 @@ from tests.unit.webhook.patching import apply_patch, decode
 from kubectl_repack.api.gates import (GATED_AT_ANNOTATION, PLACEMENT_GATE, PLACEMENT_GATE_OWNER_ANNOTATION,
                                       RELOCATION_INDEX_ANNOTATION, RELOCATION_RUN_ANNOTATION,
                                       RELOCATION_VICTIM_ANNOTATION, REPLACEMENT_PODGROUP_ANNOTATION, escape_pointer)
-from webhook.admission import AdmissionReviewError, review, review_outcome
+from webhook.admission.review import AdmissionReviewError, review, review_outcome
 from kubectl_repack.api.relocations import RelocationIndex
 
 NOW = datetime(2026, 7, 30, 10, 5, tzinfo=timezone.utc)

@@ -9,9 +9,9 @@ import pytest
 
 from tests.unit.webhook.builders import move, owner, pod, relocation, review_request, rs_pod, run
 from tests.unit.webhook.patching import apply_patch, decode
-from webhook.app import create_app
-from webhook.metrics import WebhookMetrics
-from webhook.relocations import RelocationStore
+from webhook.admission.app import create_app
+from webhook.common.metrics import WebhookMetrics
+from webhook.admission.relocation_store import RelocationStore
 
 RS = owner("ReplicaSet", "web-7f8d9c")
 RUN = run(relocations=[relocation("web-7f8d9c-aaaaa", group="g", planned="node-1"),
@@ -174,7 +174,7 @@ def test_serves_admission_over_tls_verified_by_the_generated_ca(tmp_path):
     import threading
 
     from kubectl_repack.deploy import certs
-    from webhook.__main__ import make_tls_server
+    from webhook.admission.serve import make_tls_server
 
     bundle = certs.generate("repack-webhook", "repack-system", extra_sans=["127.0.0.1"])
     certs.write_pem(tmp_path, bundle)

@@ -14,8 +14,8 @@ from cryptography import x509
 
 from kubectl_repack.deploy import certs, manifests
 from kubectl_repack.errors import Conflict, NotFound
-from webhook import certmanager
-from webhook.certmanager import FINGERPRINT, PREVIOUS_CA_UNTIL, CertManager
+from webhook.controller import certmanager
+from webhook.controller.certmanager import FINGERPRINT, PREVIOUS_CA_UNTIL, CertManager
 
 NS = "repack-system"
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
@@ -253,7 +253,7 @@ def test_the_controller_may_read_and_patch_only_its_webhook_configuration(verb):
 
 def test_the_controller_process_starts_the_cert_manager_in_its_namespace(monkeypatch):
     from kubectl_repack.kube import client, incluster
-    from webhook import controller
+    from webhook.controller import loop as controller
 
     started = []
     monkeypatch.setattr(client, "connect", lambda kubeconfig=None: "api")

@@ -11,7 +11,7 @@ from kubectl_repack.api.times import rfc3339
 from tests import builders as b
 from tests.unit.execute.fakes import T0, FakeClock, FakeCluster, execute_run, seed_objects
 from tests.unit.execute.test_workflow import PLANNED, Mutex, Store
-from webhook.controller import Controller
+from webhook.controller.loop import Controller
 
 KEY = b"s" * 32
 POLICY_SINCE = T0 - dt.timedelta(days=1)

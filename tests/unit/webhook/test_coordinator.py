@@ -16,9 +16,9 @@ from kubectl_repack.api.run import ttl_expired
 from kubectl_repack.api.times import parse_duration
 from kubectl_repack.errors import ClusterAPIError, Conflict, NotFound
 from kubectl_repack.kube.lease import LeaseClient
-from webhook.coordinator import Coordinator
-from webhook.election import LeaderElector
-from webhook.placement import LiveFit, decide, replacement_of
+from webhook.coordinator.loop import Coordinator
+from webhook.common.election import LeaderElector
+from webhook.coordinator.placement import LiveFit, decide, replacement_of
 
 NOW = datetime(2026, 7, 30, 10, 0, 30, tzinfo=timezone.utc)
 LEASE = timedelta(seconds=30)

@@ -18,7 +18,7 @@ from kubectl_repack.api.control import (CREATOR_ANNOTATIONS, CREATOR_GROUPS_ANNO
                                         seal_problem)
 from kubectl_repack.api.times import parse_time, rfc3339
 from tests.unit.webhook.patching import apply_patch
-from webhook.admission import AdmissionReviewError, record_creator
+from webhook.admission.review import AdmissionReviewError, record_creator
 
 SPEC = {"mode": "Execute", "goals": [{"resource": "huawei.com/ascend-1980"}]}
 ALICE = {"username": "alice", "uid": "u-1", "groups": ["team-a", "system:authenticated"],
@@ -101,8 +101,8 @@ def test_other_requests_pass_untouched(op, resource):
 def test_the_app_serves_no_signing_endpoint():
     """Finding 1: /stamp-run signed whatever userInfo a caller posted; it is gone, and what
     /run-creator answers carries no signature anybody could replay."""
-    from webhook.app import create_app
-    from webhook.relocations import RelocationStore
+    from webhook.admission.app import create_app
+    from webhook.admission.relocation_store import RelocationStore
 
     client = create_app(RelocationStore(), lambda now: True).test_client()
     assert client.post("/stamp-run", json=review(run())).status_code == 404

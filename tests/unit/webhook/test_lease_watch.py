@@ -7,9 +7,9 @@ import pytest
 
 from tests.unit.webhook.builders import relocation, run
 from kubectl_repack.api.lease import lease_is_fresh
-from webhook.lease import LeaseState
-from webhook.relocations import RelocationStore
-from webhook.watch import RepackRunWatcher
+from webhook.admission.coordinator_liveness import LeaseState
+from webhook.admission.relocation_store import RelocationStore
+from webhook.admission.watches import RepackRunWatcher
 
 NOW = datetime(2026, 7, 30, 10, 0, 30, tzinfo=timezone.utc)
 

@@ -10,8 +10,8 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from webhook.coordinator import _serve_metrics
-from webhook.metrics import COUNTERS, PREFIX, Metrics, WebhookMetrics
+from webhook.coordinator.loop import _serve_metrics
+from webhook.common.metrics import COUNTERS, PREFIX, Metrics, WebhookMetrics
 
 # The names served before the move to prometheus_client (README, dashboards, tests/e2e).
 NAMES_BEFORE = {"repack_webhook_admissions_total", "repack_webhook_matches_total", "repack_webhook_gates_total",

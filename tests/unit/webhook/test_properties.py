@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from tests.unit.webhook.builders import move, owner, relocation, review_request, run
 from tests.unit.webhook.patching import apply_patch, decode
 from kubectl_repack.api.gates import PLACEMENT_GATE, RELOCATION_RUN_ANNOTATION
-from webhook.admission import review
+from webhook.admission.review import review
 from kubectl_repack.api.relocations import RelocationIndex
 
 NOW = datetime(2026, 7, 30, 10, 0, tzinfo=timezone.utc)

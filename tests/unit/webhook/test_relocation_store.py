@@ -4,7 +4,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from tests.unit.webhook.builders import move, owner, relocation, run
-from webhook.relocations import RelocationStore
+from webhook.admission.relocation_store import RelocationStore
 
 RS = owner("ReplicaSet", "web-7f8d9c")
 T0 = datetime(2026, 7, 30, 10, 0, tzinfo=timezone.utc)

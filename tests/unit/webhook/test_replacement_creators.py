@@ -9,8 +9,8 @@ import json
 from kubectl_repack.api.gates import DEFAULT_REPLACEMENT_CREATORS
 from tests.unit.webhook.builders import move, owner, relocation, review_request, rs_pod, run
 from tests.unit.webhook.patching import apply_patch, decode
-from webhook.app import create_app
-from webhook.relocations import RelocationStore
+from webhook.admission.app import create_app
+from webhook.admission.relocation_store import RelocationStore
 
 RS = owner("ReplicaSet", "web-7f8d9c")
 RUN = run(relocations=[relocation("web-7f8d9c-aaaaa", group="g", planned="node-1")],
@@ -64,7 +64,7 @@ def test_the_replacement_policy_names_the_creators_and_exempts_only_cluster_admi
 
 
 def test_the_webhook_process_reads_the_creators_from_its_environment(monkeypatch):
-    from webhook import __main__ as server
+    from webhook.admission import serve as server
 
     monkeypatch.setenv("REPACK_REPLACEMENT_CREATORS", "a, b")
     assert server.parse_args([]).replacement_creators == "a, b"

@@ -25,7 +25,7 @@ import pytest
 from kubectl_repack.deploy import certs
 from tests.unit.webhook.builders import review_request, rs_pod
 from tests.unit.webhook.patching import apply_patch, decode
-from webhook.server import REQUEST_DEADLINE_SECONDS
+from webhook.admission.worker import REQUEST_DEADLINE_SECONDS
 
 WEBHOOK_TIMEOUT = 5.0
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -139,7 +139,7 @@ def test_gunicorn_answers_within_the_webhook_timeout_while_peers_idle_stall_and_
 
 def test_werkzeug_answers_while_a_peer_sits_idle_before_its_handshake(tls):
     from tests.unit.webhook.serve_fixture import app
-    from webhook.__main__ import make_tls_server
+    from webhook.admission.serve import make_tls_server
 
     cert_dir, ctx = tls
     server = make_tls_server(app(), "127.0.0.1", 0, cert_dir)

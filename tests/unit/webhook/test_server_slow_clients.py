@@ -25,8 +25,8 @@ import pytest
 
 from kubectl_repack.deploy import certs
 from tests.unit.webhook.builders import pod, review_request
-from webhook.app import MAX_BODY_BYTES
-from webhook.server import MAX_BUFFERED_BODY_BYTES, READ_DEADLINE_SECONDS, REQUEST_DEADLINE_SECONDS, frame_request
+from webhook.admission.app import MAX_BODY_BYTES
+from webhook.admission.worker import MAX_BUFFERED_BODY_BYTES, READ_DEADLINE_SECONDS, REQUEST_DEADLINE_SECONDS, frame_request
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 THREADS = 8  # tests.unit.webhook.serve_fixture's
@@ -34,7 +34,7 @@ DRIPPERS = 2 * THREADS
 # A well-behaved review is answered long before any dripper could be (they would need minutes).
 PROMPT = 2.0
 CAP = 6  # the per-peer cap of the capped server below
-CAPPED_CHILD = ("import sys\nimport webhook.server as s\n"
+CAPPED_CHILD = ("import sys\nimport webhook.admission.worker as s\n"
                 f"s.MAX_PEER_CONNECTIONS = {CAP}\n"
                 "s.READ_DEADLINE_SECONDS = 5.0\ns.IDLE_SECONDS = 30.0  # no time-outs during a test\n"
                 "from tests.unit.webhook.serve_fixture import main\nsys.exit(main(sys.argv[1:]))\n")

@@ -64,7 +64,7 @@ from gunicorn import http as ghttp
 from gunicorn import sock as gsock
 from gunicorn.workers import gthread
 
-from webhook.app import MAX_BODY_BYTES
+from webhook.admission.app import MAX_BODY_BYTES
 
 # Under the webhook configuration's timeoutSeconds (5): past it the API server has given up.
 REQUEST_DEADLINE_SECONDS = 4.0

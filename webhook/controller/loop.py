@@ -67,7 +67,7 @@ from kubectl_repack.engine.mutex import holder_identity
 from kubectl_repack.engine.workflow import ApplyRequest, Screening, apply_run
 from kubectl_repack.errors import ClusterAPIError, Conflict, NotFound, RepackError, SpecError
 from kubectl_repack.kube.incluster import controlling_owner
-from webhook.election import LeaderElector, leader_process_args, process_identity
+from webhook.common.election import LeaderElector, leader_process_args, process_identity
 
 log = logging.getLogger("webhook.controller")
 
@@ -461,7 +461,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         log.warning("records-seal key: %s (retried when a run needs it)", e)
     if args.health_port:
         serve_health(controller, args.health_port)
-    from webhook import certmanager   # issue 14: the webhook's TLS Secret and caBundle, made in the cluster
+    from webhook.controller import certmanager   # issue 14: the webhook's TLS Secret and caBundle, made in the cluster
 
     certmanager.start(api, args.namespace, controller.stop_event)
 
@@ -473,9 +473,3 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     log.info("repack-controller %s starting (namespace %s)", identity, args.namespace)
     controller.run()
     return 0
-
-
-if __name__ == "__main__":
-    import sys
-
-    sys.exit(main())

@@ -40,9 +40,9 @@ from kubectl_repack.api.run import goal_resource, is_active_execute, ttl_expired
 from kubectl_repack.api.times import parse_duration, utcnow
 from kubectl_repack.errors import ClusterAPIError, NotFound, RepackError
 from kubectl_repack.kube.objects import FILTER_KINDS
-from webhook.election import LeaderElector, leader_process_args, process_identity
-from webhook.metrics import Metrics
-from webhook.placement import Decision, LiveFit, Replacement, decide, find_record_in, record_fields, replacement_of
+from webhook.common.election import LeaderElector, leader_process_args, process_identity
+from webhook.common.metrics import Metrics
+from webhook.coordinator.placement import Decision, LiveFit, Replacement, decide, find_record_in, record_fields, replacement_of
 
 log = logging.getLogger("webhook.coordinator")
 
@@ -267,9 +267,3 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     signal.signal(signal.SIGINT, stop)
     coordinator.run()
     return 0
-
-
-if __name__ == "__main__":
-    import sys
-
-    sys.exit(main())

@@ -14,8 +14,8 @@ import threading
 from typing import Any, Callable, Optional
 
 from kubectl_repack.api.run import GROUP, PLURAL, VERSION
-from webhook.lease import LeaseState
-from webhook.relocations import RelocationStore
+from webhook.admission.coordinator_liveness import LeaseState
+from webhook.admission.relocation_store import RelocationStore
 
 log = logging.getLogger(__name__)
 

@@ -16,10 +16,10 @@ from typing import Any, Callable, Optional, Protocol
 from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from webhook.admission import AdmissionReviewError, record_creator, review_outcome
+from webhook.admission.review import AdmissionReviewError, record_creator, review_outcome
 from kubectl_repack.api.matching import DEFAULT_SCHEDULER_NAMES
 from kubectl_repack.api.relocations import RecordKey, RelocationIndex
-from webhook.metrics import WebhookMetrics
+from webhook.common.metrics import WebhookMetrics
 
 log = logging.getLogger(__name__)
 
