@@ -51,7 +51,7 @@ import os
 import signal
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any, Callable, Optional, Sequence
 
 import planner
@@ -68,6 +68,7 @@ from kubectl_repack.engine.workflow import ApplyRequest, Screening, apply_run
 from kubectl_repack.errors import ClusterAPIError, Conflict, NotFound, RepackError, SpecError
 from kubectl_repack.kube.incluster import controlling_owner
 from webhook.common.election import LeaderElector, leader_process_args, process_identity
+from webhook.common.health import Answer, serve
 
 log = logging.getLogger("webhook.controller")
 
@@ -382,23 +383,11 @@ class _GuardedLease:
 # --- process entry point ---------------------------------------------------------------------------
 def serve_health(controller: Controller, port: int) -> ThreadingHTTPServer:
     """/healthz: 200 while the loop ticks (503 when it has not for 3 intervals + 30 s)."""
+    def respond(path: str) -> Answer:
+        stale = time.monotonic() - controller.last_tick > 3 * controller.interval + 30
+        return (503, "text/plain", b"loop stalled\n") if stale else (200, "text/plain", b"ok\n")
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-            stale = time.monotonic() - controller.last_tick > 3 * controller.interval + 30
-            body = b"loop stalled\n" if stale else b"ok\n"
-            self.send_response(503 if stale else 200)
-            self.send_header("Content-Type", "text/plain")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
-    threading.Thread(target=server.serve_forever, name="health", daemon=True).start()
-    return server
+    return serve(port, respond, "health")
 
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:

@@ -1,4 +1,4 @@
-"""The placement coordinator (NOM-2, NOM-3, EXEC-5, EXEC-7): the second half of the webhook's gate.
+"""The placement coordinator (NOM-2, NOM-3, EXEC-5): the second half of the webhook's gate.
 
 The webhook can only *gate* a replacement pod (the API server wipes `status` on CREATE), so this
 process, the leader of the Lease `repack-coordinator`, finishes the job for every gated pod:
@@ -10,15 +10,16 @@ process, the leader of the Lease `repack-coordinator`, finishes the job for ever
 4. a gate older than the placement lease is removed whatever happens (fail open, TimedOut);
 5. once the replacement is bound, record actualNodeName (phase Placed).
 
-It also deletes finished runs past `ttlSecondsAfterFinished` (deleting never rolls back).
+It never deletes a run: finished runs past `ttlSecondsAfterFinished` are the controller's to delete
+(kubectl_repack.engine.workflow.sweep_expired).
 
 Polling (one RepackRun list per tick; while a run is active, the pods of the namespaces its
 relocations name, where every replacement appears; a cluster-wide sweep for orphaned gates every
 `sweep_interval`) is deliberate: it is restart-safe with no watch bookkeeping, and every decision is
 recomputed from what the API server says now. The decision itself is the pure
-`webhook.placement.decide`, tested as a table; `Coordinator` only does the I/O around it, through
+`webhook.coordinator.placement.decide`, tested as a table; `Coordinator` only does the I/O around it, through
 two ports it is given (the kube layer's LiveCluster and RunStore) and a leader elector
-(`webhook.election`, on the kube layer's one Lease client).
+(`webhook.common.election`, on the kube layer's one Lease client).
 
 Writes to a RepackRun go through the kube layer's one status read-modify-write (resourceVersion,
 retried on 409) and touch only the coordinator's fields (placement.{phase,selectedNodeName,replacementPodName,replacementPodUID,
@@ -36,11 +37,12 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
 
 from kubectl_repack.api.gates import COORDINATOR_LEASE_NAME, PLACEMENT_LEASE, ungate_patch
-from kubectl_repack.api.run import goal_resource, is_active_execute, ttl_expired
+from kubectl_repack.api.run import goal_resource, is_active_execute
 from kubectl_repack.api.times import parse_duration, utcnow
-from kubectl_repack.errors import ClusterAPIError, NotFound, RepackError
+from kubectl_repack.errors import NotFound, RepackError
 from kubectl_repack.kube.objects import FILTER_KINDS
 from webhook.common.election import LeaderElector, leader_process_args, process_identity
+from webhook.common.health import Answer, serve
 from webhook.common.metrics import Metrics
 from webhook.coordinator.placement import Decision, LiveFit, Replacement, decide, find_record_in, record_fields, replacement_of
 
@@ -62,7 +64,6 @@ class Cluster(Protocol):
 class Runs(Protocol):
     """RepackRuns (kubectl_repack.kube.runs.RunStore)."""
     def list(self) -> list: ...
-    def delete(self, name: str, uid: Optional[str] = None, resource_version: Optional[str] = None) -> bool: ...
     def update_status(self, name: str, mutate: Callable[[dict], None], uid: Optional[str] = None) -> dict: ...
 
 
@@ -71,7 +72,7 @@ class _NotOurs(Exception):
 
 
 class Coordinator:
-    """One tick = list runs, delete expired ones, act on every annotated pod of the cluster."""
+    """One tick = list runs, act on every annotated pod of the cluster."""
 
     def __init__(self, cluster: Cluster, runs: Runs, elector: Any,
                  placement_lease: timedelta = DEFAULT_PLACEMENT_LEASE, interval: float = DEFAULT_INTERVAL,
@@ -103,7 +104,6 @@ class Coordinator:
         """One pass over runs and annotated pods."""
         runs = self.runs.list()
         now = self.clock()
-        self.collect_garbage(runs, now)
         by_name = {(r.get("metadata") or {}).get("name"): r for r in runs}
         namespaces = sorted({str((rel or {}).get("namespace") or "") for r in runs if is_active_execute(r)
                              for rel in (r.get("status") or {}).get("relocations") or ()} - {""})
@@ -188,40 +188,14 @@ class Coordinator:
         except (_NotOurs, NotFound) as e:
             log.info("pod %s: not recording (%s)", rep.key, e)
 
-    def collect_garbage(self, runs: Sequence[Mapping[str, Any]], now: datetime) -> list[str]:
-        """Delete finished runs past ttlSecondsAfterFinished (EXEC-7); never rolls anything back."""
-        deleted = []
-        for run in runs:
-            if not ttl_expired(run, now):
-                continue
-            meta = run.get("metadata") or {}
-            try:
-                if self.runs.delete(meta.get("name"), meta.get("uid"), meta.get("resourceVersion")):
-                    deleted.append(meta.get("name"))
-                    log.info("deleted repackrun %s: finished and past ttlSecondsAfterFinished", meta.get("name"))
-            except ClusterAPIError as e:
-                log.warning("deleting repackrun %s: %s", meta.get("name"), e)
-        return deleted
-
 
 # --- process entry point ---------------------------------------------------------------------------
-def _serve_metrics(metrics: Metrics, port: int) -> None:
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+def serve_metrics(metrics: Metrics, port: int) -> None:
+    """/metrics: the coordinator's registry in the Prometheus text format (any other path: ok)."""
+    def respond(path: str) -> Answer:
+        return 200, "text/plain; version=0.0.4", metrics.render().encode() if path.startswith("/metrics") else b"ok\n"
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-            body = metrics.render().encode() if self.path.startswith("/metrics") else b"ok\n"
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
-    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    serve(port, respond, "metrics")
 
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
@@ -255,7 +229,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     metrics = Metrics()
     if args.metrics_port:
-        _serve_metrics(metrics, args.metrics_port)
+        serve_metrics(metrics, args.metrics_port)
     identity = process_identity(args.identity)
     elector = LeaderElector(LeaseClient(api, args.namespace, args.lease_name), identity, lease_duration)
     coordinator = Coordinator(LiveCluster(api), RunStore(api), elector, placement_lease, interval, metrics=metrics)

@@ -9,8 +9,8 @@ import datetime as dt
 from kubectl_repack.api.control import (EXECUTOR_ANNOTATION, FINALIZER, RECORDS_SEAL_ANNOTATION, Creator, seal)
 from kubectl_repack.api.times import rfc3339
 from tests import builders as b
-from tests.unit.execute.fakes import T0, FakeClock, FakeCluster, execute_run, seed_objects
-from tests.unit.execute.test_workflow import PLANNED, Mutex, Store
+from tests.unit.engine.fakes import T0, FakeClock, FakeCluster, execute_run, seed_objects
+from tests.unit.engine.test_workflow import PLANNED, Mutex, Store
 from webhook.controller.loop import Controller
 
 KEY = b"s" * 32
@@ -41,7 +41,7 @@ def stamped(run, user="alice", created=T0, groups=("team-a", "system:authenticat
 def with_plan_and_records(run):
     """`run` with the status a status writer could write into it: a complete, self-consistent plan
     and its records (what the engine itself would persist), but no seal of the controller's."""
-    from tests.unit.execute.fakes import engine_for
+    from tests.unit.engine.fakes import engine_for
 
     scratch = Store([copy.deepcopy(run)])
     clock = FakeClock()

@@ -294,13 +294,15 @@ def test_tick_times_out_and_counts(fake_coordinator):
     assert c.metrics.value("lease_timeouts_total") == 1 and c.metrics.value("nominations_total") == 0
 
 
-def test_tick_collects_finished_runs_past_their_ttl(fake_coordinator):
+def test_tick_leaves_finished_runs_past_their_ttl_to_the_controller(fake_coordinator):
+    """Expired runs are deleted by the controller only (engine.workflow.sweep_expired, tested there)."""
     old = run("old", phase="Succeeded")
     old["spec"]["ttlSecondsAfterFinished"] = 10
     old["status"]["completionTime"] = "2026-07-30T09:00:00Z"
+    assert ttl_expired(old, NOW)
     fake = FakeCluster([], [old, the_run()])
     fake_coordinator(fake).tick()
-    assert ("delete", "old") in fake.calls and "run-1" in fake.runs
+    assert not [c for c in fake.calls if c[0] == "delete"] and "old" in fake.runs and "run-1" in fake.runs
 
 
 # --- leader election (the real LeaseClient over a fake CoordinationV1Api) --------------------------------

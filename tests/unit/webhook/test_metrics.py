@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from webhook.coordinator.loop import _serve_metrics
+from webhook.coordinator.loop import serve_metrics
 from webhook.common.metrics import COUNTERS, PREFIX, Metrics, WebhookMetrics
 
 # The names served before the move to prometheus_client (README, dashboards, tests/e2e).
@@ -89,7 +89,7 @@ def test_the_coordinator_serves_its_registry():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     m = Metrics()
-    _serve_metrics(m, port)
+    serve_metrics(m, port)
     m.inc("lease_timeouts_total")
     deadline = time.monotonic() + 5
     while True:
