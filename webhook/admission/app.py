@@ -23,12 +23,12 @@ from webhook.common.metrics import WebhookMetrics
 
 log = logging.getLogger(__name__)
 
-MAX_BODY_BYTES = 3 * 1024 * 1024
-RUN_CREATOR_PATH = "/run-creator"  # kubectl_repack.deploy.manifests points the RepackRun webhook here  # the API server caps admission bodies near this size too
+MAX_BODY_BYTES = 3 * 1024 * 1024   # the API server caps admission bodies near this size too
+RUN_CREATOR_PATH = "/run-creator"  # kubectl_repack.deploy.manifests points the RepackRun webhook here
 
 
 class IndexProvider(Protocol):
-    """What the app needs from the relocation store (see `relocations.RelocationStore`)."""
+    """What the app needs from the relocation store (see `relocation_store.RelocationStore`)."""
 
     @property
     def lock(self) -> Any: ...

@@ -56,16 +56,11 @@ def default_worker_tmp_dir() -> Optional[str]:
 
 def build(args: argparse.Namespace, start_watches: bool = True):
     """The Flask app wired to live watches (started here, in the serving process)."""
-    from kubernetes import client, config
-
+    from kubectl_repack.kube.client import connect
     from webhook.admission.app import create_app
     from webhook.admission.watches import LeaseWatcher, RepackRunWatcher
 
-    if args.kubeconfig:
-        config.load_kube_config(config_file=args.kubeconfig)
-    else:
-        config.load_incluster_config()
-    api_client = client.ApiClient()
+    api_client = connect(args.kubeconfig)
     store, lease = RelocationStore(), LeaseState()
     if start_watches:
         RepackRunWatcher(store, api_client).start()

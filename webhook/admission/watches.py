@@ -1,7 +1,7 @@
 """Background watches that keep the webhook's in-memory state current (the only API I/O it does).
 
-Watches stream events, which the kube layer's request/response calls do not cover; they are the
-one place outside kubectl_repack.kube that talks to the kubernetes client.
+The list-then-watch streams themselves are the kube layer's (kubectl_repack.kube.watching); this
+module decides what each event does to the state the admission path reads.
 
 One thread lists and watches RepackRuns into a `RelocationStore`; another watches the
 coordinator's leader Lease into a `LeaseState`. The admission path only reads these, so it never
@@ -13,24 +13,21 @@ import logging
 import threading
 from typing import Any, Callable, Optional
 
-from kubectl_repack.api.run import GROUP, PLURAL, VERSION
+from kubectl_repack.kube import watching
 from webhook.admission.coordinator_liveness import LeaseState
 from webhook.admission.relocation_store import RelocationStore
 
 log = logging.getLogger(__name__)
 
-WATCH_TIMEOUT_SECONDS = 300
-
-
-def _to_dict(api_client: Any, obj: Any) -> Any:
-    return obj if isinstance(obj, dict) else api_client.sanitize_for_serialization(obj)
-
 
 class _Loop(threading.Thread):
-    def __init__(self, name: str, backoff: float) -> None:
+    """List, then apply each watched change, until stopped; any failure: pause, list again."""
+
+    def __init__(self, name: str, backoff: float, source: watching.ListWatch) -> None:
         super().__init__(name=name, daemon=True)
         self._stop_event = threading.Event()
         self._backoff = backoff
+        self._source = source
 
     def stop(self) -> None:
         """Ask the loop to end after the current watch call returns."""
@@ -44,7 +41,25 @@ class _Loop(threading.Thread):
                 log.warning("%s: %s; re-listing in %.1fs", self.name, exc, self._backoff)
                 self._stop_event.wait(self._backoff)
 
-    def once(self) -> None:  # pragma: no cover - overridden
+    def once(self) -> None:
+        """One listing and the watch that follows it (until the API server ends it)."""
+        items, version = self._source.list()
+        self.listed(items)
+        for kind, obj in self._source.events(version, self._stop_event.is_set):
+            if kind in ("ADDED", "MODIFIED"):
+                self.changed(obj)
+            elif kind == "DELETED":
+                self.deleted(obj)
+            elif kind == "ERROR":
+                raise RuntimeError(f"watch error: {obj}")
+
+    def listed(self, items: list) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def changed(self, obj: Any) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def deleted(self, obj: Any) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 
 
@@ -53,60 +68,32 @@ class RepackRunWatcher(_Loop):
 
     def __init__(self, store: RelocationStore, api_client: Any = None, backoff: float = 2.0,
                  watch_factory: Optional[Callable[[], Any]] = None, api: Any = None) -> None:
-        super().__init__("repackrun-watch", backoff)
-        from kubernetes import client, watch  # imported here so pure modules stay client-free
-        self._api_client = api_client or client.ApiClient()
-        self._api = api or client.CustomObjectsApi(self._api_client)
-        self._watch_factory = watch_factory or watch.Watch
+        super().__init__("repackrun-watch", backoff, watching.repackruns(api_client, api, watch_factory))
         self._store = store
 
-    def once(self) -> None:
-        listing = self._api.list_cluster_custom_object(GROUP, VERSION, PLURAL)
-        self._store.replace_all(listing.get("items") or [])
-        version = (listing.get("metadata") or {}).get("resourceVersion")
-        w = self._watch_factory()
-        for event in w.stream(self._api.list_cluster_custom_object, GROUP, VERSION, PLURAL,
-                              resource_version=version, timeout_seconds=WATCH_TIMEOUT_SECONDS):
-            if self._stop_event.is_set():
-                w.stop()
-                return
-            kind, obj = event.get("type"), _to_dict(self._api_client, event.get("object"))
-            if kind in ("ADDED", "MODIFIED"):
-                self._store.upsert(obj)
-            elif kind == "DELETED":
-                self._store.delete(obj)
-            elif kind == "ERROR":
-                raise RuntimeError(f"watch error: {obj}")
+    def listed(self, items: list) -> None:
+        self._store.replace_all(items)
+
+    def changed(self, obj: Any) -> None:
+        self._store.upsert(obj)
+
+    def deleted(self, obj: Any) -> None:
+        self._store.delete(obj)
 
 
 class LeaseWatcher(_Loop):
     """Watch one Lease by name into a LeaseState."""
 
     def __init__(self, state: LeaseState, namespace: str, name: str, api_client: Any = None,
-                 backoff: float = 2.0) -> None:
-        super().__init__("lease-watch", backoff)
-        from kubernetes import client, watch
-        self._api_client = api_client or client.ApiClient()
-        self._api = client.CoordinationV1Api(self._api_client)
-        self._watch = watch
-        self._state, self._namespace, self._lease_name = state, namespace, name
+                 backoff: float = 2.0, watch_factory: Optional[Callable[[], Any]] = None, api: Any = None) -> None:
+        super().__init__("lease-watch", backoff, watching.lease(namespace, name, api_client, api, watch_factory))
+        self._state = state
 
-    def once(self) -> None:
-        selector = f"metadata.name={self._lease_name}"
-        listing = self._api.list_namespaced_lease(self._namespace, field_selector=selector)
-        items = listing.items or []
-        self._state.set(_to_dict(self._api_client, items[0]) if items else None)
-        w = self._watch.Watch()
-        for event in w.stream(self._api.list_namespaced_lease, self._namespace, field_selector=selector,
-                              resource_version=listing.metadata.resource_version,
-                              timeout_seconds=WATCH_TIMEOUT_SECONDS):
-            if self._stop_event.is_set():
-                w.stop()
-                return
-            kind, obj = event.get("type"), event.get("object")
-            if kind in ("ADDED", "MODIFIED"):
-                self._state.set(_to_dict(self._api_client, obj))
-            elif kind == "DELETED":
-                self._state.set(None)
-            elif kind == "ERROR":
-                raise RuntimeError(f"watch error: {obj}")
+    def listed(self, items: list) -> None:
+        self._state.set(items[0] if items else None)
+
+    def changed(self, obj: Any) -> None:
+        self._state.set(obj)
+
+    def deleted(self, obj: Any) -> None:
+        self._state.set(None)

@@ -86,7 +86,7 @@ RECV_BYTES = 64 * 1024
 
 if not all(hasattr(gthread.ThreadWorker, name) for name in ("enqueue_req", "finish_request", "wait_for_and_dispatch_events")) \
         or not hasattr(gthread, "TConn") or not gunicorn.__version__.startswith("27."):
-    raise ImportError(f"webhook.server needs gunicorn's gthread worker of version 27 (found {gunicorn.__version__}); "
+    raise ImportError(f"webhook.admission.worker needs gunicorn's gthread worker of version 27 (found {gunicorn.__version__}); "
                       "install kubectl-repack[webhook] to get a supported version")
 
 
@@ -243,9 +243,9 @@ class BoundedThreadWorker(gthread.ThreadWorker):
     def check_config(cls, cfg, log):
         super().check_config(cfg, log)
         if "h2" in cfg.http_protocols or cfg.http2_cleartext != "off":
-            raise RuntimeError("webhook.server serves HTTP/1.1 only: drop h2 from http_protocols and http2_cleartext")
+            raise RuntimeError("webhook.admission.worker serves HTTP/1.1 only: drop h2 from http_protocols and http2_cleartext")
         if cfg.protocol != "http" or cfg.proxy_protocol != "off":
-            raise RuntimeError("webhook.server serves plain HTTP/1.1 requests: no uwsgi protocol, no PROXY protocol")
+            raise RuntimeError("webhook.admission.worker serves plain HTTP/1.1 requests: no uwsgi protocol, no PROXY protocol")
 
     def init_process(self):
         self.reaper = DeadlineReaper()

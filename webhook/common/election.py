@@ -1,7 +1,9 @@
-"""Leader election of the coordinator on a Lease, through the kube layer's LeaseClient.
+"""Leader election on a Lease, through the kube layer's LeaseClient, for the two leader processes:
+the coordinator (Lease repack-coordinator) and the controller (Lease repack-controller).
 
-The webhook gates pods only while this Lease is fresh, so leadership must end when renewals stop:
-`is_leader` turns False once the last successful write is older than the Lease duration.
+Leadership must end when renewals stop (the webhook gates pods only while the coordinator's Lease is
+fresh; the controller evicts only while it leads): `is_leader` turns False once the last successful
+write is older than the Lease duration.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from kubectl_repack.kube.lease import LeaseClient
 
 log = logging.getLogger("webhook.election")
 
-DEFAULT_LEASE_DURATION = 15          # seconds; the webhook gates only while this is fresh
+DEFAULT_LEASE_DURATION = 15          # seconds, both leaders' (--lease-duration / REPACK_LEASE_DURATION)
 
 
 def leader_process_args(prog: str, description: str, env_prefix: str, lease_name: str, interval: str,
@@ -90,7 +92,7 @@ class LeaderElector:
         return True
 
     def release(self) -> None:
-        """Clear holderIdentity so the webhook stops gating at once and a successor need not wait."""
+        """Clear holderIdentity so a successor need not wait (the coordinator's: the webhook stops gating at once)."""
         if self._renewed_at is None:
             return
         self._renewed_at = None

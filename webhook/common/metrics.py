@@ -1,4 +1,4 @@
-"""Prometheus metrics of the two in-cluster processes, through the `prometheus_client` library.
+"""Prometheus metrics of the webhook and the coordinator, through the `prometheus_client` library.
 
 Each process exposes its own registry: the webhook its admission counters and latency histogram,
 the coordinator its nominations and lease time-outs, so neither shows the other's counters as
@@ -35,7 +35,7 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 class Metrics:
     """One process's metrics in a registry of its own (thread-safe: the library's counters are).
 
-    `Metrics()` is the coordinator's (webhook.coordinator builds it so): nominations and lease
+    `Metrics()` is the coordinator's (webhook.coordinator.loop builds it so): nominations and lease
     time-outs. The webhook's is `WebhookMetrics`.
     """
 

@@ -1,4 +1,4 @@
-"""Run the production webhook server (gunicorn, webhook.server's worker) on a synthetic index, in
+"""Run the production webhook server (gunicorn, webhook.admission.worker) on a synthetic index, in
 a child process: `python -m tests.unit.webhook.serve_fixture PORT CERT_DIR`. No cluster needed."""
 from __future__ import annotations
 

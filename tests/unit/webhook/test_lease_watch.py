@@ -85,3 +85,44 @@ def test_watcher_error_event_raises_so_the_loop_relists():
     with pytest.raises(RuntimeError, match="410"):
         watcher.once()
     assert store.synced is True  # the listing before the watch was installed
+
+
+class FakeLeaseApi:
+    """CoordinationV1Api's listing: client models, as the real one returns them."""
+
+    def __init__(self, lease_obj):
+        from kubernetes import client
+
+        self.model = client.ApiClient().deserialize(_Response(lease_obj), "V1Lease")
+        self.selectors = []
+
+    def list_namespaced_lease(self, namespace, field_selector=None, **kw):
+        from kubernetes import client
+
+        self.selectors.append((namespace, field_selector))
+        return client.V1LeaseList(items=[self.model], metadata=client.V1ListMeta(resource_version="9"))
+
+
+class _Response:
+    def __init__(self, obj):
+        import json
+
+        self.data = json.dumps(obj)
+
+
+def test_lease_watcher_lists_the_lease_by_name_then_follows_it_as_raw_json():
+    from webhook.admission.watches import LeaseWatcher
+
+    held = lease()
+    held["metadata"] = {"name": "repack-coordinator", "namespace": "ops"}
+    api = FakeLeaseApi(held)
+    fake = FakeWatch([{"type": "MODIFIED", "object": api.model}])
+    state = LeaseState()
+    watcher = LeaseWatcher(state, "ops", "repack-coordinator", api_client=None, api=api, watch_factory=lambda: fake)
+    watcher.once()
+    assert api.selectors == [("ops", "metadata.name=repack-coordinator")]
+    assert fake.kwargs["resource_version"] == "9" and fake.kwargs["field_selector"] == "metadata.name=repack-coordinator"
+    assert state.fresh(NOW) is True
+    fake.events = [{"type": "DELETED", "object": api.model}]
+    watcher.once()
+    assert state.fresh(NOW) is False

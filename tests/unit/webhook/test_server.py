@@ -4,7 +4,7 @@ handshake and stall, and 4 dribble a request a byte at a time. This is a functio
 it the API server gives up and admits the pod unsteered), not a benchmark: the latency figures are
 in bench/webhook_latency.py (--slow, --idle, --idle-tcp).
 
-Before webhook.server, gunicorn's gthread worker held a thread per silent connection (for 5 s
+Before webhook.admission.worker, gunicorn's gthread worker held a thread per silent connection (for 5 s
 each, then without limit once TLS was up) and werkzeug did every TLS handshake in its accept
 loop, so these reviews waited 9.5 s and forever respectively.
 """

@@ -1,4 +1,4 @@
-"""The production server (gunicorn, webhook.server's worker, 8 threads) over TLS on 127.0.0.1 under
+"""The production server (gunicorn, webhook.admission.worker, 8 threads) over TLS on 127.0.0.1 under
 slow clients: more peers dripping a request a byte at a time than the worker has threads do not
 delay a well-behaved review, and each is cut off with a 408 once its request is not whole
 READ_DEADLINE_SECONDS after its first byte; one peer address holds at most MAX_PEER_CONNECTIONS
