@@ -19,7 +19,7 @@ worker keeps every byte of input off the threads:
   handshake); past it the peer gets a 408 and is disconnected. A connection that sends nothing
   is closed after IDLE_SECONDS (new) or the keep-alive timeout (after a handshake or a response);
 - a body over MAX_BODY_BYTES (the app's cap) is refused with 413 before it is read, headers over
-  MAX_HEADER_BYTES with 431, a request without a usable Content-Length framing with 400 or 411
+  framing.MAX_HEADER_BYTES with 431, a request without a usable Content-Length framing with 400 or 411
   (Transfer-Encoding is not accepted: the API server always sends Content-Length). These answers
   come from the event loop and close the connection; none is a 5xx;
 - bodies above SMALL_BODY_BYTES are read only while their sizes fit in MAX_BUFFERED_BODY_BYTES
@@ -48,13 +48,9 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import json
 import os
 import selectors
-import socket
 import ssl
-import struct
-import threading
 import time
 from collections import deque
 from functools import partial
@@ -65,6 +61,8 @@ from gunicorn import sock as gsock
 from gunicorn.workers import gthread
 
 from webhook.admission.app import MAX_BODY_BYTES
+from webhook.admission.deadlines import DeadlineReaper, set_io_timeouts
+from webhook.admission.framing import Frame, error_response, frame_request
 
 # Under the webhook configuration's timeoutSeconds (5): past it the API server has given up.
 REQUEST_DEADLINE_SECONDS = 4.0
@@ -72,13 +70,11 @@ IO_SECONDS = 2.0
 IDLE_SECONDS = 5.0
 # A request (first byte to last) and a TLS handshake must each take no longer than this.
 READ_DEADLINE_SECONDS = 1.0
-MAX_HEADER_BYTES = 64 * 1024
 # Bodies up to this size are always read; larger ones share MAX_BUFFERED_BODY_BYTES.
 SMALL_BODY_BYTES = 64 * 1024
 MAX_BUFFERED_BODY_BYTES = 4 * MAX_BODY_BYTES
 # Connections at once from one peer address (the API server needs a handful; 8 threads serve them).
 MAX_PEER_CONNECTIONS = 64
-REAPER_PERIOD_SECONDS = 0.1
 # gunicorn's loop touches its heartbeat file on every pass (a utime(2) each, slow on a busy disk);
 # the arbiter only needs one within its 30 s timeout.
 HEARTBEAT_SECONDS = 1.0
@@ -88,128 +84,6 @@ if not all(hasattr(gthread.ThreadWorker, name) for name in ("enqueue_req", "fini
         or not hasattr(gthread, "TConn") or not gunicorn.__version__.startswith("27."):
     raise ImportError(f"webhook.admission.worker needs gunicorn's gthread worker of version 27 (found {gunicorn.__version__}); "
                       "install kubectl-repack[webhook] to get a supported version")
-
-
-def _shutdown(fd: int) -> None:
-    """Shut a connection down by descriptor, leaving the descriptor to its owner to close."""
-    try:
-        sock = socket.socket(fileno=fd)
-    except OSError:
-        return
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    finally:
-        sock.detach()
-
-
-class DeadlineReaper:
-    """One thread that shuts down connections still being served past their deadline.
-
-    Shutting down (not closing) wakes the serving thread from whatever read or write it is
-    blocked in; that thread then fails the request and closes the socket as usual. watch/release
-    and the shutdown share one lock, so a released connection is never shut down afterwards
-    (its descriptor number may already belong to a new connection)."""
-
-    def __init__(self, period: float = REAPER_PERIOD_SECONDS):
-        self._lock = threading.Lock()
-        self._live: dict[int, tuple[float, int]] = {}
-        self._tokens = itertools.count()
-        self._period = period
-        self.reaped = 0
-        threading.Thread(target=self._run, name="repack-request-deadlines", daemon=True).start()
-
-    def watch(self, fd: int, seconds: float) -> int:
-        token = next(self._tokens)
-        with self._lock:
-            self._live[token] = (time.monotonic() + seconds, fd)
-        return token
-
-    def release(self, token: int) -> None:
-        with self._lock:
-            self._live.pop(token, None)
-
-    def _run(self) -> None:
-        while True:
-            time.sleep(self._period)
-            now = time.monotonic()
-            with self._lock:
-                for token in [t for t, (deadline, _) in self._live.items() if deadline <= now]:
-                    _, fd = self._live.pop(token)
-                    _shutdown(fd)
-                    self.reaped += 1
-
-
-def _set_io_timeouts(sock: socket.socket, seconds: float) -> None:
-    # Kernel timeouts hold whatever Python's blocking mode is set to later (gunicorn flips it).
-    value = struct.pack("ll", int(seconds), int((seconds % 1) * 1_000_000))
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, value)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, value)
-
-
-# --- request framing (pure: what part of a buffer is one whole request) ------------------------------
-REASONS = {100: "Continue", 400: "Bad Request", 408: "Request Timeout", 411: "Length Required",
-           413: "Request Entity Too Large", 431: "Request Header Fields Too Large"}
-
-
-class Frame:
-    """What `frame_request` found: `end` > 0 when buf[:end] is one whole request; else `error`
-    (an HTTP status and why) or neither (more bytes needed). `need` is the declared body size once
-    the headers are in; `expect_continue` whether the client waits for a 100 Continue."""
-
-    __slots__ = ("end", "error", "need", "expect_continue", "header_end")
-
-    def __init__(self, end=0, error=None, need=None, expect_continue=False, header_end=0):
-        self.end, self.error, self.need, self.expect_continue, self.header_end = end, error, need, expect_continue, header_end
-
-
-def frame_request(buf, max_body: int = MAX_BODY_BYTES, max_header: int = MAX_HEADER_BYTES, start: int = 0) -> Frame:
-    """Find one HTTP/1.x request at the start of `buf` (leading CRLFs already removed); `start`:
-    where the end of the headers may begin (the bytes before it were searched already).
-
-    Only the framing is decided here, conservatively (anything this cannot frame the way gunicorn's
-    parser would is refused); gunicorn parses and validates the request itself afterwards, from
-    exactly buf[:end], so a disagreement can make it answer 400 but never wait for more bytes."""
-    head_end = buf.find(b"\r\n\r\n", max(0, start - 3), max_header + 4)
-    if head_end < 0:
-        if len(buf) > max_header:
-            return Frame(error=(431, f"request headers over {max_header} bytes"))
-        return Frame()
-    lines = bytes(buf[:head_end]).split(b"\r\n")
-    version = lines[0].rsplit(b" ", 1)[-1]
-    length = None
-    expect = False
-    for line in lines[1:]:
-        if line[:1] in (b" ", b"\t"):
-            return Frame(error=(400, "obsolete header line folding"))
-        name, sep, value = line.partition(b":")
-        if not sep:
-            continue  # gunicorn rejects it; it frames nothing
-        name = name.lower()
-        value = value.strip(b" \t")
-        if name == b"content-length":
-            if not value.isdigit() or len(value) > 18:
-                return Frame(error=(400, "invalid Content-Length"))
-            if length is not None:
-                return Frame(error=(400, "more than one Content-Length"))
-            length = int(value)
-        elif name == b"transfer-encoding":
-            return Frame(error=(411, "send the body with a Content-Length (no Transfer-Encoding)"))
-        elif name == b"expect" and value.lower() == b"100-continue":
-            expect = version == b"HTTP/1.1"
-    length = length or 0
-    if length > max_body:
-        return Frame(error=(413, f"body of {length} bytes is over {max_body}"))
-    end = head_end + 4 + length
-    return Frame(end=end if len(buf) >= end else 0, need=length, expect_continue=expect, header_end=head_end + 4)
-
-
-def error_response(status: int, reason: str) -> bytes:
-    """A complete `Connection: close` answer with the app's JSON error shape."""
-    body = json.dumps({"reason": f"{status} {REASONS[status]}: {reason}"}).encode()
-    return (f"HTTP/1.1 {status} {REASONS[status]}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
 
 
 # --- the worker ------------------------------------------------------------------------------------
@@ -284,7 +158,7 @@ class BoundedThreadWorker(gthread.ThreadWorker):
             self._close(idle)
         self.nr_conns += 1
         try:
-            _set_io_timeouts(client_sock, IO_SECONDS)
+            set_io_timeouts(client_sock, IO_SECONDS)
         except OSError:
             pass
         conn = _Conn(self.cfg, client_sock, client_addr, listener.getsockname(), peer, self._on_ready)
@@ -541,5 +415,5 @@ class BoundedThreadWorker(gthread.ThreadWorker):
 
 WORKER_CLASS = f"{__name__}.BoundedThreadWorker"
 
-__all__ = ["BoundedThreadWorker", "DeadlineReaper", "WORKER_CLASS", "REQUEST_DEADLINE_SECONDS", "READ_DEADLINE_SECONDS",
-           "IO_SECONDS", "IDLE_SECONDS", "MAX_PEER_CONNECTIONS", "MAX_HEADER_BYTES", "frame_request", "error_response"]
+__all__ = ["BoundedThreadWorker", "WORKER_CLASS", "REQUEST_DEADLINE_SECONDS", "READ_DEADLINE_SECONDS",
+           "IO_SECONDS", "IDLE_SECONDS", "MAX_PEER_CONNECTIONS"]

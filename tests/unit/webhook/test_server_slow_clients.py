@@ -26,7 +26,8 @@ import pytest
 from kubectl_repack.deploy import certs
 from tests.unit.webhook.builders import pod, review_request
 from webhook.admission.app import MAX_BODY_BYTES
-from webhook.admission.worker import MAX_BUFFERED_BODY_BYTES, READ_DEADLINE_SECONDS, REQUEST_DEADLINE_SECONDS, frame_request
+from webhook.admission.framing import frame_request
+from webhook.admission.worker import MAX_BUFFERED_BODY_BYTES, READ_DEADLINE_SECONDS, REQUEST_DEADLINE_SECONDS
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 THREADS = 8  # tests.unit.webhook.serve_fixture's
