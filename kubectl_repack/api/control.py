@@ -28,7 +28,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
-from .run import as_map
+from .view import ObjectView, as_map
 
 CANCEL_ANNOTATION = "repack.volcano.sh/cancel"               # "true": stop before the next eviction
 EXECUTOR_ANNOTATION = "repack.volcano.sh/executor"           # "local": the plugin carries the run out itself
@@ -93,7 +93,7 @@ class UntrustedCreator(ValueError):
 
 def creator_of(run: Mapping[str, Any]) -> Creator:
     """The creator recorded on the run; UntrustedCreator when there is none (or only a legacy stamp)."""
-    ann = as_map(as_map(run.get("metadata")).get("annotations"))
+    ann = ObjectView(run).annotations
     if ann.get(CREATOR_USERNAME_ANNOTATION) is None:
         if any(ann.get(k) for k in LEGACY_CREATOR_ANNOTATIONS):
             raise UntrustedCreator("the run carries a creator stamp of an older kubectl-repack, which could be "
@@ -115,8 +115,7 @@ def creator_problem(run: Mapping[str, Any], now: dt.datetime, parse_time, policy
     The record is vouched for only if the admission policy existed when the run was created
     (`policy_created`: the later of the policy's and its binding's creationTimestamp; None when
     either is missing), and only while it is fresh: the groups in it are those of creation time."""
-    meta = as_map(run.get("metadata"))
-    created = parse_time(meta.get("creationTimestamp"))
+    created = parse_time(ObjectView(run).meta.get("creationTimestamp"))
     if policy_created is None:
         return (f"the admission policy {CREATOR_POLICY_NAME} (or its binding) is not installed, so no creator record "
                 "can be trusted; run `kubectl repack install`")
@@ -156,15 +155,15 @@ def seal(key: bytes, run_uid: str, records: Sequence[Mapping[str, Any]]) -> str:
 
 def seal_problem(run: Mapping[str, Any], key: bytes) -> str:
     """'' when the run's records are the ones the controller sealed; else why they are not."""
-    meta = as_map(run.get("metadata"))
-    records = as_map(run.get("status")).get("relocations")
+    view = ObjectView(run)
+    records = view.status.get("relocations")
     if not isinstance(records, list):
         return "status.relocations is not a list"
-    got = as_map(meta.get("annotations")).get(RECORDS_SEAL_ANNOTATION)
+    got = view.annotations.get(RECORDS_SEAL_ANNOTATION)
     if not isinstance(got, str) or not got:
         return (f"the relocation records carry no seal (annotation {RECORDS_SEAL_ANNOTATION}): the controller "
                 "did not write them")
-    want = seal(key, str(meta.get("uid") or ""), records)
+    want = seal(key, view.uid, records)
     if not hmac.compare_digest(got.encode("utf-8", "replace"), want.encode()):
         return (f"the relocation records do not match their seal (annotation {RECORDS_SEAL_ANNOTATION}): "
                 "they were added or changed by someone other than the controller")
@@ -173,10 +172,10 @@ def seal_problem(run: Mapping[str, Any], key: bytes) -> str:
 
 def cancel_requested(run: Optional[Mapping[str, Any]]) -> str:
     """Why the run must stop before its next eviction ('' when it need not)."""
-    meta = as_map(as_map(run).get("metadata"))
-    if meta.get("deletionTimestamp"):
+    view = ObjectView(run)
+    if view.deleting:
         return "the RepackRun is being deleted"
-    value = str(as_map(meta.get("annotations")).get(CANCEL_ANNOTATION) or "").strip().lower()
+    value = str(view.annotations.get(CANCEL_ANNOTATION) or "").strip().lower()
     if value in TRUE_VALUES:
         return f"cancelled (annotation {CANCEL_ANNOTATION}={value})"
     return ""
@@ -184,15 +183,14 @@ def cancel_requested(run: Optional[Mapping[str, Any]]) -> str:
 
 def executed_locally(run: Optional[Mapping[str, Any]]) -> bool:
     """The plugin carries this run out itself (`apply --local`, `plan --save`): the controller leaves it."""
-    ann = as_map(as_map(as_map(run).get("metadata")).get("annotations"))
-    return str(ann.get(EXECUTOR_ANNOTATION) or "") == EXECUTOR_LOCAL
+    return str(ObjectView(run).annotations.get(EXECUTOR_ANNOTATION) or "") == EXECUTOR_LOCAL
 
 
 def finalizer_removal(run: Mapping[str, Any]) -> list:
     """JSON patch taking FINALIZER off the run ([] when it has none); its `test` op makes the API
     server refuse (422) if the finalizers changed since `run` was read. Used by the controller and
     by uninstall."""
-    current = list(as_map(as_map(run).get("metadata")).get("finalizers") or [])
+    current = list(ObjectView(run).meta.get("finalizers") or [])
     if FINALIZER not in current:
         return []
     return [{"op": "test", "path": "/metadata/finalizers", "value": current},
@@ -203,7 +201,7 @@ def run_durations(run: Optional[Mapping[str, Any]], parse) -> dict:
     """{'timeout': ..., 'cooldown': ...} from the run's annotations, parsed with `parse` (a duration
     parser raising ValueError); only those present. A bad value, or one past its bound
     (MAX_EXECUTION_TIMEOUT, MAX_COOLDOWN), raises ValueError naming the annotation."""
-    ann = as_map(as_map(as_map(run).get("metadata")).get("annotations"))
+    ann = ObjectView(run).annotations
     out = {}
     for key, annotation, bound in (("timeout", TIMEOUT_ANNOTATION, MAX_EXECUTION_TIMEOUT),
                                    ("cooldown", COOLDOWN_ANNOTATION, MAX_COOLDOWN)):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Mapping
 
-from .run import as_map
+from .view import ObjectView, as_map
 from .times import parse_time
 
 PLACEMENT_GATE = "repack.volcano.sh/placement"
@@ -52,7 +52,7 @@ def escape_pointer(token: str) -> str:
 
 def has_gate(pod: Mapping[str, Any]) -> bool:
     """Whether the pod still carries our scheduling gate."""
-    gates = as_map(pod.get("spec")).get("schedulingGates") or []
+    gates = ObjectView(pod).spec.get("schedulingGates") or []
     return any(isinstance(g, Mapping) and g.get("name") == PLACEMENT_GATE for g in gates)
 
 
@@ -62,14 +62,14 @@ def ungate_patch(pod: Mapping[str, Any]) -> list:
     A `test` op on the whole gate list guards it: if anyone changed the gates since `pod` was
     read, the API server rejects the patch and the caller retries on fresh data.
     """
-    meta, spec = as_map(pod.get("metadata")), as_map(pod.get("spec"))
-    gates = list(spec.get("schedulingGates") or [])
+    view = ObjectView(pod)
+    gates = list(view.spec.get("schedulingGates") or [])
     ops: list = []
     if any(as_map(g).get("name") == PLACEMENT_GATE for g in gates):
         keep = [g for g in gates if as_map(g).get("name") != PLACEMENT_GATE]
         ops += [{"op": "test", "path": "/spec/schedulingGates", "value": gates},
                 {"op": "replace", "path": "/spec/schedulingGates", "value": keep}]
-    if PLACEMENT_GATE_OWNER_ANNOTATION in as_map(meta.get("annotations")):
+    if PLACEMENT_GATE_OWNER_ANNOTATION in view.annotations:
         ops.append({"op": "remove", "path": "/metadata/annotations/" + escape_pointer(PLACEMENT_GATE_OWNER_ANNOTATION)})
     return ops
 
@@ -81,8 +81,8 @@ def expired_gate_patches(pods, now: dt.datetime, lease: dt.timedelta = PLACEMENT
     for pod in pods:
         if not has_gate(pod):
             continue
-        meta = as_map(pod.get("metadata"))
-        gated = parse_time(as_map(meta.get("annotations")).get(GATED_AT_ANNOTATION))
+        view = ObjectView(pod)
+        gated = parse_time(view.annotations.get(GATED_AT_ANNOTATION))
         if gated is None or now - gated >= lease:
-            out.append((str(meta.get("namespace") or ""), str(meta.get("name") or ""), ungate_patch(pod)))
+            out.append((view.namespace, view.name, ungate_patch(pod)))
     return out

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
 from .times import parse_time
+from .view import ObjectView
 
 
 @dataclass(frozen=True)
@@ -23,8 +24,8 @@ class LeaseRecord:
     def from_dict(cls, lease: Optional[Mapping[str, Any]]) -> Optional["LeaseRecord"]:
         if not isinstance(lease, Mapping):
             return None
-        spec = lease.get("spec") if isinstance(lease.get("spec"), Mapping) else {}
-        meta = lease.get("metadata") if isinstance(lease.get("metadata"), Mapping) else {}
+        view = ObjectView(lease)
+        spec, meta = view.spec, view.meta
         duration = spec.get("leaseDurationSeconds")
         return cls(holder=str(spec.get("holderIdentity") or ""),
                    renew_time=parse_time(spec.get("renewTime") or spec.get("acquireTime")),

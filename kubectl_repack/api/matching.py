@@ -36,6 +36,7 @@ from planner.model import OwnerRef, controller_of
 from planner.model import pod_group_name as group_name_of
 
 from .relocations import RelocationIndex, RelocationRecord
+from .view import ObjectView
 
 VCJOB_NAME_ANNOTATION = "volcano.sh/job-name"
 VCJOB_TASK_ANNOTATION = "volcano.sh/task-spec"
@@ -101,9 +102,8 @@ _TRAILING_INT = re.compile(r"-(\d+)$")
 
 def pod_identity(pod: Mapping[str, Any], namespace: str = "") -> PodIdentity:
     """Read the identity fields of a pod object; `namespace` (the request's) wins over metadata."""
-    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
-    labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
-    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
+    view = ObjectView(pod)
+    meta, labels, annotations = view.meta, view.labels, view.annotations
     name = str(meta.get("name") or "")
     position: Optional[int] = None
     if labels.get(MODELSERVING_ROLE_LABEL):
@@ -277,7 +277,7 @@ def match(pod: Mapping[str, Any], index: RelocationIndex, namespace: str = "",
     Pods already bound (`spec.nodeName`) or scheduled by another scheduler never match: a gate
     cannot be combined with nodeName, and only Volcano-scheduled pods are ever relocated.
     """
-    spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+    spec = ObjectView(pod).spec
     if spec.get("nodeName"):
         return None
     if scheduler_names and spec.get("schedulerName") not in scheduler_names:

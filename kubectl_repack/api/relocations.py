@@ -14,8 +14,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 from planner.model import OwnerRef
 
-from .run import (OPEN_EVICTION_PHASES, PLACEMENT_WAITING_FOR_REPLACEMENT, Relocation, as_map,
-                  is_active_execute)
+from .run import OPEN_EVICTION_PHASES, PLACEMENT_WAITING_FOR_REPLACEMENT, RunView, as_map
 
 RecordKey = tuple[str, int]
 """(run uid, index in status.relocations): stable because records are only ever appended."""
@@ -59,11 +58,10 @@ class RelocationIndex:
     derived: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def from_runs(cls, runs: Iterable[Mapping[str, Any]], synced: bool = True) -> "RelocationIndex":
-        """Build the index from RepackRun objects as the API returns them (dicts)."""
-        active = [run for run in runs if is_active_execute(run)]
-        active.sort(key=lambda run: (as_map(run.get("metadata")).get("creationTimestamp") or "",
-                                     as_map(run.get("metadata")).get("name") or ""))
+    def from_runs(cls, runs: Iterable[Any], synced: bool = True) -> "RelocationIndex":
+        """Build the index from RepackRun objects as the API returns them (dicts, or RunViews of them)."""
+        active = [view for view in map(RunView.of, runs) if view.active_execute]
+        active.sort(key=lambda view: (view.meta.get("creationTimestamp") or "", view.meta.get("name") or ""))
         records: list[RelocationRecord] = []
         for run in active:
             records.extend(open_records(run))
@@ -104,16 +102,12 @@ def _owners_by_pod(status: Mapping[str, Any]) -> tuple[dict, dict]:
     return by_pod, by_group
 
 
-def open_records(run: Mapping[str, Any]) -> list[RelocationRecord]:
-    """The open relocation records of one RepackRun, in record order (= eviction order)."""
-    meta = as_map(run.get("metadata"))
-    status = as_map(run.get("status"))
-    by_pod, by_group = _owners_by_pod(status)
+def open_records(run: Any) -> list[RelocationRecord]:
+    """The open relocation records of one RepackRun (a dict or a RunView), in record order (= eviction order)."""
+    view = RunView.of(run)
+    by_pod, by_group = _owners_by_pod(view.status)
     out: list[RelocationRecord] = []
-    for i, raw in enumerate(status.get("relocations") or ()):
-        if not isinstance(raw, Mapping):
-            continue
-        rel = Relocation.from_dict(raw)
+    for i, rel in enumerate(view.relocations):   # a record that is not an object parses empty: never open
         if rel.eviction.phase not in OPEN_EVICTION_PHASES:
             continue
         if rel.placement.phase != PLACEMENT_WAITING_FOR_REPLACEMENT or rel.placement.replacement_pod_name:
@@ -121,7 +115,7 @@ def open_records(run: Mapping[str, Any]) -> list[RelocationRecord]:
         if not rel.namespace or not rel.victim_pod_name:
             continue  # nothing to recognise a replacement by
         out.append(RelocationRecord(
-            run_name=str(meta.get("name") or ""), run_uid=str(meta.get("uid") or ""), index=i,
+            run_name=view.name, run_uid=view.uid, index=i,
             namespace=rel.namespace, victim_pod_name=rel.victim_pod_name, pod_group_name=rel.pod_group_name,
             planned_node_name=rel.planned_node_name, eviction_phase=rel.eviction.phase,
             placement_phase=rel.placement.phase,

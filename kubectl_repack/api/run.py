@@ -1,19 +1,23 @@
 """The RepackRun record: names, phases, reasons, conditions and relocation records.
 
 Strings are the Go API's (`repack.volcano.sh/v1alpha1`, as in the Volcano forks' repackrun_types.go)
-so objects stay interchangeable. Relocation records are read through frozen `Relocation`,
-`Eviction` and `Placement` values (`from_dict`) instead of digging in raw dicts; status writers
-still edit the dicts they read (read-modify-write keeps fields this code does not know about).
+so objects stay interchangeable. A run is read through `RunView` (its relocation records parsed
+once per object read) and its records through frozen `Relocation`, `Eviction` and `Placement`
+values (`from_dict`) instead of digging in raw dicts. Status writers still edit the dicts they read
+(read-modify-write keeps fields this code does not know about); the placement's transitions
+(`Placement.with_replacement`, `nominated`, `placed_on`, `timed_out`) say what a writer sets, and
+`write_placement_fields` sets it on a raw record. The status a plan becomes is `api.status`'s.
 """
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Optional
 
 from planner.plan import REASON_INSUFFICIENT, REASON_NO_FRAGMENTATION, REASON_RECOMMENDED
 
 from .times import parse_time
+from .view import ObjectView, as_map
 
 GROUP, VERSION, PLURAL, KIND = "repack.volcano.sh", "v1alpha1", "repackruns", "RepackRun"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -116,63 +120,128 @@ def derive_phase(status: Mapping[str, Any]) -> str:
     return PHASE_PENDING
 
 
-def as_map(value: Any) -> Mapping[str, Any]:
-    """`value` if it is a mapping, else an empty one: wire data read without trusting its shape."""
-    return value if isinstance(value, Mapping) else {}
+class RunView(ObjectView):
+    """A RepackRun as read (a dict): what it says, with its relocation records parsed once.
+
+    The records are parsed on first use and kept, so every reader of one object read shares one
+    parse; `relocation(i)` parses only record i until then. A new read of the run is a new view."""
+
+    __slots__ = ("_relocations",)
+
+    def __init__(self, obj: Any):
+        super().__init__(obj)
+        self._relocations: Optional[tuple] = None
+
+    @property
+    def mode(self) -> str:
+        """spec.mode ('' when absent)."""
+        return str(self.spec.get("mode") or "")
+
+    @property
+    def phase(self) -> str:
+        """status.phase ('' when absent)."""
+        return str(self.status.get("phase") or "")
+
+    @property
+    def finished(self) -> bool:
+        """Succeeded or Failed."""
+        return self.phase in TERMINAL_PHASES
+
+    @property
+    def active_execute(self) -> bool:
+        """A Running Execute run not being deleted: the only kind whose relocation records change."""
+        return self.mode == MODE_EXECUTE and self.phase == PHASE_RUNNING and not self.deleting
+
+    @property
+    def reason(self) -> str:
+        """Reason of the condition that decided the run's phase ('' while undecided)."""
+        wanted = {PHASE_SUCCEEDED: COND_COMPLETE, PHASE_FAILED: COND_FAILED}.get(self.status.get("phase"),
+                                                                                COND_PROGRESSING)
+        for c in self.status.get("conditions") or ():
+            if c.get("type") == wanted:
+                return c.get("reason") or ""
+        return ""
+
+    @property
+    def goal_resource(self) -> str:
+        """spec.goals[0].resource ('' when absent)."""
+        goals = self.spec.get("goals") or []
+        return str(as_map(goals[0]).get("resource") or "") if goals else ""
+
+    @property
+    def plan(self) -> Mapping[str, Any]:
+        """status.plan ({} when absent)."""
+        return as_map(self.status.get("plan"))
+
+    @property
+    def has_records(self) -> bool:
+        """status.relocations is not empty: the run has started (EXEC-3 wrote its records)."""
+        return bool(self.status.get("relocations"))
+
+    @property
+    def relocations(self) -> tuple:
+        """The Relocation records, in record order (parsed once per view)."""
+        if self._relocations is None:
+            self._relocations = tuple(Relocation.from_dict(r) for r in self.status.get("relocations") or ())
+        return self._relocations
+
+    def relocation(self, index: int) -> "Relocation":
+        """Record `index` (IndexError when there is none)."""
+        if self._relocations is not None:
+            return self._relocations[index]
+        return Relocation.from_dict((self.status.get("relocations") or ())[index])
+
+    def finished_at(self) -> Optional[dt.datetime]:
+        """When a finished run finished: completionTime, else its latest condition transition."""
+        done = parse_time(self.status.get("completionTime"))
+        if done is None:
+            times = [t for t in (parse_time(as_map(c).get("lastTransitionTime"))
+                                 for c in self.status.get("conditions") or ()) if t is not None]
+            done = max(times) if times else None
+        return done
+
+    def ttl_expired(self, now: dt.datetime) -> bool:
+        """Finished, not being deleted, and `ttlSecondsAfterFinished` has passed since it finished (EXEC-7)."""
+        ttl = self.spec.get("ttlSecondsAfterFinished")
+        if not self.finished or not isinstance(ttl, int) or isinstance(ttl, bool) or self.deleting:
+            return False
+        done = self.finished_at()
+        return done is not None and now >= done + dt.timedelta(seconds=ttl)
 
 
 def phase_of(run: Optional[Mapping[str, Any]]) -> str:
     """status.phase ('' when absent)."""
-    return str(as_map(as_map(run).get("status")).get("phase") or "")
+    return RunView.of(run).phase
 
 
 def is_finished(run: Optional[Mapping[str, Any]]) -> bool:
     """Succeeded or Failed."""
-    return phase_of(run) in TERMINAL_PHASES
+    return RunView.of(run).finished
 
 
 def is_active_execute(run: Optional[Mapping[str, Any]]) -> bool:
     """A Running Execute run not being deleted: the only kind whose relocation records change."""
-    return (isinstance(run, Mapping) and as_map(run.get("spec")).get("mode") == MODE_EXECUTE
-            and phase_of(run) == PHASE_RUNNING and not as_map(run.get("metadata")).get("deletionTimestamp"))
+    return isinstance(run, (Mapping, RunView)) and RunView.of(run).active_execute
 
 
 def run_reason(run: Mapping[str, Any]) -> str:
     """Reason of the condition that decided the run's phase ('' while undecided)."""
-    st = as_map(run.get("status"))
-    wanted = {PHASE_SUCCEEDED: COND_COMPLETE, PHASE_FAILED: COND_FAILED}.get(st.get("phase"), COND_PROGRESSING)
-    for c in st.get("conditions") or ():
-        if c.get("type") == wanted:
-            return c.get("reason") or ""
-    return ""
+    return RunView.of(run).reason
 
 
 def goal_resource(run: Optional[Mapping[str, Any]]) -> str:
     """spec.goals[0].resource ('' when absent)."""
-    goals = as_map(as_map(run).get("spec")).get("goals") or []
-    return str(as_map(goals[0]).get("resource") or "") if goals else ""
+    return RunView.of(run).goal_resource
 
 
 def finished_at(run: Mapping[str, Any]) -> Optional[dt.datetime]:
     """When a finished run finished: completionTime, else its latest condition transition."""
-    status = as_map(run.get("status"))
-    done = parse_time(status.get("completionTime"))
-    if done is None:
-        times = [t for t in (parse_time(as_map(c).get("lastTransitionTime")) for c in status.get("conditions") or ())
-                 if t is not None]
-        done = max(times) if times else None
-    return done
+    return RunView.of(run).finished_at()
 
 
 def ttl_expired(run: Mapping[str, Any], now: dt.datetime) -> bool:
     """Finished, not being deleted, and `ttlSecondsAfterFinished` has passed since it finished (EXEC-7)."""
-    ttl = as_map(run.get("spec")).get("ttlSecondsAfterFinished")
-    if not is_finished(run) or not isinstance(ttl, int) or isinstance(ttl, bool):
-        return False
-    if as_map(run.get("metadata")).get("deletionTimestamp"):
-        return False
-    done = finished_at(run)
-    return done is not None and now >= done + dt.timedelta(seconds=ttl)
+    return RunView.of(run).ttl_expired(now)
 
 
 # ---- relocation records -------------------------------------------------------------------------
@@ -222,6 +291,42 @@ class Placement:
         """The replacement is bound."""
         return self.phase == PLACEMENT_PLACED
 
+    # Transitions: the placement after a step (a writer sets `changes` of the result on the freshest record).
+    def with_replacement(self, name: str, uid: str) -> "Placement":
+        """The replacement pod identified; a record not yet nominated, bound or timed out waits for a node."""
+        phase = self.phase if self.phase in _PAST_NODE_SELECTION else PLACEMENT_WAITING_FOR_NODE_SELECTION
+        return replace(self, replacement_pod_name=name, replacement_pod_uid=uid, phase=phase)
+
+    def nominated(self, node: str) -> "Placement":
+        """The planned node still fits: the replacement is nominated to it."""
+        return replace(self, selected_node_name=node, phase=PLACEMENT_NOMINATED)
+
+    def placed_on(self, node: str) -> "Placement":
+        """The replacement is bound to `node` (named so: `placed` says whether it is)."""
+        return replace(self, actual_node_name=node, phase=PLACEMENT_PLACED)
+
+    def timed_out(self) -> "Placement":
+        """The replacement was not placed in time (placement lease, or the run's deadline)."""
+        return replace(self, phase=PLACEMENT_TIMED_OUT)
+
+    def changes(self, new: "Placement") -> dict:
+        """The wire fields of `new` that differ from this placement: what a writer sets."""
+        return {key: getattr(new, attr) for attr, key in self._FIELDS if getattr(new, attr) != getattr(self, attr)}
+
+
+_PAST_NODE_SELECTION = frozenset({PLACEMENT_NOMINATED, PLACEMENT_PLACED, PLACEMENT_TIMED_OUT})
+
+
+def write_placement_fields(record: dict, fields: Mapping[str, Any]) -> None:
+    """Set placement-owned fields on one raw status.relocations[] record: replacementPodGroupName on
+    the record, everything else (`Placement.changes`) in its placement; other fields are kept."""
+    placement = record.setdefault("placement", {})
+    for key, value in fields.items():
+        if key == "replacementPodGroupName":
+            record[key] = value
+        else:
+            placement[key] = value
+
 
 @dataclass(frozen=True)
 class Relocation:
@@ -262,6 +367,8 @@ class Relocation:
 
 def relocations(run_or_status: Optional[Mapping[str, Any]]) -> list:
     """The Relocation records of a run (or of its status), in record order."""
+    if isinstance(run_or_status, RunView):
+        return list(run_or_status.relocations)
     st = as_map(run_or_status)
     if "status" in st or "spec" in st:
         st = as_map(st.get("status"))
