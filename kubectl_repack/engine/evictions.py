@@ -1,5 +1,6 @@
 """Evicting one PodGroup: the PDB pre-check, what an Eviction API answer means, the backoff while a
-PDB refuses, and what to do with a persisted record when apply (re)starts. All pure."""
+PDB refuses, what to do with a persisted record when apply (re)starts, and a workload's opt-out
+since the plan was made. All pure."""
 from __future__ import annotations
 
 import datetime as dt
@@ -7,9 +8,11 @@ from dataclasses import dataclass
 from typing import Optional
 
 from planner.load import selector_of
+from planner.model import opt_out
 from planner.selectors import selector_matches
 
 from kubectl_repack.api.run import EVICTION_IN_PROGRESS, EVICTION_PENDING, Relocation
+from kubectl_repack.api.view import ObjectView
 from .ports import EvictionResponse
 
 
@@ -34,9 +37,10 @@ def pdb_blocks(victims: list, pdbs: list) -> list:
     """
     out = []
     for pdb in pdbs:
-        meta, st = pdb.get("metadata") or {}, pdb.get("status") or {}
+        view = ObjectView(pdb)
+        meta, st = view.meta, view.status
         selector = selector_of(pdb)
-        covered = [v for v in victims if selector_matches(selector, (v.get("metadata") or {}).get("labels") or {})]
+        covered = [v for v in victims if selector_matches(selector, ObjectView(v).labels)]
         if not covered:
             continue
         allowed = int(st.get("disruptionsAllowed") or 0)
@@ -87,10 +91,10 @@ VICTIM_GONE, VICTIM_TERMINATING, VICTIM_RUNNING = "gone", "terminating", "runnin
 def victim_state(uid: str, live_pod: Optional[dict]) -> str:
     """What became of the victim `uid`, read by name: gone (no pod, or a same-name pod with another
     UID), terminating (same UID, deletionTimestamp set) or running."""
-    meta = (live_pod or {}).get("metadata") or {}
-    if live_pod is None or (uid and meta.get("uid") != uid):
+    pod = ObjectView(live_pod)
+    if live_pod is None or (uid and pod.meta.get("uid") != uid):
         return VICTIM_GONE
-    if meta.get("deletionTimestamp"):
+    if pod.deleting:
         return VICTIM_TERMINATING
     return VICTIM_RUNNING
 
@@ -148,3 +152,20 @@ def resume_action(record: Relocation, live_pod: Optional[dict]) -> tuple:
         return RESUME_DONE_ACCEPTED, (f"victim uid {uid} was terminating when apply resumed: the eviction "
                                       "issued before the restart went through")
     return RESUME_EVICT, ""
+
+
+def victim_opt_out(rec: Relocation, live: Optional[dict]) -> str:
+    """`key=value` of the opt-out (planner.model.opt_out) the victim carries as read (`live`), or ''
+    (no pod, or a pod with another UID: not the victim)."""
+    pod = ObjectView(live)
+    if live is None or (rec.victim_pod_uid and pod.meta.get("uid") != rec.victim_pod_uid):
+        return ""
+    annotations = pod.meta.get("annotations")
+    if not isinstance(annotations, dict):
+        return ""
+    return opt_out({k: v for k, v in annotations.items() if isinstance(v, str)})
+
+
+def dnd_message(what_is_annotated: str) -> str:
+    """A record's eviction message when its workload opted out after the plan was made."""
+    return f"do-not-disrupt: {what_is_annotated} since the plan was made; not evicted"

@@ -13,22 +13,21 @@ from typing import Callable, Optional
 
 import planner
 from planner.gcpause import paused_gc
-from planner.model import opt_out
 
-from kubectl_repack.api.run import (COND_COMPLETE, COND_FAILED, COND_PROGRESSING, EVICTION_ACCEPTED,
-                                    EVICTION_INDIRECTLY_REMOVED, EVICTION_IN_PROGRESS, EVICTION_PENDING,
-                                    EVICTION_REJECTED, PHASE_FAILED, PHASE_SUCCEEDED, PLACEMENT_NOMINATED,
-                                    PLACEMENT_PLACED, PLACEMENT_TIMED_OUT, Eviction, Reason, Relocation, derive_phase, goal_resource,
-                                    is_finished, relocations, set_condition)
+from kubectl_repack.api.run import (EVICTION_ACCEPTED, EVICTION_INDIRECTLY_REMOVED, EVICTION_IN_PROGRESS,
+                                    EVICTION_PENDING, EVICTION_REJECTED, PHASE_FAILED, PHASE_SUCCEEDED, Eviction,
+                                    Reason, Relocation, RunView)
+from kubectl_repack.api import status as run_status
 from kubectl_repack.api.times import parse_time, rfc3339
 from kubectl_repack.errors import ClusterAPIError, RepackError
 
 from .evictions import (ACCEPTED, GONE, REJECTED, RESUME_DONE_ACCEPTED, RESUME_DONE_GONE, RESUME_EVICT, RETRY,
-                        UNKNOWN, VICTIM_GONE, Backoff, classify_eviction, pdb_blocks, resume_action, settle_unknown,
-                        victim_state)
-from .outcome import Outcome, decide_outcome, initial_relocations, validate_records, verify
-from .ports import Clock, ClusterReader, EvictionResponse, Evictor, RunWriter
-from .tracking import find_replacements
+                        UNKNOWN, VICTIM_GONE, Backoff, classify_eviction, dnd_message, pdb_blocks, resume_action,
+                        settle_unknown, victim_opt_out, victim_state)
+from .outcome import Outcome, decide_outcome, validate_records, verify
+from .ports import (EV_CANCELLED, EV_COMPLETED, EV_EVICTED, EV_EVICTION_BLOCKED, EV_FAILED, EV_LEFT_OUT, EV_STARTED,
+                    Clock, ClusterReader, EvictionResponse, Evictor, Progress, RunWriter)
+from .tracking import PlacementTracker
 
 
 @dataclass
@@ -36,14 +35,6 @@ class Options:
     execution_timeout: dt.timedelta = dt.timedelta(minutes=10)
     eviction_retry_timeout: dt.timedelta = dt.timedelta(seconds=60)
     poll_interval: float = 1.0
-
-
-@dataclass
-class Progress:
-    evicted: int = 0
-    total: int = 0
-    bound: int = 0
-    rejected: int = 0
 
 
 class LeaseLost(RepackError):
@@ -54,21 +45,14 @@ class _Cancelled(Exception):
     """Cancel or delete seen while an eviction was being retried: it is not issued again."""
 
 
-# Event reasons (shown by `kubectl describe repackrun`): one per step the run takes.
-EV_STARTED, EV_EVICTED, EV_EVICTION_BLOCKED = "Started", "Evicted", "EvictionBlocked"
-EV_NOMINATED, EV_PLACED, EV_PLACEMENT_TIMED_OUT = "Nominated", "Placed", "PlacementTimedOut"
-EV_COMPLETED, EV_FAILED, EV_CANCELLED = "Completed", "Failed", "Cancelled"
-EV_LEFT_OUT = "PodsLeftOut"     # the plan was not allowed to move some pods (the creator may not evict there)
-
-
 class RecordsChanged(RepackError):
     """A relocation record was replaced or removed under the executor during the run."""
 
 
-def evicted_any(run: dict) -> bool:
-    """Whether any victim of the run was (or may have been) evicted: starts the cooldown.
-    InProgress counts: the call may have gone through."""
-    return any(r.eviction.evicted or r.eviction.phase == EVICTION_IN_PROGRESS for r in relocations(run))
+def evicted_any(run) -> bool:
+    """Whether any victim of the run (a dict or a RunView) was (or may have been) evicted: starts
+    the cooldown. InProgress counts: the call may have gone through."""
+    return any(r.eviction.evicted or r.eviction.phase == EVICTION_IN_PROGRESS for r in RunView.of(run).relocations)
 
 
 class Executor:
@@ -120,24 +104,23 @@ class Executor:
         self.opted_out = opted_out or (lambda namespace, pod_group: "")
         self._cancel = ""
         self._refused: Optional[tuple] = None   # (reason, message) from vet: no further eviction
-        self._told: dict = {}   # record index -> last placement phase an event was sent for
         self._left_out = ""     # start()'s left_out: repeated in the run's final message
+        self._tracker = PlacementTracker(reader, runs, self.clock, self.options.poll_interval, self.on_event,
+                                         self._progress)
 
-    # -- status writes (each a read-modify-write of only the fields apply owns) --
-    def _update(self, name: str, mutate: Callable[[dict], None]) -> dict:
-        return self.runs.update_status(name, mutate)
+    # -- status writes (each a read-modify-write of only the fields apply owns; api.status shapes them) --
+    def _update(self, name: str, mutate: Callable[[dict], None]) -> RunView:
+        return RunView(self.runs.update_status(name, mutate))
+
+    def _read(self, name: str) -> RunView:
+        return RunView(self.runs.get(name))
 
     def mark_pending(self, name: str, reason: str, message: str) -> dict:
         now = rfc3339(self.clock.now())
-
-        def mutate(st):
-            set_progressing(st, "False", reason, message, now)
-            st["phase"] = derive_phase(st)
-            st["message"] = message
-        return self._update(name, mutate)
+        return self._update(name, lambda st: run_status.mark_pending(st, reason, message, now)).obj
 
     def _set_eviction(self, name: str, index: int, phase: str, message: str = "",
-                      victim: Optional[tuple] = None, only_from: Optional[str] = None) -> dict:
+                      victim: Optional[tuple] = None, only_from: Optional[str] = None) -> RunView:
         """Set record `index`'s eviction; with `victim` (namespace, pod, uid), refuse (RepackError
         naming the record) when the stored record at that index is no longer that victim; with
         `only_from`, change nothing unless the stored record is still in that phase."""
@@ -161,23 +144,15 @@ class Executor:
         return self._finish(name, Outcome(PHASE_FAILED, reason, message))
 
     def _finish(self, name: str, outcome: Outcome) -> dict:
+        """End the run with `outcome` (an Event, and the terminal status). Returns the run."""
         if self._left_out and self._left_out not in outcome.message:   # what this run's plan could not move
             outcome = Outcome(outcome.phase, outcome.reason, f"{outcome.message}; {self._left_out}", outcome.result)
         now = rfc3339(self.clock.now())
         event = (EV_COMPLETED if outcome.phase == PHASE_SUCCEEDED
                  else EV_CANCELLED if outcome.reason == Reason.CANCELLED else EV_FAILED)
         self.on_event(event, f"{outcome.reason}: {outcome.message}", outcome.phase != PHASE_SUCCEEDED)
-
-        def mutate(st):
-            done = COND_COMPLETE if outcome.phase == PHASE_SUCCEEDED else COND_FAILED
-            set_condition(st, done, "True", outcome.reason, outcome.message, now)
-            set_progressing(st, "False", outcome.reason, outcome.message, now)
-            if outcome.result is not None:
-                st["result"] = outcome.result
-            st["phase"] = derive_phase(st)
-            st["message"] = outcome.message
-            st.setdefault("completionTime", now)
-        return self._update(name, mutate)
+        return self._update(name, lambda st: run_status.mark_finished(st, outcome.phase, outcome.reason,
+                                                                      outcome.message, outcome.result, now)).obj
 
     # -- planning --
     def live_snapshot(self) -> "planner.ClusterSnapshot":
@@ -202,36 +177,16 @@ class Executor:
         the plan was not allowed to move, and why) goes into the run's message, an Event and the
         message the run ends with (when this executor ends it)."""
         now_t = self.clock.now()
-        now = rfc3339(now_t)
-        ps = plan.status(now)
-        also = f"; {left_out}" if left_out else ""
-
-        def mutate(st):
-            st["plan"] = ps["plan"]
-            st.setdefault("startTime", now)
-            if plan.outcome != Reason.RECOMMENDED:
-                msg = f"live re-plan: {plan.message}{also}; nothing was evicted"
-                set_condition(st, COND_COMPLETE, "True", plan.outcome, msg, now)
-                set_progressing(st, "False", plan.outcome, "nothing to execute", now)
-                st["message"] = msg
-                st["completionTime"] = now
-            else:
-                st["relocations"] = initial_relocations(plan)
-                st["executionDeadline"] = rfc3339(now_t + self.options.execution_timeout)
-                msg = (f"executing: {len(st['relocations'])} eviction(s) over "
-                       f"{len(plan.moves_by_group())} PodGroup(s) to free {', '.join(plan.freed_nodes)}{also}")
-                set_progressing(st, "True", Reason.EXECUTING, msg, now)
-                st["message"] = msg
-            st["phase"] = derive_phase(st)
-        run = self._update(name, mutate)
+        now, deadline = rfc3339(now_t), rfc3339(now_t + self.options.execution_timeout)
+        run = self._update(name, lambda st: run_status.mark_started(st, plan, now, deadline, left_out))
         self._left_out = left_out
         if left_out:
             self.on_event(EV_LEFT_OUT, left_out, True)
         if plan.outcome == Reason.RECOMMENDED:
-            self.on_event(EV_STARTED, (run.get("status") or {}).get("message", ""), False)
+            self.on_event(EV_STARTED, run.status.get("message", ""), False)
         else:
-            self.on_event(EV_COMPLETED, f"{plan.outcome}: {(run.get('status') or {}).get('message', '')}", False)
-        return run
+            self.on_event(EV_COMPLETED, f"{plan.outcome}: {run.status.get('message', '')}", False)
+        return run.obj
 
     # -- the main loop --
     def execute(self, name: str) -> dict:
@@ -241,40 +196,39 @@ class Executor:
         repackruns/status could have edited them): inconsistent records end the run Failed
         (RelocationRecordsInvalid, naming the record) before any eviction. Past
         status.executionDeadline no eviction starts: the run ends ExecutionDeadlineExceeded."""
-        run = self.runs.get(name)
-        if is_finished(run):
-            return run
-        st = run.get("status") or {}
+        run = self._read(name)
+        if run.finished:
+            return run.obj
+        st = run.status
         problems = validate_records(st)
         if problems:
             msg = (f"status.relocations of repackrun {name} do not match status.plan.moves, so nothing is evicted "
                    f"on their word: {'; '.join(problems[:5])}"
                    + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""))
             return self._finish(name, Outcome(PHASE_FAILED, Reason.INVALID_RECORDS, msg))
-        refused = self.vet(run, None)
+        refused = self.vet(run.obj, None)
         if refused:
             # Records this executor may not act on are not tracked either: waiting for the
             # replacements of evictions somebody else made (or claims) would only hold this run
             # (and every run queued behind it) until its deadline.
-            moved = [r.victim for r in relocations(st) if r.eviction.evicted or r.eviction.phase == EVICTION_IN_PROGRESS]
+            moved = [r.victim for r in run.relocations if r.eviction.evicted or r.eviction.phase == EVICTION_IN_PROGRESS]
             done = ("nothing was evicted" if not moved else
                     f"nothing further was evicted (the records say {len(moved)} pod(s) were: {', '.join(moved[:5])})")
             return self._finish(name, Outcome(PHASE_FAILED, refused[0], f"{refused[1]}; {done}"))
         deadline = parse_time(st.get("executionDeadline")) or (self.clock.now() + self.options.execution_timeout)
         run, skipped = self._evict_all(name, run, deadline)
-        run, timed_out = self._track_placements(name, run, deadline)
-        st = run.get("status") or {}
+        run, timed_out = self._tracker.track(name, run, deadline)
+        st = run.status
         ver = None
-        if any(r.eviction.evicted for r in relocations(st)):
-            ver = verify(self.reader.snapshot_objects(), goal_resource(run),
-                         (st.get("plan") or {}).get("freedNodes") or [])
+        if any(r.eviction.evicted for r in run.relocations):
+            ver = verify(self.reader.snapshot_objects(), run.goal_resource, run.plan.get("freedNodes") or [])
         if self._refused:
             stopped = decide_outcome(st, ver, timed_out, cancelled=self._refused[1])
             return self._finish(name, Outcome(PHASE_FAILED, self._refused[0], stopped.message, stopped.result))
         return self._finish(name, decide_outcome(st, ver, timed_out, not_started=skipped, cancelled=self._cancel))
 
-    def _progress(self, run: dict) -> None:
-        relocs = relocations(run)
+    def _progress(self, run: RunView) -> None:
+        relocs = run.relocations
         self.on_progress(Progress(evicted=sum(1 for r in relocs if r.eviction.evicted), total=len(relocs),
                                   bound=sum(1 for r in relocs if r.placement.placed),
                                   rejected=sum(1 for r in relocs if r.eviction.phase == EVICTION_REJECTED)))
@@ -287,17 +241,17 @@ class Executor:
             groups.setdefault((r.namespace, r.pod_group_name), []).append(i)
         return list(groups.items())
 
-    def _evict_all(self, name: str, run: dict, deadline: dt.datetime) -> tuple:
+    def _evict_all(self, name: str, run: RunView, deadline: dt.datetime) -> tuple:
         """Evict what is still to be evicted. Returns (run, indices of records whose eviction did
         not start because status.executionDeadline had passed)."""
-        grace = ((run.get("spec") or {}).get("eviction") or {}).get("gracePeriodSeconds")
+        grace = (run.spec.get("eviction") or {}).get("gracePeriodSeconds")
         not_started = []
-        checked = relocations(run)   # as validated against the plan: whom we may evict
+        checked = run.relocations   # as validated against the plan: whom we may evict
         for (ns, group), indices in self._groups(checked):
             # 1. resolve InProgress records left by a crash; collect what still needs evicting
             todo = []
             for i in indices:
-                rec = relocations(run)[i]
+                rec = run.relocation(i)   # as stored now: a crash may have left it InProgress
                 live = self.reader.get_pod(ns, rec.victim_pod_name)
                 action, msg = resume_action(rec, live)
                 if action in (RESUME_DONE_GONE, RESUME_DONE_ACCEPTED):
@@ -332,7 +286,7 @@ class Executor:
                 self.on_event(EV_EVICTION_BLOCKED, f"PodGroup {ns}/{group} not moved: {opted}", True)
                 self._progress(run)
                 continue
-            pending = [live for i, live in todo if relocations(run)[i].eviction.phase == EVICTION_PENDING]
+            pending = [live for i, live in todo if run.relocation(i).eviction.phase == EVICTION_PENDING]
             if pending:
                 blocks = pdb_blocks([live for live in pending if live], self.reader.list_pdbs(ns))
                 if blocks:
@@ -360,11 +314,11 @@ class Executor:
                 run = self._set_eviction(name, i, EVICTION_IN_PROGRESS, victim=victim)
                 # The last checks come after the write-ahead (a write that may take a while), the
                 # Lease last: what they see holds when the call is sent. A stop puts the record back.
-                self._cancel = self.cancelled(run)    # the object as stored by the write-ahead
+                self._cancel = self.cancelled(run.obj)    # the object as stored by the write-ahead
                 if self._cancel:
                     run = self._not_evicted(name, run, rest, self._cancel)
                     break
-                self._refused = self.vet(run, rec)
+                self._refused = self.vet(run.obj, rec)
                 if self._refused:
                     run = self._not_evicted(name, run, rest, self._refused[1])
                     break
@@ -414,14 +368,14 @@ class Executor:
                     break
         return f"{dnd_message(what)} (PodGroup {ns}/{group} is not moved)" if what else ""
 
-    def _not_evicted(self, name: str, run: dict, indices: list, why: str) -> dict:
+    def _not_evicted(self, name: str, run: RunView, indices: list, why: str) -> RunView:
         """Records that will not be evicted because the run was cancelled: Pending, saying why."""
         for i in indices:
             run = self._set_eviction(name, i, EVICTION_PENDING, f"not evicted: {why}")
         self._progress(run)
         return run
 
-    def _not_started(self, name: str, run: dict, indices: list, deadline: dt.datetime) -> dict:
+    def _not_started(self, name: str, run: RunView, indices: list, deadline: dt.datetime) -> RunView:
         """Records whose eviction may no longer start: Pending, saying why (an InProgress record
         here has a running victim: its earlier call did not go through)."""
         msg = f"not evicted: status.executionDeadline {rfc3339(deadline)} passed before its eviction started"
@@ -494,103 +448,3 @@ class Executor:
                 f"its record stays InProgress; continue with `kubectl repack apply --resume {name}`",
                 e.status) from e
         return settle_unknown(rec.victim_pod_uid, live, why)
-
-    def _track_placements(self, name: str, run: dict, deadline: dt.datetime) -> tuple:
-        """Wait until every evicted victim's replacement is bound; record what we see where the
-        coordinator has not (placement tracking without the webhook). Returns (run, timed_out)."""
-        not_before = parse_time((run.get("status") or {}).get("startTime"))
-        while True:
-            relocs = relocations(run)
-            waiting = [i for i, r in enumerate(relocs) if r.eviction.evicted and not r.placement.placed]
-            self._progress(run)
-            self._placement_events(relocs)
-            if not waiting:
-                return run, False
-            pods_by_ns = {ns: self.reader.list_pods(ns) for ns in sorted({relocs[i].namespace for i in waiting})}
-            found = find_replacements(run, pods_by_ns, not_before)
-            observed = {}
-            for i in waiting:
-                pl = relocs[i].placement
-                pod, group = None, ""
-                if pl.replacement_pod_name:      # the coordinator (or we) identified it
-                    pod = next((p for p in pods_by_ns.get(relocs[i].namespace, ())
-                                if p["metadata"]["name"] == pl.replacement_pod_name
-                                and (not pl.replacement_pod_uid or p["metadata"].get("uid") == pl.replacement_pod_uid)),
-                               None)
-                elif i in found:
-                    pod, group = found[i]
-                if pod is not None and (pod.get("spec") or {}).get("nodeName"):
-                    observed[i] = (pod, group)
-            if observed:
-                run = self._update(name, lambda st, observed=observed: record_placements(st, observed))
-                continue
-            if self.clock.now() >= deadline:
-                def timeout(st, waiting=waiting):
-                    for i in waiting:
-                        pl = st["relocations"][i].setdefault("placement", {})
-                        if pl.get("phase") != PLACEMENT_PLACED:
-                            pl["phase"] = PLACEMENT_TIMED_OUT
-                run = self._update(name, timeout)
-                self._placement_events(relocations(run))
-                return run, True
-            self.clock.sleep(self.options.poll_interval)
-            run = self.runs.get(name)
-
-
-    def _placement_events(self, relocs: list) -> None:
-        """One event per record and placement phase reached (Nominated, Placed, TimedOut)."""
-        for i, r in enumerate(relocs):
-            phase = r.placement.phase
-            if not r.eviction.evicted or self._told.get(i) == phase:
-                continue
-            pl = r.placement
-            if phase == PLACEMENT_NOMINATED:
-                self.on_event(EV_NOMINATED, f"{r.namespace}/{pl.replacement_pod_name} (replacing {r.victim_pod_name}) "
-                                            f"nominated to {pl.selected_node_name}", False)
-            elif phase == PLACEMENT_PLACED:
-                self.on_event(EV_PLACED, f"{r.namespace}/{pl.replacement_pod_name} (replacing {r.victim_pod_name}) "
-                                         f"bound to {pl.actual_node_name} (planned {r.planned_node_name})", False)
-            elif phase == PLACEMENT_TIMED_OUT:
-                self.on_event(EV_PLACEMENT_TIMED_OUT, f"replacement of {r.victim} not bound before the deadline", True)
-            else:
-                continue
-            self._told[i] = phase
-
-
-def victim_opt_out(rec: Relocation, live: Optional[dict]) -> str:
-    """`key=value` of the opt-out (planner.model.opt_out) the victim carries as read (`live`), or ''
-    (no pod, or a pod with another UID: not the victim)."""
-    meta = (live or {}).get("metadata") or {}
-    if live is None or (rec.victim_pod_uid and meta.get("uid") != rec.victim_pod_uid):
-        return ""
-    annotations = meta.get("annotations")
-    if not isinstance(annotations, dict):
-        return ""
-    return opt_out({k: v for k, v in annotations.items() if isinstance(v, str)})
-
-
-def dnd_message(what_is_annotated: str) -> str:
-    """A record's eviction message when its workload opted out after the plan was made."""
-    return f"do-not-disrupt: {what_is_annotated} since the plan was made; not evicted"
-
-
-def set_progressing(status: dict, cstatus: str, reason: str, message: str, now: str) -> None:
-    """The Progressing condition (every status write of the executor sets it)."""
-    set_condition(status, COND_PROGRESSING, cstatus, reason, message, now)
-
-
-def record_placements(status: dict, observed: dict) -> None:
-    """Record bound replacements {index: (pod, replacement PodGroup)} where the coordinator has not."""
-    for i, (pod, group) in observed.items():
-        rec = status["relocations"][i]
-        pl = rec.setdefault("placement", {})
-        if pl.get("phase") == PLACEMENT_PLACED or pl.get("actualNodeName"):
-            continue  # the coordinator already recorded it
-        if pl.get("replacementPodName") and pl["replacementPodName"] != pod["metadata"]["name"]:
-            continue
-        pl["replacementPodName"] = pod["metadata"]["name"]
-        pl["replacementPodUID"] = pod["metadata"].get("uid", "")
-        pl["actualNodeName"] = pod["spec"]["nodeName"]
-        pl["phase"] = PLACEMENT_PLACED
-        if group and not rec.get("replacementPodGroupName"):
-            rec["replacementPodGroupName"] = group

@@ -1,4 +1,5 @@
-"""From a plan to relocation records, and from the records plus a live check to the run's end (EXEC-6)."""
+"""The records checked against the plan before acting on them, and from the records plus a live
+check to the run's end (EXEC-6). (A plan becomes records in api.status.)"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,9 +8,7 @@ from typing import Optional, Sequence
 import planner
 from planner import frag as fragmod
 
-from kubectl_repack.api.run import (EVICTION_PENDING, EVICTION_REJECTED, PHASE_FAILED, PHASE_SUCCEEDED,
-                                    PLACEMENT_WAITING_FOR_REPLACEMENT, Eviction, Placement, Reason, Relocation,
-                                    relocations)
+from kubectl_repack.api.run import EVICTION_REJECTED, PHASE_FAILED, PHASE_SUCCEEDED, Reason, Relocation, relocations
 
 
 @dataclass(frozen=True)
@@ -34,17 +33,6 @@ def verify(objects: list, resource: str, planned_freed: list) -> Verification:
     freed = tuple(sorted(n for n in planned_freed if n in alloc and used.get(n, 0) == 0))
     not_freed = tuple(sorted(n for n in planned_freed if n not in freed))
     return Verification(frag, freed, not_freed, occupied, minimum.value, minimum.exact)
-
-
-def initial_relocations(plan: "planner.Plan") -> list:
-    """One record per planned pod move, in eviction order (PodGroup by PodGroup), as status dicts."""
-    groups: dict = {}
-    for m in plan.moves:
-        groups.setdefault((m.pod.namespace, m.pod.group_name), []).append(m)
-    return [Relocation(namespace=ns, victim_pod_name=m.pod.name, pod_group_name=group, victim_pod_uid=m.pod.uid,
-                       planned_node_name=m.to_node, eviction=Eviction(EVICTION_PENDING),
-                       placement=Placement(PLACEMENT_WAITING_FOR_REPLACEMENT)).to_dict()
-            for (ns, group), moves in groups.items() for m in moves]
 
 
 def validate_records(status: dict) -> list:
@@ -135,9 +123,10 @@ def decide_outcome(status: dict, ver: Optional[Verification], timed_out: bool,
     `not_started`: indices of records whose eviction did not start because status.executionDeadline
     had passed (ExecutionDeadlineExceeded). A Failed run names every PodGroup it left partly
     evicted."""
-    outcome = _cancelled(status, ver, timed_out, cancelled) if cancelled else _decide(status, ver, timed_out,
-                                                                                     not_started)
-    partial = partial_groups(relocations(status))
+    relocs = relocations(status)
+    outcome = (_cancelled(status, relocs, ver, timed_out, cancelled) if cancelled
+               else _decide(status, relocs, ver, timed_out, not_started))
+    partial = partial_groups(relocs)
     if outcome.phase == PHASE_FAILED and partial:
         outcome = Outcome(outcome.phase, outcome.reason,
                           f"{outcome.message}; PodGroup(s) left partly evicted: {'; '.join(partial)}",
@@ -145,10 +134,9 @@ def decide_outcome(status: dict, ver: Optional[Verification], timed_out: bool,
     return outcome
 
 
-def _cancelled(status: dict, ver: Optional[Verification], timed_out: bool, why: str) -> Outcome:
+def _cancelled(status: dict, relocs: list, ver: Optional[Verification], timed_out: bool, why: str) -> Outcome:
     """A run stopped by cancel or delete: what was moved and what was not (the result as usual)."""
-    result = _decide(status, ver, timed_out, ()).result
-    relocs = relocations(status)
+    result = _decide(status, relocs, ver, timed_out, ()).result
     moved = [r.victim for r in relocs if r.eviction.evicted]
     kept = [r.victim for r in relocs if not r.eviction.evicted]
     placed = sum(1 for r in relocs if r.eviction.evicted and r.placement.placed)
@@ -161,8 +149,8 @@ def _cancelled(status: dict, ver: Optional[Verification], timed_out: bool, why: 
     return Outcome(PHASE_FAILED, Reason.CANCELLED, msg, result)
 
 
-def _decide(status: dict, ver: Optional[Verification], timed_out: bool, not_started: Sequence[int]) -> Outcome:
-    relocs = relocations(status)
+def _decide(status: dict, relocs: list, ver: Optional[Verification], timed_out: bool,
+            not_started: Sequence[int]) -> Outcome:
     planned_freed = (status.get("plan") or {}).get("freedNodes") or []
     cards = cards_by_pod(status)
     evicted = [r for r in relocs if r.eviction.evicted]

@@ -1,17 +1,44 @@
-"""The interfaces the engine's side effects go through (DESIGN convention 5)."""
+"""The interfaces every side effect of the engine goes through (DESIGN convention 5).
+
+The executor reads the cluster (`ClusterReader`), evicts (`Evictor`), writes its run's status
+(`RunWriter`) and keeps time (`Clock`); the apply workflow also lists, creates and deletes runs
+(`RunStore`), holds the execute Lease (`Mutex`) and talks to the user (`Reporter`). The kube
+layer, the webhook's controller and the tests implement them. The events the engine emits
+(`on_event(reason, message, warning)`, Events on the RepackRun) are named here too.
+"""
 from __future__ import annotations
 
 import datetime as dt
 import time
-from typing import Callable, NamedTuple, Optional, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, NamedTuple, Optional, Protocol
 
-__all__ = ["Clock", "ClusterReader", "Evictor", "RunWriter", "EvictionResponse"]
+if TYPE_CHECKING:
+    from .mutex import LeaseDecision
+
+__all__ = ["Clock", "ClusterReader", "Evictor", "RunWriter", "RunStore", "Mutex", "Reporter", "Progress",
+           "EvictionResponse"]
+
+# Event reasons (shown by `kubectl describe repackrun`): one per step the run takes.
+EV_STARTED, EV_EVICTED, EV_EVICTION_BLOCKED = "Started", "Evicted", "EvictionBlocked"
+EV_NOMINATED, EV_PLACED, EV_PLACEMENT_TIMED_OUT = "Nominated", "Placed", "PlacementTimedOut"
+EV_COMPLETED, EV_FAILED, EV_CANCELLED = "Completed", "Failed", "Cancelled"
+EV_LEFT_OUT = "PodsLeftOut"     # the plan was not allowed to move some pods (the creator may not evict there)
 
 
 class EvictionResponse(NamedTuple):
     """What the Eviction API answered: HTTP code (201 accepted, 0 unreachable) and the message."""
     code: int
     message: str = ""
+
+
+@dataclass
+class Progress:
+    """How far a run is: what `on_progress` hears after every step."""
+    evicted: int = 0
+    total: int = 0
+    bound: int = 0
+    rejected: int = 0
 
 
 class Clock:
@@ -39,3 +66,26 @@ class Evictor(Protocol):
 class RunWriter(Protocol):
     def get(self, name: str) -> dict: ...
     def update_status(self, name: str, mutate: Callable[[dict], None]) -> dict: ...
+
+
+class RunStore(Protocol):
+    def get(self, name: str) -> dict: ...
+    def list(self) -> list: ...
+    def create(self, obj: dict) -> dict: ...
+    def delete(self, name: str, uid: Optional[str] = None, resource_version: Optional[str] = None) -> bool: ...
+    def update_status(self, name: str, mutate: Callable[[dict], None]) -> dict: ...
+
+
+class Mutex(Protocol):
+    def check(self) -> Optional[str]: ...    # None while the Lease is ours and confirmed; else why not
+    def stored_cooldown(self) -> dt.timedelta: ...
+    def try_acquire(self, me: str, now: dt.datetime, cooldown: dt.timedelta,
+                    store_cooldown: Optional[dt.timedelta] = None) -> "LeaseDecision": ...
+    def start_renewing(self, me: str) -> None: ...
+    def release(self, me: str, run_name: str, completed: Optional[dt.datetime],
+                store_cooldown: Optional[dt.timedelta] = None) -> None: ...
+
+
+class Reporter(Protocol):
+    def note(self, message: str) -> None: ...          # one line for the user (stderr)
+    def progress(self, progress: Progress) -> None: ...

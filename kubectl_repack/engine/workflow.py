@@ -11,35 +11,17 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Optional, Protocol
+from typing import Callable, Mapping, Optional
 
 import planner
 
-from kubectl_repack.api.run import EVICTION_IN_PROGRESS, EVICTION_PENDING, MODE_EXECUTE, Reason, is_finished, relocations, ttl_expired
+from kubectl_repack.api.run import EVICTION_IN_PROGRESS, EVICTION_PENDING, MODE_EXECUTE, Reason, RunView, is_finished
+from kubectl_repack.api.status import initial_relocations
 from kubectl_repack.errors import ClusterAPIError, NotFound, RepackError, ValidationError
 
-from .executor import Executor, Options, Progress, evicted_any
-from .mutex import LeaseDecision, holder_identity
-from .outcome import initial_relocations
-from .ports import Clock, ClusterReader, Evictor
-
-
-class RunStore(Protocol):
-    def get(self, name: str) -> dict: ...
-    def list(self) -> list: ...
-    def create(self, obj: dict) -> dict: ...
-    def delete(self, name: str, uid: Optional[str] = None, resource_version: Optional[str] = None) -> bool: ...
-    def update_status(self, name: str, mutate: Callable[[dict], None]) -> dict: ...
-
-
-class Mutex(Protocol):
-    def check(self) -> Optional[str]: ...    # None while the Lease is ours and confirmed; else why not
-    def stored_cooldown(self) -> dt.timedelta: ...
-    def try_acquire(self, me: str, now: dt.datetime, cooldown: dt.timedelta,
-                    store_cooldown: Optional[dt.timedelta] = None) -> LeaseDecision: ...
-    def start_renewing(self, me: str) -> None: ...
-    def release(self, me: str, run_name: str, completed: Optional[dt.datetime],
-                store_cooldown: Optional[dt.timedelta] = None) -> None: ...
+from .executor import Executor, Options, evicted_any
+from .mutex import holder_identity
+from .ports import Clock, ClusterReader, Evictor, Mutex, Reporter, RunStore
 
 
 @dataclass(frozen=True)
@@ -95,18 +77,13 @@ def refused_everywhere(namespaces: list, screening: Screening) -> str:
     return "; ".join(answers[:3]) + more
 
 
-class Reporter(Protocol):
-    def note(self, message: str) -> None: ...          # one line for the user (stderr)
-    def progress(self, progress: Progress) -> None: ...
-
-
 def sweep_expired(runs: RunStore, now: dt.datetime, keep: str, reporter: Reporter) -> None:
     """Delete finished runs past ttlSecondsAfterFinished (EXEC-7), except the one being applied;
     each delete has the uid and resourceVersion that were judged expired as preconditions."""
-    for old in runs.list():
-        meta = old.get("metadata") or {}
-        if meta.get("name") != keep and ttl_expired(old, now) and runs.delete(meta["name"], meta.get("uid"),
-                                                                                meta.get("resourceVersion")):
+    for old in map(RunView, runs.list()):
+        meta = old.meta
+        if meta.get("name") != keep and old.ttl_expired(now) and runs.delete(meta["name"], meta.get("uid"),
+                                                                               meta.get("resourceVersion")):
             reporter.note(f"repackrun.repack.volcano.sh/{meta['name']} deleted (ttlSecondsAfterFinished passed)")
 
 
@@ -119,7 +96,7 @@ def create_or_resume(runs: RunStore, request: ApplyRequest, reporter: Reporter) 
         if request.run is None:
             raise
         current = None
-    if current is not None and (current.get("spec") or {}).get("mode") != MODE_EXECUTE:
+    if current is not None and RunView(current).mode != MODE_EXECUTE:
         raise ValidationError([f"repackrun {name} exists with mode {current['spec'].get('mode')}; "
                                "choose a new name (--name) for the Execute run"])
     if current is not None and request.run is not None and current.get("spec") != request.run["spec"]:
@@ -135,7 +112,8 @@ def create_or_resume(runs: RunStore, request: ApplyRequest, reporter: Reporter) 
 
 def namespaces_to_evict(run: dict) -> list:
     """Namespaces of the records whose eviction may still be issued (the authorization's scope)."""
-    return sorted({r.namespace for r in relocations(run) if r.eviction.phase in (EVICTION_PENDING, EVICTION_IN_PROGRESS)})
+    return sorted({r.namespace for r in RunView.of(run).relocations
+                   if r.eviction.phase in (EVICTION_PENDING, EVICTION_IN_PROGRESS)})
 
 
 def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: ClusterReader, evictor: Evictor,
@@ -172,7 +150,7 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
 
     cooldown = request.cooldown if request.cooldown is not None else lease.stored_cooldown()
     # A started run continues; the cooldown gates new runs only.
-    cooldown_now = dt.timedelta(0) if (current.get("status") or {}).get("relocations") else cooldown
+    cooldown_now = dt.timedelta(0) if RunView(current).has_records else cooldown
     me = me or holder_identity(name)
     engine = Executor(cluster, evictor, runs, clock=clock,
                       options=Options(execution_timeout=request.timeout,
@@ -181,7 +159,7 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
                       guard=lease.check, cancelled=cancelled, on_event=on_event, vet=vet, on_evicted=on_evicted,
                       opted_out=opted_out)
     why = cancelled(current)
-    if why and not (current.get("status") or {}).get("relocations"):
+    if why and not RunView(current).has_records:
         return ApplyResult(engine.fail(name, Reason.CANCELLED, f"{why}: nothing was evicted"))
 
     give_up = clock.now() + request.timeout
@@ -195,13 +173,13 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
         if decision.acquire:
             break
         why = cancelled(runs.get(name))
-        if why and not (current.get("status") or {}).get("relocations"):
+        if why and not RunView(current).has_records:
             return ApplyResult(engine.fail(name, Reason.CANCELLED, f"{why} while Pending: nothing was evicted"))
         if decision.reason != last_reason:
             # A started run stays Running while it waits (a fail-over waits for the dead holder's
             # Lease to expire): Pending would tell the webhook and coordinator to stop steering the
             # replacements of pods it has already evicted.
-            if not (current.get("status") or {}).get("relocations"):
+            if not RunView(current).has_records:
                 engine.mark_pending(name, decision.reason, decision.message)
             last_reason = decision.reason
             reporter.note(f"waiting: {decision.reason}: {decision.message}")
@@ -215,7 +193,7 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
     lease.start_renewing(me)
     completed = None
     try:
-        if not (current.get("status") or {}).get("relocations") and not is_finished(current):
+        if not RunView(current).has_records and not is_finished(current):
             snapshot, not_evictable, left_out, refused = None, None, "", ""
             if screen:
                 snapshot = engine.live_snapshot()
