@@ -18,8 +18,9 @@ import planner
 from planner.gcpause import paused_gc
 from kubectl_repack import render, schema
 from kubectl_repack.api.control import COOLDOWN_ANNOTATION, EXECUTOR_ANNOTATION, EXECUTOR_LOCAL, TIMEOUT_ANNOTATION
-from kubectl_repack.api.run import (MODE_EXECUTE, NOT_RECOMMENDED, PHASE_FAILED, PHASE_SUCCEEDED, is_finished,
-                                    relocations, run_reason)
+from kubectl_repack.api.run import (MODE_EXECUTE, NOT_RECOMMENDED, PHASE_FAILED, PHASE_SUCCEEDED, RunView,
+                                    is_finished, run_reason)
+from kubectl_repack.api.status import plan_status
 from kubectl_repack.api.times import rfc3339, utcnow
 from kubectl_repack.errors import ClusterAPIError, ValidationError
 
@@ -93,11 +94,12 @@ class _Reporter:
 
 
 def _summary(run: dict) -> str:
-    st = run.get("status") or {}
+    view = RunView(run)
+    st = view.status
     lines = [f"RepackRun:      {run['metadata']['name']}",
              f"Phase:          {st.get('phase', '')} ({run_reason(run)})",
              f"Message:        {st.get('message', '')}"]
-    summ = (st.get("plan") or {}).get("summary")
+    summ = view.plan.get("summary")
     if summ:
         lines.append(f"Plan:           frag {summ['fragBeforePercent']}% -> {summ['fragAfterPercent']}%, "
                      f"freed {summ['freedNodeCount']}, moved {summ['movedCardCount']} card(s)")
@@ -106,7 +108,7 @@ def _summary(run: dict) -> str:
         lines.append(f"Result:         frag {res['fragAfterPercent']}%, freed {res['freedNodeCount']} "
                      f"{res.get('freedNodes') or []}, moved {res['movedCardCount']} card(s), "
                      f"verified {str(res['metricsVerified']).lower()}")
-    relocs = relocations(st)
+    relocs = view.relocations
     if relocs:
         rows = [[r.victim, r.eviction.phase, r.placement.phase, r.planned_node_name, r.placement.actual_node_name]
                 for r in relocs]
@@ -116,7 +118,7 @@ def _summary(run: dict) -> str:
 
 
 def _exit_code(run: dict) -> int:
-    phase = (run.get("status") or {}).get("phase")
+    phase = RunView(run).phase
     if phase == PHASE_SUCCEEDED:
         return EXIT_NOT_RECOMMENDED if run_reason(run) in NOT_RECOMMENDED else EXIT_OK
     if phase == PHASE_FAILED:
@@ -255,7 +257,7 @@ def _apply_in_cluster(api, name, spec_run, wait, timeout, cooldown, output, allo
         with paused_gc():
             source = LiveSource(api)
             result = planner.plan(source.snapshot(), planner.RunSpec.from_spec(spec_run["spec"]))
-        expected = dict(spec_run, status=result.status(rfc3339(utcnow())))
+        expected = dict(spec_run, status=plan_status(result, rfc3339(utcnow())))
         summary = render.plan_summary(expected, result, source.description)
         click.echo(summary, nl=False, err=quiet)
         if result.outcome in NOT_RECOMMENDED:

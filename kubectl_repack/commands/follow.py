@@ -12,8 +12,7 @@ import datetime as dt
 import time
 from typing import Callable, Optional, TextIO
 
-from kubectl_repack.api.run import (EVICTION_REJECTED, PHASE_PENDING, as_map, is_finished, phase_of, relocations,
-                                    run_reason)
+from kubectl_repack.api.run import EVICTION_REJECTED, PHASE_PENDING, RunView, is_finished
 from kubectl_repack.errors import ClusterAPIError, NotFound
 
 
@@ -34,18 +33,19 @@ def progress_key(run: dict) -> tuple:
     """What a reader wants to hear about when it changes: phase, reason, message and the counts
     (relocations, evicted, replacements bound, rejected). While Pending the message is left out, so
     a message that counts down (cooldown) is reported once per reason, not at every poll."""
-    st = as_map(run.get("status"))
-    phase = phase_of(run) or PHASE_PENDING
-    relocs = relocations(st)
+    view = RunView(run)
+    st = view.status
+    phase = view.phase or PHASE_PENDING
+    relocs = view.relocations
     counts = (len(relocs), sum(r.eviction.evicted for r in relocs), sum(r.placement.placed for r in relocs),
               sum(r.eviction.phase == EVICTION_REJECTED for r in relocs))
     message = "" if phase == PHASE_PENDING else str(st.get("message") or "")
-    return phase, run_reason(run), message, counts
+    return phase, view.reason, message, counts
 
 
 def describe(run: dict) -> str:
     """One line: `Running (Executing): evictions 1/4, replacements bound 0/1: <message>`."""
-    st = as_map(run.get("status"))
+    st = RunView(run).status
     phase, reason, _, (total, evicted, bound, rejected) = progress_key(run)
     text = f"{phase} ({reason})" if reason else phase
     if total:
@@ -116,7 +116,7 @@ def follow(store, name: str, timeout: dt.timedelta, out: TextIO, tty: bool, poll
                 sleep(poll)
                 continue
             last_error = ""
-            run_uid = as_map(run.get("metadata")).get("uid")
+            run_uid = RunView(run).meta.get("uid")
             if not seen:
                 uid, seen = run_uid, True
             elif run_uid != uid:

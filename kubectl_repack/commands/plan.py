@@ -13,6 +13,7 @@ from planner.gcpause import paused_gc
 from kubectl_repack import render
 from kubectl_repack.api.control import EXECUTOR_ANNOTATION, EXECUTOR_LOCAL
 from kubectl_repack.api.run import MODE_DRY_RUN, Reason
+from kubectl_repack.api.status import plan_status
 from kubectl_repack.kube import objects, runs
 from kubectl_repack.errors import ValidationError
 
@@ -124,7 +125,7 @@ def command(file, resource, min_improvement, max_podgroups, max_cards, podgroup_
             result = planner.plan(snapshot, spec, progress=progress if progress.enabled else None)
     finally:
         progress.done()
-    run = dict(run, status=result.status(now))
+    run = dict(run, status=plan_status(result, now))
 
     saved = ""
     if save:
