@@ -267,7 +267,7 @@ def test_the_controller_process_starts_the_cert_manager_in_its_namespace(monkeyp
 
 def test_the_kube_layer_reads_and_writes_the_three_objects_by_name():
     from kubectl_repack.kube.webhook_tls import WebhookTLSObjects
-    from tests.unit.webhook.test_install import FakeApi
+    from tests.unit.deploy.test_install import FakeApi
 
     api = FakeApi(existing={})
     objects = WebhookTLSObjects(api, NS, manifests.SECRET_NAME, manifests.CONFIG_NAME, manifests.NAME)

@@ -1,5 +1,5 @@
 """Run the production webhook server (gunicorn, webhook.admission.worker) on a synthetic index, in
-a child process: `python -m tests.unit.webhook.serve_fixture PORT CERT_DIR`. No cluster needed."""
+a child process: `python -m tests.unit.webhook.admission.serve_fixture PORT CERT_DIR`. No cluster needed."""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +7,7 @@ import sys
 
 
 def app():
-    from tests.unit.webhook.test_app import RUN
+    from tests.unit.webhook.admission.test_app import RUN
     from webhook.admission.app import create_app
     from webhook.common.metrics import WebhookMetrics
     from webhook.admission.relocation_store import RelocationStore
