@@ -371,5 +371,5 @@ def relocations(run_or_status: Optional[Mapping[str, Any]]) -> list:
         return list(run_or_status.relocations)
     st = as_map(run_or_status)
     if "status" in st or "spec" in st:
-        st = as_map(st.get("status"))
+        st = RunView(st).status
     return [Relocation.from_dict(r) for r in st.get("relocations") or ()]

@@ -2,8 +2,10 @@
 
 Status ownership (DESIGN "Two writers"): the executor writes plan, eviction records, result,
 conditions, phase and times; the webhook's coordinator owns each record's placement. The executor
-fills placement fields only where they are still empty (no webhook installed), and every write is
-a read-modify-write function applied to the freshest object (RunWriter.update_status).
+fills placement fields only where they are still empty (no webhook installed: tracking's
+PlacementTracker), and every write is a read-modify-write function applied to the freshest object
+(RunWriter.update_status) whose status shape is api.status's. Runs are read through RunView: each
+stored version's records are parsed once.
 """
 from __future__ import annotations
 

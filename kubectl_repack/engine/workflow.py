@@ -99,7 +99,7 @@ def create_or_resume(runs: RunStore, request: ApplyRequest, reporter: Reporter) 
     if current is not None and RunView(current).mode != MODE_EXECUTE:
         raise ValidationError([f"repackrun {name} exists with mode {current['spec'].get('mode')}; "
                                "choose a new name (--name) for the Execute run"])
-    if current is not None and request.run is not None and current.get("spec") != request.run["spec"]:
+    if current is not None and request.run is not None and RunView(current).spec != request.run["spec"]:
         raise ValidationError([f"repackrun {name} exists with a different spec (a RepackRun's spec is immutable); "
                                f"continue it with `kubectl repack apply --resume {name}` or choose a new name (--name)"])
     if current is None:
