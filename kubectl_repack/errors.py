@@ -31,10 +31,14 @@ class Conflict(ClusterAPIError):
     """409 from the API server (resourceVersion changed, or object exists)."""
 
 
+class Invalid(ClusterAPIError):
+    """422 from the API server (the object is invalid, or a JSON patch's `test` op failed: it changed)."""
+
+
 class TooManyRequests(ClusterAPIError):
     """429 from the API server (for evictions: a PodDisruptionBudget forbids it now)."""
 
 
 __all__ = ["RepackError", "SnapshotError", "SpecError", "ValidationError", "DocumentError",
            "UnreadableInput", "InvalidSnapshotFile", "ClusterAPIError",
-           "NotFound", "Conflict", "TooManyRequests"]
+           "NotFound", "Conflict", "Invalid", "TooManyRequests"]

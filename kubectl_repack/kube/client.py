@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, TypeVar
 
-from kubectl_repack.errors import ClusterAPIError, Conflict, NotFound, RepackError, TooManyRequests
+from kubectl_repack.errors import ClusterAPIError, Conflict, Invalid, NotFound, RepackError, TooManyRequests
 
 REQUEST_TIMEOUT = 60        # seconds per request; a list page of 500 pods is well under this
 # Optimistic concurrency: a write that meets a newer resourceVersion (409) re-reads and re-applies
@@ -16,7 +16,7 @@ REQUEST_TIMEOUT = 60        # seconds per request; a list page of 500 pods is we
 CONFLICT_RETRIES = 8
 CONFLICT_PAUSE = 0.05
 
-_ERRORS_BY_STATUS = {404: NotFound, 409: Conflict, 429: TooManyRequests}
+_ERRORS_BY_STATUS = {404: NotFound, 409: Conflict, 422: Invalid, 429: TooManyRequests}
 T = TypeVar("T")
 
 

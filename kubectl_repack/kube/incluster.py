@@ -15,11 +15,13 @@ import datetime as dt
 from planner.model import opt_out
 
 from kubectl_repack.api.control import CREATOR_POLICY_NAME, SEAL_SECRET_KEY, SEAL_SECRET_NAME, Creator
+from kubectl_repack.api.installed import PART_OF, PART_OF_LABEL
 from kubectl_repack.api.run import API_VERSION, KIND
 from kubectl_repack.api.times import parse_time, rfc3339, utcnow
 from kubectl_repack.errors import ClusterAPIError, Conflict, NotFound
 
 from .client import request
+from .objects import POD_KIND, SNAPSHOT_KINDS, json_patch
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +48,7 @@ def ensure_key(api, namespace: str, name: str = SEAL_SECRET_NAME) -> bytes:
         return key
     body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
             "metadata": {"name": name, "namespace": namespace,
-                         "labels": {"app.kubernetes.io/part-of": "kubectl-repack"}},
+                         "labels": {PART_OF_LABEL: PART_OF}},
             "data": {SEAL_SECRET_KEY: base64.b64encode(secrets.token_bytes(KEY_BYTES)).decode()}}
     try:
         request(api, "POST", f"/api/v1/namespaces/{namespace}/secrets", body)
@@ -107,16 +109,8 @@ def lift_expired_gates(api, now: dt.datetime) -> list:
     for namespace, name, ops in expired_gate_patches(unscheduled_pods(api), now):
         if not ops:
             continue
-        try:
-            request(api, "PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}", ops,
-                    content_type="application/json-patch+json")
-        except (NotFound, Conflict):
-            continue
-        except ClusterAPIError as e:
-            if e.status != 422:
-                raise
-            continue
-        lifted.append(f"{namespace}/{name}")
+        if json_patch(api, POD_KIND.path(namespace, name), ops):
+            lifted.append(f"{namespace}/{name}")
     return lifted
 
 
@@ -164,11 +158,10 @@ class EventRecorder:
             log.warning("event %s on %s %s not recorded: %s", reason, self.ref["kind"], self.ref["name"], e)
 
 
-PODGROUP_API_VERSION = "scheduling.volcano.sh/v1beta1"
-# Workloads that may own a PodGroup and carry an opt-out (as planner.model reads them):
-# (API group, kind) -> plural.
-WORKLOAD_PLURALS = {("batch.volcano.sh", "Job"): "jobs",
-                    ("workload.serving.volcano.sh", "ModelServing"): "modelservings"}
+_KINDS = {k.kind: k for k in SNAPSHOT_KINDS}
+PODGROUP = _KINDS["PodGroup"]
+# Workloads that may own a PodGroup and carry an opt-out (as planner.model reads them), by (group, kind).
+WORKLOADS = {(k.group, k.kind): k for k in (_KINDS["Job"], _KINDS["ModelServing"])}
 
 
 def controlling_owner(obj: Optional[dict]) -> Optional[dict]:
@@ -183,7 +176,7 @@ def controlling_owner(obj: Optional[dict]) -> Optional[dict]:
 
 
 def _pod_group_path(namespace: str, name: str) -> str:
-    return f"/apis/{PODGROUP_API_VERSION}/namespaces/{namespace}/podgroups/{name}"
+    return f"/apis/{PODGROUP.api_version}/namespaces/{namespace}/{PODGROUP.plural}/{name}"
 
 
 def record_eviction(api, namespace: str, pod_group: str, owner: Optional[dict], reason: str, message: str,
@@ -199,7 +192,7 @@ def record_eviction(api, namespace: str, pod_group: str, owner: Optional[dict], 
         log.warning("event %s on podgroup %s/%s not recorded: %s", reason, namespace, pod_group, e)
     pg_uid = ((pg or {}).get("metadata") or {}).get("uid", "")
     if pg is not None:
-        ref = {"apiVersion": PODGROUP_API_VERSION, "kind": "PodGroup", "name": pod_group, "namespace": namespace,
+        ref = {"apiVersion": PODGROUP.api_version, "kind": PODGROUP.kind, "name": pod_group, "namespace": namespace,
                "uid": pg_uid}
         EventRecorder(api, {}, component, ref=ref, namespace=namespace)(reason, message, False)
     owner = owner or controlling_owner(pg)
@@ -227,9 +220,10 @@ def pod_group_opt_out(api, namespace: str, name: str) -> str:
         return f"PodGroup {namespace}/{name} is annotated {found}"
     owner = controlling_owner(pg)
     group = owner["apiVersion"].split("/", 1)[0] if owner and "/" in owner["apiVersion"] else ""
-    plural = WORKLOAD_PLURALS.get((group, owner["kind"])) if owner else None
-    if plural is None:
+    kind = WORKLOADS.get((group, owner["kind"])) if owner else None
+    if kind is None:
         return ""
+    plural = kind.plural
     try:
         workload = request(api, "GET", f"/apis/{owner['apiVersion']}/namespaces/{namespace}/{plural}/{owner['name']}")
     except NotFound:

@@ -11,9 +11,9 @@ import json
 from dataclasses import dataclass
 from typing import Optional
 
-from kubectl_repack.errors import ClusterAPIError, InvalidSnapshotFile, NotFound
+from kubectl_repack.errors import ClusterAPIError, Conflict, Invalid, InvalidSnapshotFile, NotFound
 
-from .client import REQUEST_TIMEOUT, api_error, call, call_json
+from .client import REQUEST_TIMEOUT, api_error, call, call_json, request
 
 PAGE_SIZE = 500
 # One Eviction call must end within the execute Lease's margin (engine.mutex): the guard passes right
@@ -34,6 +34,14 @@ class Kind:
     kind: str
     plural: str
     optional: bool = False   # a CRD that may not be installed: 404 on list means "none"
+    namespaced: bool = True
+
+    def path(self, namespace: Optional[str] = None, name: Optional[str] = None) -> str:
+        """REST path of the collection (in `namespace`, for a namespaced kind) or of object `name`."""
+        base = f"/apis/{self.api_version}" if self.group else f"/api/{self.api_version}"
+        if self.namespaced and namespace is not None:
+            base += f"/namespaces/{namespace}"
+        return f"{base}/{self.plural}" + (f"/{name}" if name is not None else "")
 
     @property
     def group(self) -> str:
@@ -48,9 +56,9 @@ class Kind:
 
 # Everything planner.load reads, in the order snapshot files list them.
 SNAPSHOT_KINDS = (
-    Kind("v1", "Namespace", "namespaces"),
-    Kind("v1", "Node", "nodes"),
-    Kind("v1", "PersistentVolume", "persistentvolumes"),
+    Kind("v1", "Namespace", "namespaces", namespaced=False),
+    Kind("v1", "Node", "nodes", namespaced=False),
+    Kind("v1", "PersistentVolume", "persistentvolumes", namespaced=False),
     Kind("v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
     Kind("v1", "Pod", "pods"),
     Kind("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets"),
@@ -63,6 +71,29 @@ SNAPSHOT_KINDS = (
 FILTER_KINDS = tuple(k for k in SNAPSHOT_KINDS if k.kind in ("Namespace", "Node", "PersistentVolume",
                                                            "PersistentVolumeClaim", "Pod"))
 POD_KIND = next(k for k in SNAPSHOT_KINDS if k.kind == "Pod")
+
+# What `kubectl repack install` writes (kubectl_repack.deploy.installer), besides the Namespace.
+INSTALL_KINDS = (
+    SNAPSHOT_KINDS[0],
+    Kind("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", namespaced=False),
+    Kind("v1", "ServiceAccount", "serviceaccounts"),
+    Kind("rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", namespaced=False),
+    Kind("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "clusterrolebindings", namespaced=False),
+    Kind("rbac.authorization.k8s.io/v1", "Role", "roles"),
+    Kind("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings"),
+    Kind("v1", "Secret", "secrets"),
+    Kind("apps/v1", "Deployment", "deployments"),
+    Kind("v1", "Service", "services"),
+    Kind("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations",
+         namespaced=False),
+    Kind("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies"),
+    Kind("coordination.k8s.io/v1", "Lease", "leases"),
+    Kind("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", "validatingadmissionpolicies",
+         namespaced=False),
+    Kind("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings",
+         namespaced=False),
+)
+KINDS_BY_NAME = {k.kind: k for k in SNAPSHOT_KINDS + INSTALL_KINDS}
 
 
 # ---------- reading ----------
@@ -273,3 +304,59 @@ class LiveCluster:
             return int(e.status or 0), str(api_error(e, f"evicting pod {namespace}/{name}"))
         except HTTPError as e:
             return 0, f"evicting pod {namespace}/{name}: cannot reach the API server: {e}"
+
+
+# ---------- any object by its REST path ----------
+
+def kind_of(obj: dict) -> Kind:
+    """The Kind of `obj` (one of KINDS_BY_NAME), at the object's own apiVersion."""
+    known = KINDS_BY_NAME[obj["kind"]]
+    return known if known.api_version == obj["apiVersion"] else \
+        Kind(obj["apiVersion"], known.kind, known.plural, known.optional, known.namespaced)
+
+
+def object_path(obj: dict, with_name: bool = True) -> str:
+    """REST path of an object from its apiVersion, kind, namespace and name."""
+    kind = kind_of(obj)
+    meta = obj["metadata"]
+    return kind.path(meta["namespace"] if kind.namespaced else None, meta["name"] if with_name else None)
+
+
+def get_path(api, path: str, query=None) -> Optional[dict]:
+    """GET `path` (the object, or a list); None for 404."""
+    try:
+        return request(api, "GET", path, query=query)
+    except NotFound:
+        return None
+
+
+def read_object(api, obj: dict) -> Optional[dict]:
+    """The stored object `obj` names (apiVersion, kind, metadata name and namespace); None for 404."""
+    return get_path(api, object_path(obj))
+
+
+def apply_object(api, obj: dict, field_manager: str, dry_run: bool = False) -> dict:
+    """Create or update `obj` with server-side apply, forced (the field manager owns these objects);
+    with `dry_run`, the API server only says what it would do (dryRun=All: validated, admitted, not stored)."""
+    query = [("fieldManager", field_manager), ("force", "true")] + ([("dryRun", "All")] if dry_run else [])
+    return request(api, "PATCH", object_path(obj), obj, query=query, content_type="application/apply-patch+yaml")
+
+
+def delete_object(api, obj: dict, dry_run: bool = False) -> bool:
+    """Delete `obj` (its dependents in the background); False when it was not there."""
+    try:
+        request(api, "DELETE", object_path(obj), {"propagationPolicy": "Background"},
+                query=[("dryRun", "All")] if dry_run else None, content_type="application/json")
+        return True
+    except NotFound:
+        return False
+
+
+def json_patch(api, path: str, ops: list) -> bool:
+    """Apply JSON patch `ops` to the object at `path`; False when it is gone (404) or changed
+    meanwhile (409, or 422: a failed `test` op), which the caller leaves to whoever changed it."""
+    try:
+        request(api, "PATCH", path, ops, content_type="application/json-patch+json")
+        return True
+    except (NotFound, Conflict, Invalid):
+        return False

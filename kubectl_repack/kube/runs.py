@@ -14,9 +14,9 @@ from kubectl_repack.api.run import API_VERSION, GROUP, KIND, PLURAL, VERSION
 from kubectl_repack.errors import ClusterAPIError, Conflict, NotFound
 
 from .client import REQUEST_TIMEOUT, call, request, retry_on_conflict
-from .objects import Kind, list_objects
+from .objects import Kind, json_patch, list_objects
 
-RUN_KIND = Kind(API_VERSION, KIND, PLURAL)
+RUN_KIND = Kind(API_VERSION, KIND, PLURAL, namespaced=False)
 
 
 def whoami(api) -> Optional[Creator]:
@@ -82,6 +82,12 @@ class RunStore:
                            content_type="application/merge-patch+json")
         except ClusterAPIError as e:
             raise type(e)(str(e).replace(f"PATCH {path}", f"annotating repackrun {name}", 1), e.status) from e
+
+    def patch(self, name: str, ops: list) -> bool:
+        """Apply JSON patch `ops` to the run's metadata (its finalizers: api.control.finalizer_removal,
+        whose `test` op makes the API server refuse a run changed since it was read). False when the
+        run changed meanwhile (409, 422) or is gone (404): the caller decides again on a fresh read."""
+        return json_patch(self.api, RUN_KIND.path(name=name), ops)
 
     def delete(self, name: str, uid: Optional[str] = None, resource_version: Optional[str] = None) -> bool:
         """Delete the run: only that incarnation (`uid`) and, with `resource_version`, only as it was

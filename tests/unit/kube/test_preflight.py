@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from kubernetes import client
 
+from kubectl_repack.api.installed import SOURCE_ENDPOINTS
 from kubectl_repack.deploy import manifests
 from kubectl_repack.kube import preflight as pf
 from kubectl_repack.kube.client import HTTPResponse, use_transport
@@ -265,7 +266,7 @@ def installed(now=NOW):
         "/version": {"major": "1", "minor": "34", "gitVersion": "v1.34.1"},
         **{f"/apis/admissionregistration.k8s.io/v1/{PLURALS[o['kind']]}/{o['metadata']['name']}": o
            for o in manifests.render() if o["kind"] in PLURALS},
-        POLICY: manifests.network_policy("repack-system", ["10.0.0.1/32"], manifests.SOURCE_ENDPOINTS),
+        POLICY: manifests.network_policy("repack-system", ["10.0.0.1/32"], SOURCE_ENDPOINTS),
         KUBERNETES_SLICES: {"items": [{"endpoints": [{"addresses": ["10.0.0.1"]}]}]},
     }
 
@@ -450,7 +451,7 @@ def test_network_policy_verdicts():
     ok = pf.network_policy_verdict("ops", flag)
     assert ok.verdict == "OK" and ok.detail == ("NetworkPolicy ops/repack-webhook: the webhook port admits only "
                                                 "10.20.0.0/16, from --apiserver-cidr")
-    made = manifests.network_policy("ops", ["10.0.0.1/32"], manifests.SOURCE_ENDPOINTS)
+    made = manifests.network_policy("ops", ["10.0.0.1/32"], SOURCE_ENDPOINTS)
     assert pf.network_policy_verdict("ops", made, sources("10.0.0.1/32")).detail.endswith(
         "admits only 10.0.0.1/32, from the kubernetes Service's endpoints")
     assert pf.network_policy_verdict("ops", made, sources()).verdict == "OK"    # cannot compare now: as made

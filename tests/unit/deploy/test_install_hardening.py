@@ -8,8 +8,8 @@ import yaml
 from click.testing import CliRunner
 
 from kubectl_repack.cli import main
-from kubectl_repack.commands import install
-from tests.unit.webhook.test_install import READY_DEPLOYMENT, fake_api  # noqa: F401 (fixture)
+from kubectl_repack.deploy import installer
+from tests.unit.deploy.test_install import READY_DEPLOYMENT, fake_api  # noqa: F401 (fixture)
 from kubectl_repack.deploy import manifests
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
@@ -148,7 +148,7 @@ def test_one_replica_with_its_reason_and_no_service_links():
 
 
 def test_gunicorn_worker_tmp_dir_defaults_to_dev_shm(monkeypatch):
-    from webhook import __main__ as server
+    from webhook.admission import serve as server
 
     monkeypatch.delenv("REPACK_WEBHOOK_WORKER_TMP_DIR", raising=False)
     monkeypatch.setattr(server.os.path, "isdir", lambda p: p == "/dev/shm")
@@ -188,8 +188,8 @@ def test_wait_names_the_container_that_is_not_ready(fake_api):  # noqa: F811
                                "status": {"observedGeneration": 2, "replicas": 1, "updatedReplicas": 1}}
     fake_api.existing["/api/v1/namespaces/repack-system/pods"] = {"items": [crashing_pod()]}
     clock = Clock()
-    with pytest.raises(install.InstallNotReady) as exc:
-        install.wait_for_deployment(fake_api, "repack-system", "repack-webhook", 30, clock=clock,
+    with pytest.raises(installer.InstallNotReady) as exc:
+        installer.wait_for_deployment(fake_api, "repack-system", "repack-webhook", 30, clock=clock,
                                     sleep=clock.sleep)
     message = str(exc.value)
     assert "not Ready after 30s" in message
@@ -207,13 +207,13 @@ def test_wait_reports_an_unscheduled_pod(fake_api):  # noqa: F811
         "status": {"phase": "Pending", "conditions": [
             {"type": "PodScheduled", "status": "False", "message": "0/3 nodes are available: 3 node(s) didn't match"}]}}]}
     clock = Clock()
-    with pytest.raises(install.InstallNotReady, match="pod p is not scheduled: 0/3 nodes are available"):
-        install.wait_for_deployment(fake_api, "ns", "repack-webhook", 5, clock=clock, sleep=clock.sleep)
+    with pytest.raises(installer.InstallNotReady, match="pod p is not scheduled: 0/3 nodes are available"):
+        installer.wait_for_deployment(fake_api, "ns", "repack-webhook", 5, clock=clock, sleep=clock.sleep)
 
 
 def test_wait_returns_once_rolled_out(fake_api):  # noqa: F811
     clock = Clock()
-    dep = install.wait_for_deployment(fake_api, "repack-system", "repack-webhook", 30, clock=clock, sleep=clock.sleep)
+    dep = installer.wait_for_deployment(fake_api, "repack-system", "repack-webhook", 30, clock=clock, sleep=clock.sleep)
     assert dep == READY_DEPLOYMENT and clock.t == 0
 
 
@@ -224,7 +224,7 @@ def test_wait_returns_once_rolled_out(fake_api):  # noqa: F811
     ({"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 0, "availableReplicas": 0}, False),
 ])
 def test_deployment_ready(status, ready):
-    assert install.deployment_ready({"metadata": {"generation": 1}, "spec": {"replicas": 1}, "status": status}) is ready
+    assert installer.deployment_ready({"metadata": {"generation": 1}, "spec": {"replicas": 1}, "status": status}) is ready
 
 
 def test_install_fails_with_the_message_when_the_rollout_times_out(fake_api):  # noqa: F811
@@ -254,7 +254,7 @@ def test_webhook_url_mode_has_nothing_to_wait_for(fake_api, tmp_path):  # noqa: 
 def test_cluster_role_lets_the_coordinator_list_everything_its_live_snapshot_reads():
     """The installed coordinator lists these kinds to re-check a planned node; one it may not list
     makes it release every gate as `live state could not be loaded` (found by the real-node e2e)."""
-    from webhook.coordinator import FILTER_KINDS
+    from kubectl_repack.kube.objects import FILTER_KINDS   # what the coordinator lists (webhook.coordinator)
 
     assert FILTER_KINDS
     (role,) = [o for o in manifests.render() if o["kind"] == "ClusterRole"

@@ -13,8 +13,8 @@ import yaml
 from click.testing import CliRunner
 
 from kubectl_repack.cli import main
-from kubectl_repack.commands import install
 from kubectl_repack.deploy import certs
+from kubectl_repack.kube.objects import object_path
 
 
 def invoke(*args):
@@ -268,13 +268,13 @@ def test_uninstall_removes_the_webhook_first_and_keeps_the_crd(fake_api):
 
 
 def test_object_paths():
-    assert install.object_path({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}) == \
+    assert object_path({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}) == \
         "/api/v1/namespaces/x"
-    assert install.object_path({"apiVersion": "apps/v1", "kind": "Deployment",
-                                "metadata": {"name": "d", "namespace": "n"}}) == \
+    assert object_path({"apiVersion": "apps/v1", "kind": "Deployment",
+                        "metadata": {"name": "d", "namespace": "n"}}) == \
         "/apis/apps/v1/namespaces/n/deployments/d"
-    assert os.path.basename(install.object_path({"apiVersion": "v1", "kind": "Secret",
-                                                 "metadata": {"name": "s", "namespace": "n"}})) == "s"
+    assert os.path.basename(object_path({"apiVersion": "v1", "kind": "Secret",
+                                         "metadata": {"name": "s", "namespace": "n"}})) == "s"
 
 
 def test_uninstall_releases_pods_left_gated(fake_api):

@@ -13,8 +13,9 @@ import yaml
 from click.testing import CliRunner
 
 from kubectl_repack.cli import main
+from kubectl_repack.api import installed
 from kubectl_repack.deploy import manifests
-from tests.unit.webhook.test_install import FakeApi, FakeResponse
+from tests.unit.deploy.test_install import FakeApi, FakeResponse
 
 SLICES = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices"
 ENDPOINTS = "/api/v1/namespaces/default/endpoints/kubernetes"
@@ -84,7 +85,7 @@ def test_install_admits_only_the_addresses_the_api_servers_advertise(cluster):
     (policy,) = cluster.applied("NetworkPolicy")
     assert policy["spec"]["ingress"] == [{"from": [{"ipBlock": {"cidr": "10.0.0.1/32"}}],
                                           "ports": [{"protocol": "TCP", "port": manifests.CONTAINER_PORT}]}]
-    assert policy["metadata"]["annotations"] == {manifests.POLICY_SOURCE_ANNOTATION: manifests.SOURCE_ENDPOINTS}
+    assert policy["metadata"]["annotations"] == {installed.POLICY_SOURCE_ANNOTATION: installed.SOURCE_ENDPOINTS}
     lines = r.stdout.splitlines()
     at = lines.index(f"{REF} serverside-applied")
     assert lines[at + 1] == (f"{REF}: webhook port admits only the API server (10.0.0.1/32, from the kubernetes "
@@ -150,7 +151,7 @@ def test_apiserver_cidr_wins_and_nothing_is_read_for_it(cluster):
     assert r.exit_code == 0, r.output
     (policy,) = cluster.applied("NetworkPolicy")
     assert policy["spec"]["ingress"][0]["from"] == [{"ipBlock": {"cidr": "10.20.0.0/16"}}]
-    assert policy["metadata"]["annotations"] == {manifests.POLICY_SOURCE_ANNOTATION: manifests.SOURCE_FLAG}
+    assert policy["metadata"]["annotations"] == {installed.POLICY_SOURCE_ANNOTATION: installed.SOURCE_FLAG}
     assert f"{REF}: webhook port admits only the API server (10.20.0.0/16, from --apiserver-cidr)" in r.stdout
     assert not cluster.gets(SLICES) and not cluster.gets(ENDPOINTS)
 
@@ -257,5 +258,5 @@ def test_the_names_install_writes_are_the_ones_doctor_reads():
     from kubectl_repack.kube import preflight as pf
 
     assert (pf.NETWORK_POLICY, pf.WEBHOOK_PORT, pf.POLICY_SOURCE_ANNOTATION, pf.SOURCE_ENDPOINTS, pf.SOURCE_FLAG) == (
-        manifests.NAME, manifests.CONTAINER_PORT, manifests.POLICY_SOURCE_ANNOTATION, manifests.SOURCE_ENDPOINTS,
-        manifests.SOURCE_FLAG)
+        manifests.NAME, manifests.CONTAINER_PORT, installed.POLICY_SOURCE_ANNOTATION, installed.SOURCE_ENDPOINTS,
+        installed.SOURCE_FLAG)
