@@ -37,14 +37,14 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
 
 from kubectl_repack.api.gates import COORDINATOR_LEASE_NAME, PLACEMENT_LEASE, ungate_patch
-from kubectl_repack.api.run import goal_resource, is_active_execute
+from kubectl_repack.api.run import goal_resource, is_active_execute, write_placement_fields
 from kubectl_repack.api.times import parse_duration, utcnow
 from kubectl_repack.errors import NotFound, RepackError
 from kubectl_repack.kube.objects import FILTER_KINDS
 from webhook.common.election import LeaderElector, leader_process_args, process_identity
 from webhook.common.health import Answer, serve
 from webhook.common.metrics import Metrics
-from webhook.coordinator.placement import Decision, LiveFit, Replacement, decide, find_record_in, record_fields, replacement_of
+from webhook.coordinator.placement import Decision, LiveFit, Replacement, decide, find_record_in, replacement_of
 
 log = logging.getLogger("webhook.coordinator")
 
@@ -182,7 +182,7 @@ class Coordinator:
             record, why_not = find_record_in(rep, status)
             if record is None:
                 raise _NotOurs(why_not)
-            record_fields(record, fields)
+            write_placement_fields(record, fields)
         try:
             self.runs.update_status(rep.run_name, mutate, uid=rep.run_uid or None)
         except (_NotOurs, NotFound) as e:

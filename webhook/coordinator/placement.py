@@ -3,7 +3,9 @@
 `replacement_of` reads the webhook's annotations back off a pod; `decide` is the whole policy for
 one pod (record, nominate, lift the gate, time out) as a function of the pod, its run and the
 time, tested as a table; `LiveFit` checks a planned node on a live snapshot with the planner's
-own scheduler filters. The coordinator process (webhook.coordinator) only does the I/O around them.
+own scheduler filters. The coordinator process (webhook.coordinator.loop) only does the I/O around them.
+The placement fields a decision writes are the run API's `Placement` transitions (the executor's
+time-out writes through the same ones).
 """
 from __future__ import annotations
 
@@ -14,8 +16,7 @@ from typing import Any, Callable, Mapping, Optional
 from kubectl_repack.api.gates import (GATED_AT_ANNOTATION, PLACEMENT_GATE_OWNER_ANNOTATION,
                                       RELOCATION_INDEX_ANNOTATION, RELOCATION_RUN_ANNOTATION,
                                       RELOCATION_VICTIM_ANNOTATION, REPLACEMENT_PODGROUP_ANNOTATION, has_gate)
-from kubectl_repack.api.run import (PLACEMENT_NOMINATED, PLACEMENT_PLACED, PLACEMENT_TIMED_OUT,
-                                    PLACEMENT_WAITING_FOR_NODE_SELECTION, as_map, is_active_execute)
+from kubectl_repack.api.run import Placement, as_map, is_active_execute
 from kubectl_repack.api.times import parse_time
 from planner.filters import run_filters
 from planner.load import load_objects
@@ -114,17 +115,6 @@ def find_record_in(rep: Replacement, status: Mapping[str, Any]) -> tuple[Optiona
     return record, ""
 
 
-def record_fields(record: dict, fields: Mapping[str, Any]) -> None:
-    """Set coordinator-owned fields on one relocation record (replacementPodGroupName on the
-    record, everything else in its placement)."""
-    placement = record.setdefault("placement", {})
-    for key, value in fields.items():
-        if key == "replacementPodGroupName":
-            record[key] = value
-        else:
-            placement[key] = value
-
-
 def decide(rep: Replacement, run: Optional[Mapping[str, Any]], now: datetime, placement_lease: timedelta,
            check_fit: Callable[[str], Optional[str]]) -> Decision:
     """The coordinator's decision for one annotated (or gated) pod, as a pure function.
@@ -137,46 +127,39 @@ def decide(rep: Replacement, run: Optional[Mapping[str, Any]], now: datetime, pl
             why_not = f"run {rep.run_name} is not a Running Execute run"
         # Not ours to record: never hold the gate for a run that will not place the pod.
         return Decision(ungate=rep.gated, reason=why_not + ("; releasing the gate" if rep.gated else ""))
-    placement = as_map(record.get("placement"))
-    phase = placement.get("phase")
-    first: dict = {}
-    if placement.get("replacementPodName") != rep.name or placement.get("replacementPodUID") != rep.uid:
-        first["replacementPodName"] = rep.name
-        first["replacementPodUID"] = rep.uid
+    stored = Placement.from_dict(record.get("placement"))
+    placement, group = stored, {}
+    if stored.replacement_pod_name != rep.name or stored.replacement_pod_uid != rep.uid:
+        placement = stored.with_replacement(rep.name, rep.uid)
         if rep.replacement_pod_group and record.get("replacementPodGroupName") != rep.replacement_pod_group:
-            first["replacementPodGroupName"] = rep.replacement_pod_group
-        if phase not in (PLACEMENT_NOMINATED, PLACEMENT_PLACED, PLACEMENT_TIMED_OUT):
-            first["phase"] = phase = PLACEMENT_WAITING_FOR_NODE_SELECTION
+            group = {"replacementPodGroupName": rep.replacement_pod_group}
+
+    def first(new: Placement) -> dict:
+        """The fields written before any hint: the placement's changes, and the new PodGroup."""
+        return {**stored.changes(new), **group}
+
     if rep.node_name:
-        if placement.get("actualNodeName") != rep.node_name:
-            first["actualNodeName"] = rep.node_name
-        if phase != PLACEMENT_PLACED:
-            # Also after TimedOut: Placed means bound (what `apply` waits for); a time-out shows
-            # as an empty selectedNodeName, the lease_timeouts counter and the log.
-            first["phase"] = PLACEMENT_PLACED
-        return Decision(record=first, reason=f"bound to {rep.node_name}")
+        # Also after TimedOut: Placed means bound (what `apply` waits for); a time-out shows
+        # as an empty selectedNodeName, the lease_timeouts counter and the log.
+        return Decision(record=first(placement.placed_on(rep.node_name)), reason=f"bound to {rep.node_name}")
     if not rep.gated:
-        return Decision(record=first, reason="not gated (webhook saw no fresh coordinator Lease)")
+        return Decision(record=first(placement), reason="not gated (webhook saw no fresh coordinator Lease)")
     if rep.gated_at is None or now - rep.gated_at >= placement_lease:
-        first["phase"] = PLACEMENT_TIMED_OUT
-        return Decision(record=first, ungate=True, timed_out=True,
+        return Decision(record=first(placement.timed_out()), ungate=True, timed_out=True,
                         reason=f"gated longer than the placement lease ({placement_lease.total_seconds():g}s)")
     planned = str(record.get("plannedNodeName") or "")
     if rep.deleting or not planned:
-        return Decision(record=first, ungate=True, reason="no planned node" if not planned else "pod is being deleted")
+        return Decision(record=first(placement), ungate=True,
+                        reason="no planned node" if not planned else "pod is being deleted")
     if rep.nominated_node == planned:
         reason = None  # nominated before a restart: finish the sequence
     else:
         reason = check_fit(planned)
     if reason is None:
-        after = {}
-        if placement.get("selectedNodeName") != planned:
-            after["selectedNodeName"] = planned
-        if phase != PLACEMENT_NOMINATED:
-            after["phase"] = PLACEMENT_NOMINATED
-        return Decision(record=first, nominate=planned if rep.nominated_node != planned else "",
-                        after_nomination=after, ungate=True, reason=f"planned node {planned} still fits")
-    return Decision(record=first, ungate=True, reason=f"planned node {planned} no longer fits: {reason}")
+        return Decision(record=first(placement), nominate=planned if rep.nominated_node != planned else "",
+                        after_nomination=placement.changes(placement.nominated(planned)), ungate=True,
+                        reason=f"planned node {planned} still fits")
+    return Decision(record=first(placement), ungate=True, reason=f"planned node {planned} no longer fits: {reason}")
 
 
 # --- live feasibility with the planner's filters ---------------------------------------------------
