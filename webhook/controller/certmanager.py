@@ -35,6 +35,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
 from kubectl_repack.api.times import parse_time, rfc3339
+from kubectl_repack.api.view import ObjectView, as_map
 from kubectl_repack.deploy import certs, manifests
 from kubectl_repack.errors import ClusterAPIError, Conflict, RepackError
 
@@ -93,7 +94,7 @@ class CertManager:
 
     def _secret_body(self, bundle: certs.CertBundle, trust: list[bytes], previous_until: Optional[datetime],
                      base: Optional[dict] = None) -> dict:
-        meta = {k: v for k, v in ((base or {}).get("metadata") or {}).items() if k != "managedFields"}
+        meta = {k: v for k, v in ObjectView(base).meta.items() if k != "managedFields"}
         meta.update(name=manifests.SECRET_NAME, namespace=self.namespace)
         meta["labels"] = dict(meta.get("labels") or {}, **manifests.LABELS)
         annotations = dict(meta.get("annotations") or {})
@@ -141,7 +142,7 @@ class CertManager:
             actions.append(f"rotated secret {self.namespace}/{manifests.SECRET_NAME}: {why}"
                            + (f"; the previous CA stays trusted until {rfc3339(until)}" if until else ""))
             return secret
-        until_text = ((secret.get("metadata") or {}).get("annotations") or {}).get(PREVIOUS_CA_UNTIL)
+        until_text = ObjectView(secret).annotations.get(PREVIOUS_CA_UNTIL)
         cas = _pems(base64.b64decode(data[certs.CA_CRT]))
         until = parse_time(until_text)
         overlap_over = until is None or until <= now
@@ -179,8 +180,8 @@ class CertManager:
         if deployment is None:
             return False
         want = fingerprint(base64.b64decode(secret["data"][certs.TLS_CRT]))
-        template_meta = ((deployment.get("spec") or {}).get("template") or {}).get("metadata") or {}
-        if (template_meta.get("annotations") or {}).get(FINGERPRINT) == want:
+        template_meta = as_map(as_map(ObjectView(deployment).spec.get("template")).get("metadata"))
+        if as_map(template_meta.get("annotations")).get(FINGERPRINT) == want:
             return True
         self.objects.patch_deployment({"spec": {"template": {"metadata": {"annotations": {FINGERPRINT: want}}}}})
         actions.append(f"deployment {self.namespace}/{self.service}: pod template annotated with the serving "

@@ -60,8 +60,10 @@ from kubectl_repack.api import control
 from kubectl_repack.api.control import (CONTROLLER_LEASE_NAME, CREATOR_MAX_AGE, FINALIZER, RECORDS_SEAL_ANNOTATION,
                                         UntrustedCreator, cancel_requested, creator_of, creator_problem,
                                         executed_locally, finalizer_removal, run_durations, seal_problem)
-from kubectl_repack.api.run import MODE_DRY_RUN, MODE_EXECUTE, Reason, is_finished, phase_of, relocations
+from kubectl_repack.api.run import MODE_DRY_RUN, MODE_EXECUTE, Reason, RunView, is_finished, phase_of, relocations
+from kubectl_repack.api.status import plan_status
 from kubectl_repack.api.times import parse_duration, parse_time, rfc3339, utcnow
+from kubectl_repack.api.view import ObjectView
 from kubectl_repack.engine.executor import Executor
 from kubectl_repack.engine.mutex import holder_identity
 from kubectl_repack.engine.workflow import ApplyRequest, Screening, apply_run
@@ -90,7 +92,7 @@ class _Log:
 
 
 def _created(run: dict) -> str:
-    return str((run.get("metadata") or {}).get("creationTimestamp") or "")
+    return str(ObjectView(run).meta.get("creationTimestamp") or "")
 
 
 class Controller:
@@ -174,10 +176,10 @@ class Controller:
                 self.drop_finalizer(run)
             elif executed_locally(run):
                 continue
-            elif (run.get("spec") or {}).get("mode") == MODE_DRY_RUN and not phase_of(run):
+            elif RunView(run).mode == MODE_DRY_RUN and not phase_of(run):
                 if self.may_plan_dry_run():
                     self.plan_dry_run(run)
-        execute = [r for r in runs if (r.get("spec") or {}).get("mode") == MODE_EXECUTE
+        execute = [r for r in runs if RunView(r).mode == MODE_EXECUTE
                    and not is_finished(r) and not executed_locally(r)]
         if execute and (self.worker is None or not self.worker.is_alive()):
             names = [r["metadata"]["name"] for r in execute]
@@ -210,7 +212,7 @@ class Controller:
             return
         with paused_gc():
             result = planner.plan(planner.load_objects(self.cluster.snapshot_objects()), spec)
-        status = result.status(rfc3339(utcnow()))
+        status = plan_status(result, rfc3339(utcnow()))
 
         def mutate(st: dict) -> None:
             if st.get("phase"):        # planned meanwhile (plan --save, or a previous leader)
@@ -258,7 +260,7 @@ class Controller:
         except ValueError as e:
             self.drop_finalizer(self._engine(record).fail(name, Reason.INVALID_SPEC, str(e)))
             return False
-        if not (run.get("metadata") or {}).get("deletionTimestamp") and not self.add_finalizer(run):
+        if not ObjectView(run).deleting and not self.add_finalizer(run):
             log.info("repackrun %s: the finalizer did not land (the run changed meanwhile); next tick", name)
             return False       # never evict for a run whose delete would not wait for us
 
@@ -293,7 +295,7 @@ class Controller:
             return Screening(denied=denied, creator=creator.username)
 
         def seal(run: dict, records: list) -> None:
-            value = control.seal(self.key(), str((run.get("metadata") or {}).get("uid") or ""), records)
+            value = control.seal(self.key(), ObjectView(run).uid, records)
             self.runs.annotate(name, RECORDS_SEAL_ANNOTATION, value)
 
         def vet(run: dict, record) -> Optional[tuple]:
@@ -335,7 +337,7 @@ class Controller:
     def add_finalizer(self, run: dict) -> bool:
         """Put FINALIZER on the run; True once the stored run carries it (a patch refused because the
         run changed meanwhile is not an error, but then nothing may be evicted until it lands)."""
-        meta = run.get("metadata") or {}
+        meta = ObjectView(run).meta
         current = list(meta.get("finalizers") or [])
         if FINALIZER in current:
             return True
@@ -346,7 +348,7 @@ class Controller:
             stored = self.runs.get(meta["name"])
         except NotFound:
             return False
-        return FINALIZER in ((stored.get("metadata") or {}).get("finalizers") or [])
+        return FINALIZER in (ObjectView(stored).meta.get("finalizers") or [])
 
     def drop_finalizer(self, run: dict) -> None:
         ops = finalizer_removal(run)

@@ -37,8 +37,9 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
 
 from kubectl_repack.api.gates import COORDINATOR_LEASE_NAME, PLACEMENT_LEASE, ungate_patch
-from kubectl_repack.api.run import goal_resource, is_active_execute, write_placement_fields
+from kubectl_repack.api.run import RunView, goal_resource, write_placement_fields
 from kubectl_repack.api.times import parse_duration, utcnow
+from kubectl_repack.api.view import ObjectView
 from kubectl_repack.errors import NotFound, RepackError
 from kubectl_repack.kube.objects import FILTER_KINDS
 from webhook.common.election import LeaderElector, leader_process_args, process_identity
@@ -104,9 +105,10 @@ class Coordinator:
         """One pass over runs and annotated pods."""
         runs = self.runs.list()
         now = self.clock()
-        by_name = {(r.get("metadata") or {}).get("name"): r for r in runs}
-        namespaces = sorted({str((rel or {}).get("namespace") or "") for r in runs if is_active_execute(r)
-                             for rel in (r.get("status") or {}).get("relocations") or ()} - {""})
+        views = [RunView(r) for r in runs]
+        by_name = {v.name: v.obj for v in views}
+        namespaces = sorted({str((rel or {}).get("namespace") or "") for v in views if v.active_execute
+                             for rel in v.status.get("relocations") or ()} - {""})
         mono = time.monotonic()
         if mono - self._last_sweep >= self.sweep_interval:
             self._last_sweep = mono
@@ -171,10 +173,10 @@ class Coordinator:
     # ----- writes
     def remove_gate(self, pod: Mapping[str, Any]) -> None:
         """Remove our gate and the gate-owner annotation (see `ungate_patch`)."""
-        meta = pod.get("metadata") or {}
         ops = ungate_patch(pod)
         if ops:
-            self.cluster.patch_pod(meta.get("namespace"), meta.get("name"), ops)
+            view = ObjectView(pod)
+            self.cluster.patch_pod(view.namespace, view.name, ops)
 
     def update_record(self, rep: Replacement, fields: Mapping[str, Any]) -> None:
         """Set coordinator-owned fields of one relocation (the kube layer's status read-modify-write)."""
