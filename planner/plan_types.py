@@ -93,7 +93,7 @@ class RunSpec:
 
 @dataclass(frozen=True)
 class Plan:
-    """The outcome of one planning pass; `status()` renders the RepackRun status (API-3)."""
+    """The outcome of one planning pass (kubectl_repack.api.status turns it into RepackRun status, API-3)."""
     resource: str
     outcome: str
     message: str
@@ -148,20 +148,3 @@ class Plan:
                              for m in ms]
             out.append(entry)
         return out
-
-    def status(self, now: Optional[str] = None) -> dict:
-        """The RepackRun status of a finished DryRun evaluation (phase Succeeded)."""
-        cond = {"type": "Complete", "status": "True", "reason": self.outcome, "message": self.message}
-        if now:
-            cond["lastTransitionTime"] = now
-        plan = {"summary": self.summary()}
-        moves = self.moves_by_group()
-        if moves:
-            plan["moves"] = moves
-        if self.freed_nodes:
-            plan["freedNodes"] = list(self.freed_nodes)
-        st = {"phase": "Succeeded", "conditions": [cond], "message": self.message, "plan": plan}
-        if now:
-            st["startTime"] = now
-            st["completionTime"] = now
-        return st
