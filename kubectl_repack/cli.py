@@ -20,7 +20,7 @@ import click
 from kubectl_repack import __version__, commands
 from kubectl_repack.commands.options import cluster_options
 from kubectl_repack.errors import InvalidSnapshotFile, RepackError, SpecError, ValidationError
-from kubectl_repack.output import JSONPathError
+from kubectl_repack.printing import JSONPathError
 
 PROG_NAME = "kubectl repack"
 EXIT_RUNTIME, EXIT_USAGE, EXIT_NOT_RECOMMENDED = 1, 2, 3

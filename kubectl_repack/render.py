@@ -107,17 +107,17 @@ def object_output(obj: dict, fmt, allow_missing: bool = True) -> str:
     """A RepackRun as `kubectl get repackrun -o FORMAT` prints it: yaml/json in the canonical key
     order; name, jsonpath, jsonpath-as-json and custom-columns over the object as it is (kubectl's
     templates see every field the API server returned, managedFields included)."""
-    from kubectl_repack import output
+    from kubectl_repack import printing
 
     kind = getattr(fmt, "kind", fmt)
     if kind in ("yaml", "json"):
         return dump(canonical_run(obj), kind)
     if kind == "name":
-        return output.names([obj])
+        return printing.names([obj])
     if kind == "custom-columns":
-        return output.custom_columns(fmt.template, [obj])
-    return output.jsonpath(fmt.template, obj, allow_missing_keys=allow_missing,
-                           as_json=kind == "jsonpath-as-json")
+        return printing.custom_columns(fmt.template, [obj])
+    return printing.jsonpath(fmt.template, obj, allow_missing_keys=allow_missing,
+                             as_json=kind == "jsonpath-as-json")
 
 
 # ---------- the card map ----------

@@ -201,7 +201,7 @@ class _Output(click.ParamType):
             return value
         kind, sep, template = str(value).partition("=")
         if self.templates and kind in TEMPLATE_KINDS:
-            from kubectl_repack import output
+            from kubectl_repack import printing as output
 
             if not sep or not template:
                 self.fail(f"{kind} needs a template: -o {kind}=TEMPLATE", param, ctx)

@@ -19,7 +19,7 @@ import uuid
 
 import pytest
 
-from kubectl_repack.output import JSONPathError, custom_columns, jsonpath, names
+from kubectl_repack.printing import JSONPathError, custom_columns, jsonpath, names
 from tests.harness import NPU_RESOURCE
 
 pytestmark = pytest.mark.e2e

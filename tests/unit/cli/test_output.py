@@ -1,4 +1,4 @@
-"""kubectl_repack.output: kubectl's jsonpath / custom-columns / name dialects, case by case.
+"""kubectl_repack.printing: kubectl's jsonpath / custom-columns / name dialects, case by case.
 
 Three kinds of tables: client-go's own test tables (util/jsonpath/jsonpath_test.go and
 parser_test.go, v0.34.1), ported with their expected outputs; a corpus whose expected outputs were
@@ -16,8 +16,8 @@ import sys
 
 import pytest
 
-from kubectl_repack.output import (JSONPathError, custom_columns, go_json, go_sprint, jsonpath, name,
-                                   names, tabwrite)
+from kubectl_repack.printing import (JSONPathError, custom_columns, go_json, go_sprint, jsonpath, name,
+                                     names, tabwrite)
 
 ERROR = "<kubectl exits non-zero>"
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -861,8 +861,8 @@ def test_name_without_a_type_is_an_error(obj, message):
 # ---------------------------------------------------------------- packaging
 
 def test_runs_in_the_zipapp_interpreter_without_site_packages():
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); from kubectl_repack import output; "
-            "print(output.jsonpath('{range .items[*]}{.n}{\"\\\\n\"}{end}', {'items': [{'n': 1}, {'n': 2.5}]}), end=''); "
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from kubectl_repack import printing; "
+            "print(printing.jsonpath('{range .items[*]}{.n}{\"\\\\n\"}{end}', {'items': [{'n': 1}, {'n': 2.5}]}), end=''); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('yaml', 'click', 'kubernetes')))")
     p = subprocess.run([sys.executable, "-I", "-S", "-c", code, REPO], capture_output=True, text=True, check=True)
     assert p.stdout == "1\n2.5\n[]\n"
