@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any, Iterable, Mapping
 
 from kubectl_repack.api.relocations import RecordKey, RelocationIndex
+from kubectl_repack.api.view import ObjectView
 
 DEFAULT_CLAIM_TTL = timedelta(seconds=30)
 
@@ -83,8 +84,8 @@ class RelocationStore:
 
     @staticmethod
     def _run_key(run: Mapping[str, Any]) -> str:
-        meta = run.get("metadata") if isinstance(run.get("metadata"), Mapping) else {}
-        return str(meta.get("uid") or meta.get("name") or "")
+        view = ObjectView(run)
+        return view.uid or view.name
 
     def _rebuild(self, synced: bool) -> None:
         self._base = RelocationIndex.from_runs(self._runs.values(), synced=synced)

@@ -29,6 +29,7 @@ from kubectl_repack.api.matching import DEFAULT_SCHEDULER_NAMES, Match, match
 from kubectl_repack.api.run import GROUP as RUN_GROUP, PLURAL as RUN_PLURAL
 from kubectl_repack.api.relocations import RelocationIndex
 from kubectl_repack.api.times import rfc3339
+from kubectl_repack.api.view import ObjectView
 from kubectl_repack.errors import RepackError
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
@@ -186,14 +187,13 @@ def review_outcome(admission_review: Any, index: RelocationIndex, gate_allowed: 
     if not isinstance(pod, Mapping):
         raise AdmissionReviewError(f"AdmissionReview.request.object of pod CREATE {uid} is missing or not an object")
     dry_run = bool(request.get("dryRun"))
-    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
-    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
-    if annotations.get(RELOCATION_RUN_ANNOTATION):
+    view = ObjectView(pod)
+    if view.annotations.get(RELOCATION_RUN_ANNOTATION):
         # Reinvocation (or a pod stamped earlier): it is already somebody's replacement.
         return ReviewOutcome(_response(uid, []), considered=True, dry_run=dry_run)
     if creators is not None and _username(request) not in creators:
         return ReviewOutcome(_response(uid, []), considered=True, dry_run=dry_run)
-    namespace = str(request.get("namespace") or meta.get("namespace") or "")
+    namespace = str(request.get("namespace") or view.namespace)
     found = match(pod, index, namespace=namespace, scheduler_names=scheduler_names)
     if found is None:
         return ReviewOutcome(_response(uid, []), considered=True, dry_run=dry_run)
@@ -253,8 +253,6 @@ def record_creator(admission_review: Any) -> AdmissionReview:
                                        "is not a list of strings")
         wanted = Creator.from_user_info(info).annotations()
         return _response(uid, build_patch(run, wanted, gate=False))
-    old = request.get("oldObject")
-    old_meta = old.get("metadata") if isinstance(old, Mapping) and isinstance(old.get("metadata"), Mapping) else {}
-    old_ann = old_meta.get("annotations") if isinstance(old_meta.get("annotations"), Mapping) else {}
+    old_ann = ObjectView(request.get("oldObject")).annotations
     kept = {k: old_ann[k] for k in CREATOR_ANNOTATIONS if isinstance(old_ann.get(k), str)}
     return _response(uid, build_patch(run, kept, gate=False) if kept else [])

@@ -18,6 +18,7 @@ from kubectl_repack.api.gates import (GATED_AT_ANNOTATION, PLACEMENT_GATE_OWNER_
                                       RELOCATION_VICTIM_ANNOTATION, REPLACEMENT_PODGROUP_ANNOTATION, has_gate)
 from kubectl_repack.api.run import Placement, as_map, is_active_execute
 from kubectl_repack.api.times import parse_time
+from kubectl_repack.api.view import ObjectView
 from planner.filters import run_filters
 from planner.load import load_objects
 from planner.state import SimulatedState
@@ -52,8 +53,8 @@ class Replacement:
 
 def replacement_of(pod: Mapping[str, Any]) -> Optional[Replacement]:
     """The webhook's annotations read back; None for pods that are nobody's replacement."""
-    meta = as_map(pod.get("metadata"))
-    ann = as_map(meta.get("annotations"))
+    view = ObjectView(pod)
+    ann = view.annotations
     run_ref = ann.get(RELOCATION_RUN_ANNOTATION)
     gated = has_gate(pod)
     if not isinstance(run_ref, str) or "/" not in run_ref:
@@ -66,15 +67,14 @@ def replacement_of(pod: Mapping[str, Any]) -> Optional[Replacement]:
     except (TypeError, ValueError):
         index = -1
     return Replacement(
-        namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""),
-        uid=str(meta.get("uid") or ""), run_name=run_name, run_uid=run_uid, index=index,
+        namespace=view.namespace, name=view.name, uid=view.uid, run_name=run_name, run_uid=run_uid, index=index,
         victim=str(ann.get(RELOCATION_VICTIM_ANNOTATION) or ""),
-        node_name=str(as_map(pod.get("spec")).get("nodeName") or ""), gated=gated,
+        node_name=str(view.spec.get("nodeName") or ""), gated=gated,
         gated_at=parse_time(ann.get(GATED_AT_ANNOTATION)),
         gate_owner=str(ann.get(PLACEMENT_GATE_OWNER_ANNOTATION) or ""),
-        nominated_node=str(as_map(pod.get("status")).get("nominatedNodeName") or ""),
+        nominated_node=str(view.status.get("nominatedNodeName") or ""),
         replacement_pod_group=str(ann.get(REPLACEMENT_PODGROUP_ANNOTATION) or ""),
-        deleting=bool(meta.get("deletionTimestamp")))
+        deleting=view.deleting)
 
 
 # --- the decision ----------------------------------------------------------------------------------
@@ -94,10 +94,10 @@ def find_record(rep: Replacement, run: Optional[Mapping[str, Any]]) -> tuple[Opt
     """The relocation this pod replaces, or None with the reason it is not ours to write."""
     if not isinstance(run, Mapping):
         return None, f"run {rep.run_name or '?'} not found"
-    meta = as_map(run.get("metadata"))
-    if rep.run_uid and meta.get("uid") != rep.run_uid:
-        return None, f"run {rep.run_name} is another run (uid {meta.get('uid')}, pod names {rep.run_uid})"
-    return find_record_in(rep, as_map(run.get("status")))
+    view = ObjectView(run)
+    if rep.run_uid and view.uid != rep.run_uid:
+        return None, f"run {rep.run_name} is another run (uid {view.meta.get('uid')}, pod names {rep.run_uid})"
+    return find_record_in(rep, view.status)
 
 
 def find_record_in(rep: Replacement, status: Mapping[str, Any]) -> tuple[Optional[dict], str]:
@@ -179,10 +179,10 @@ class LiveFit:
         for obj in objects:
             if obj.get("kind") != "Pod":
                 continue
-            meta, spec, status = as_map(obj.get("metadata")), as_map(obj.get("spec")), as_map(obj.get("status"))
-            node = status.get("nominatedNodeName")
-            key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
-            if node and not spec.get("nodeName") and status.get("phase") not in POD_FINISHED_PHASES:
+            view = ObjectView(obj)
+            node = view.status.get("nominatedNodeName")
+            key = f"{view.namespace or 'default'}/{view.name}"
+            if node and not view.spec.get("nodeName") and view.status.get("phase") not in POD_FINISHED_PHASES:
                 self._hold(key, node)
 
     def _hold(self, key: str, node: str) -> None:
