@@ -61,9 +61,9 @@ def command(namespace):
     One line per check, OK, FAIL or WARN, with what was seen and, when something is wrong, what to
     do. Every check runs even when another fails.
     """
-    from kubectl_repack.kube.preflight import failed, run_checks
-
     from kubectl_repack.errors import RepackError
+    from kubectl_repack.kube.preflight import run_checks
+    from kubectl_repack.kube.preflight.checks import failed
 
     checks = run_checks(settings().api(), namespace)
     if checks and all(c.ok is False and "cannot reach the API server" in c.detail for c in checks):

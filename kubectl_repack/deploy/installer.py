@@ -19,7 +19,7 @@ from kubectl_repack.errors import RepackError
 from kubectl_repack.kube.client import request
 from kubectl_repack.kube.objects import (KINDS_BY_NAME, POD_KIND, apply_object, delete_object, get_path, json_patch,
                                          kind_of, read_object)
-from kubectl_repack.kube.preflight import read_apiserver_sources
+from kubectl_repack.kube.preflight.network import read_apiserver_sources
 from kubectl_repack.kube.runs import RUN_KIND, RunStore
 
 from . import certs, manifests

@@ -255,7 +255,7 @@ def test_a_webhook_served_outside_the_cluster_has_no_pod_to_guard(cluster):
 
 
 def test_the_names_install_writes_are_the_ones_doctor_reads():
-    from kubectl_repack.kube import preflight as pf
+    from kubectl_repack.kube.preflight import network as pf
 
     assert (pf.NETWORK_POLICY, pf.WEBHOOK_PORT, pf.POLICY_SOURCE_ANNOTATION, pf.SOURCE_ENDPOINTS, pf.SOURCE_FLAG) == (
         manifests.NAME, manifests.CONTAINER_PORT, installed.POLICY_SOURCE_ANNOTATION, installed.SOURCE_ENDPOINTS,

@@ -18,6 +18,7 @@ from kubernetes import client
 from kubectl_repack.api.installed import SOURCE_ENDPOINTS
 from kubectl_repack.deploy import manifests
 from kubectl_repack.kube import preflight as pf
+from kubectl_repack.kube.preflight import certificates, checks, network, verdicts
 from kubectl_repack.kube.client import HTTPResponse, use_transport
 from kubectl_repack.schema import load_crd
 
@@ -65,10 +66,10 @@ def test_what_is_not_a_certificate_is_a_value_error(pem, why):
 
 
 def test_truncated_certificates_never_crash_otherwise():
-    der = pf.pem_certificates(make_cert(NOW))[0]
+    der = certificates.pem_certificates(make_cert(NOW))[0]
     for n in range(len(der)):
         try:
-            pf.der_not_after(der[:n])
+            certificates.der_not_after(der[:n])
         except ValueError:
             pass
 
@@ -153,8 +154,8 @@ def test_lease_verdicts():
 
 
 def test_access_verdicts():
-    assert pf.access_verdict(pf.CREATE_RUNS, {"status": {"allowed": True}}).ok is True
-    denied = pf.access_verdict(pf.PATCH_RUNS, {"status": {"allowed": False}})
+    assert pf.access_verdict(checks.CREATE_RUNS, {"status": {"allowed": True}}).ok is True
+    denied = pf.access_verdict(checks.PATCH_RUNS, {"status": {"allowed": False}})
     assert denied.ok is False and denied.name == "rbac-patch"
     assert "may not patch repackruns.repack.volcano.sh (needed by kubectl repack cancel)" in denied.detail
 
@@ -209,13 +210,13 @@ def test_guarded_turns_any_error_into_that_checks_fail():
 
 def test_install_names_are_the_ones_checked():
     from kubectl_repack.engine import mutex
-    assert (pf.WEBHOOK_CONFIG, pf.WEBHOOK_NAME, pf.SERVICE, pf.TLS_SECRET, pf.DEFAULT_NAMESPACE) == (
+    assert (pf.WEBHOOK_CONFIG, verdicts.WEBHOOK_NAME, checks.SERVICE, pf.TLS_SECRET, checks.DEFAULT_NAMESPACE) == (
         manifests.CONFIG_NAME, manifests.WEBHOOK_NAME, manifests.NAME, manifests.SECRET_NAME, manifests.NAMESPACE)
-    assert (pf.NAMESPACE_ENV, pf.DEFAULT_NAMESPACE) == (mutex.LEASE_NAMESPACE_ENV, mutex.DEFAULT_LEASE_NAMESPACE)
+    assert (checks.NAMESPACE_ENV, checks.DEFAULT_NAMESPACE) == (mutex.LEASE_NAMESPACE_ENV, mutex.DEFAULT_LEASE_NAMESPACE)
 
 
 def test_age():
-    assert [pf.age(s) for s in (0, 59, 60, 7199, 7200, 172799, 172800)] == ["0s", "59s", "1m", "119m", "2h", "47h", "2d"]
+    assert [checks.age(s) for s in (0, 59, 60, 7199, 7200, 172799, 172800)] == ["0s", "59s", "1m", "119m", "2h", "47h", "2d"]
 
 
 # ---- the whole preflight over a fake API server ---------------------------------------------------
@@ -389,18 +390,18 @@ def test_a_missing_or_unenforced_admission_policy_fails_the_doctor():
 
 # ---- webhook-network-policy (issue 19) ----------------------------------------------------------
 def sources(*cidrs):
-    return pf.APIServerSources(tuple(cidrs), "from the kubernetes Service's endpoints" if cidrs else "no endpoints")
+    return network.APIServerSources(tuple(cidrs), "from the kubernetes Service's endpoints" if cidrs else "no endpoints")
 
 
 def test_api_server_sources_from_slices_else_endpoints():
     slices = [{"endpoints": [{"addresses": ["10.0.0.2"], "conditions": {"ready": False}}, {"addresses": ["10.0.0.1"]}]},
               {"addressType": "IPv6", "endpoints": [{"addresses": ["fd00::1", "fd00::1"]}]}]
-    found = pf.apiserver_sources(slices, None)
+    found = network.apiserver_sources(slices, None)
     assert found.known and found.cidrs == ("10.0.0.1/32", "10.0.0.2/32", "fd00::1/128")
     assert found.why == "from the kubernetes Service's endpoints"
     endpoints = {"subsets": [{"addresses": [{"ip": "192.168.0.5"}], "notReadyAddresses": [{"ip": "192.168.0.6"}]}]}
-    assert pf.apiserver_sources([], endpoints).cidrs == ("192.168.0.5/32", "192.168.0.6/32")
-    assert pf.apiserver_sources([{"endpoints": []}], endpoints).cidrs == ("192.168.0.5/32", "192.168.0.6/32")
+    assert network.apiserver_sources([], endpoints).cidrs == ("192.168.0.5/32", "192.168.0.6/32")
+    assert network.apiserver_sources([{"endpoints": []}], endpoints).cidrs == ("192.168.0.5/32", "192.168.0.6/32")
 
 
 @pytest.mark.parametrize("slices, endpoints, unreadable, why", [
@@ -417,7 +418,7 @@ def test_api_server_sources_from_slices_else_endpoints():
      "lists 'api.example', which is not an IP address"),
 ])
 def test_api_server_sources_that_cannot_be_known(slices, endpoints, unreadable, why):
-    found = pf.apiserver_sources(slices, endpoints, unreadable)
+    found = network.apiserver_sources(slices, endpoints, unreadable)
     assert not found.known and found.cidrs == ()
     assert why in found.why
 
