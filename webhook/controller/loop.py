@@ -67,7 +67,7 @@ from kubectl_repack.api.view import ObjectView
 from kubectl_repack.engine.executor import Executor
 from kubectl_repack.engine.mutex import holder_identity
 from kubectl_repack.engine.workflow import ApplyRequest, Screening, apply_run
-from kubectl_repack.errors import ClusterAPIError, Conflict, NotFound, RepackError, SpecError
+from kubectl_repack.errors import NotFound, RepackError, SpecError
 from kubectl_repack.kube.incluster import controlling_owner
 from webhook.common.election import LeaderElector, leader_process_args, process_identity
 from webhook.common.health import Answer, serve
@@ -117,7 +117,9 @@ class Controller:
         the PodGroup's when None); `pod_group_opt_out(namespace, PodGroup)` says what opted that
         PodGroup out of being moved, read now ('' when nothing did)."""
         self.api, self.runs, self.cluster, self.lease, self.elector = api, runs, cluster, lease, elector
-        self.patch_run = patch_run or self._patch    # JSON patch of a run's metadata (finalizer)
+        # JSON patch of a run's metadata (finalizer); refused when the run changed or is gone, and the
+        # next tick decides again
+        self.patch_run = patch_run or runs.patch
         self.key, self.events, self.authorize_as = key, events, authorize_as
         self.policy_since, self.creator_max_age = policy_since, creator_max_age
         self.lift_gates, self.gate_sweep_seconds = lift_gates, gate_sweep_seconds
@@ -354,19 +356,6 @@ class Controller:
         ops = finalizer_removal(run)
         if ops:
             self.patch_run(run["metadata"]["name"], ops)
-
-    def _patch(self, name: str, ops: list) -> None:
-        from kubectl_repack.api.run import GROUP, PLURAL, VERSION
-        from kubectl_repack.kube.client import request
-
-        try:
-            request(self.api, "PATCH", f"/apis/{GROUP}/{VERSION}/{PLURAL}/{name}", ops,
-                    content_type="application/json-patch+json")
-        except (Conflict, NotFound):
-            pass            # changed or gone meanwhile: the next tick decides again
-        except ClusterAPIError as e:
-            if e.status != 422:   # a failed `test` op: the object changed, decided again next tick
-                raise
 
 
 class _GuardedLease:
