@@ -202,7 +202,7 @@ class LiveFit:
             return f"node {node} does not exist"
         held = self._nominated.pop(pod_key, None)
         if held is not None:  # re-checking a pod nominated earlier: do not count it twice
-            self.state._remove(pod)
+            self.state.unbind(pod)
         failed = run_filters(pod, target, self.state, {})
         if failed is not None:
             return f"{failed[0]}: {failed[1]}"
