@@ -117,7 +117,7 @@ def _review(port, ctx, uid, gated=False):
 def test_gunicorn_answers_within_the_webhook_timeout_while_peers_idle_stall_and_drip(tls):
     cert_dir, ctx = tls
     port = _free_port()
-    child = subprocess.Popen([sys.executable, "-m", "tests.unit.webhook.admission.serve_fixture", str(port), cert_dir], cwd=REPO)
+    child = subprocess.Popen([sys.executable, "-m", "tests.unit.webhook.serve_fixture", str(port), cert_dir], cwd=REPO)
     try:
         _wait_ready(port, ctx)
         hostile = Hostile(port, ctx)
@@ -138,7 +138,7 @@ def test_gunicorn_answers_within_the_webhook_timeout_while_peers_idle_stall_and_
 
 
 def test_werkzeug_answers_while_a_peer_sits_idle_before_its_handshake(tls):
-    from tests.unit.webhook.admission.serve_fixture import app
+    from tests.unit.webhook.serve_fixture import app
     from webhook.admission.serve import make_tls_server
 
     cert_dir, ctx = tls

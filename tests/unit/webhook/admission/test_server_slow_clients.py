@@ -30,7 +30,7 @@ from webhook.admission.framing import frame_request
 from webhook.admission.worker import MAX_BUFFERED_BODY_BYTES, READ_DEADLINE_SECONDS, REQUEST_DEADLINE_SECONDS
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-THREADS = 8  # tests.unit.webhook.admission.serve_fixture's
+THREADS = 8  # tests.unit.webhook.serve_fixture's
 DRIPPERS = 2 * THREADS
 # A well-behaved review is answered long before any dripper could be (they would need minutes).
 PROMPT = 2.0
@@ -38,7 +38,7 @@ CAP = 6  # the per-peer cap of the capped server below
 CAPPED_CHILD = ("import sys\nimport webhook.admission.worker as s\n"
                 f"s.MAX_PEER_CONNECTIONS = {CAP}\n"
                 "s.READ_DEADLINE_SECONDS = 5.0\ns.IDLE_SECONDS = 30.0  # no time-outs during a test\n"
-                "from tests.unit.webhook.admission.serve_fixture import main\nsys.exit(main(sys.argv[1:]))\n")
+                "from tests.unit.webhook.serve_fixture import main\nsys.exit(main(sys.argv[1:]))\n")
 
 
 def _free_port():
@@ -102,7 +102,7 @@ class Server:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    srv = Server(tmp_path_factory.mktemp("tls"), ["-m", "tests.unit.webhook.admission.serve_fixture"])
+    srv = Server(tmp_path_factory.mktemp("tls"), ["-m", "tests.unit.webhook.serve_fixture"])
     yield srv
     srv.stop()
 

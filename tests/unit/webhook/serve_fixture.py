@@ -1,5 +1,5 @@
 """Run the production webhook server (gunicorn, webhook.admission.worker) on a synthetic index, in
-a child process: `python -m tests.unit.webhook.admission.serve_fixture PORT CERT_DIR`. No cluster needed."""
+a child process: `python -m tests.unit.webhook.serve_fixture PORT CERT_DIR`. No cluster needed."""
 from __future__ import annotations
 
 import argparse
