@@ -1,0 +1,197 @@
+"""The ValidatingAdmissionPolicies of the install (SEC-1, SEC-5) and their bindings: who created a
+RepackRun, which pod writes the in-cluster processes may make, which pods may claim a relocation."""
+from __future__ import annotations
+
+from typing import Optional
+
+from kubectl_repack.api.control import (CREATOR_GROUPS_ANNOTATION, CREATOR_POLICY_NAME, CREATOR_UID_ANNOTATION,
+                                        CREATOR_USERNAME_ANNOTATION, GROUP_SEPARATOR, POD_WRITE_POLICY_NAME,
+                                        REPLACEMENT_POD_POLICY_NAME)
+
+from .parts import CONTROLLER_NAME, COORDINATOR_NAME, Manifest, object_meta
+
+
+def _cel_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def creator_policy() -> Manifest:
+    """SEC-1: the API server vouches for a RepackRun's creator. On CREATE the three creator
+    annotations must equal `request.userInfo` (username, uid, groups joined by GROUP_SEPARATOR);
+    on UPDATE they may not be added, changed or removed. failurePolicy Fail: a policy that cannot
+    be evaluated refuses, it never lets a record through unchecked. `extra` is not compared (CEL has
+    no stable rendering of it), so nothing is authorized on it (SubjectAccessReviews omit it)."""
+    user, uid, groups = (_cel_string(k) for k in (CREATOR_USERNAME_ANNOTATION, CREATOR_UID_ANNOTATION,
+                                                  CREATOR_GROUPS_ANNOTATION))
+    sep = _cel_string(GROUP_SEPARATOR)
+    keys = f"[{user}, {uid}, {groups}]"
+    fix = ("'RepackRun: the creator annotations must name the user creating it; kubectl repack plan --save and "
+           "apply fill them in, and so does the repack webhook for kubectl apply; without them set metadata.annotations "
+           f"{CREATOR_USERNAME_ANNOTATION}: \"' + variables.username + '\", {CREATOR_UID_ANNOTATION}: \"' + "
+           f"variables.uid + '\", {CREATOR_GROUPS_ANNOTATION}: \"' + variables.groups + '\" "
+           "(kubectl auth whoami -o yaml shows them)'")
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": object_meta(CREATOR_POLICY_NAME),
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": ["repack.volcano.sh"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
+                "resources": ["repackruns"]}]},
+            "variables": [
+                {"name": "ann", "expression": "has(object.metadata.annotations) ? object.metadata.annotations : {}"},
+                {"name": "old", "expression": "request.operation == 'UPDATE' && has(oldObject.metadata.annotations)"
+                                              " ? oldObject.metadata.annotations : {}"},
+                {"name": "username", "expression": "has(request.userInfo.username) ? request.userInfo.username : ''"},
+                {"name": "uid", "expression": "has(request.userInfo.uid) ? request.userInfo.uid : ''"},
+                {"name": "groupList", "expression": "has(request.userInfo.groups) ? request.userInfo.groups : []"},
+                {"name": "groups", "expression": f"variables.groupList.join({sep})"},
+            ],
+            "validations": [
+                {"expression": f"request.operation != 'CREATE' || !variables.groupList.exists(g, g.contains({sep}))",
+                 "message": f"RepackRun: a group of the creating user contains {GROUP_SEPARATOR!r}, which the creator "
+                            "record cannot hold; create the run as another user",
+                 "reason": "Forbidden"},
+                {"expression": f"request.operation != 'CREATE' || ({user} in variables.ann && {uid} in variables.ann && "
+                               f"{groups} in variables.ann && variables.ann[{user}] == variables.username && "
+                               f"variables.ann[{uid}] == variables.uid && variables.ann[{groups}] == variables.groups)",
+                 "messageExpression": fix,
+                 "reason": "Forbidden"},
+                {"expression": "request.operation != 'UPDATE' || "
+                               + _keys_unchanged(keys, "variables.ann", "variables.old"),
+                 "message": "RepackRun: the creator annotations (repack.volcano.sh/creator-*) cannot be added, "
+                            "changed or removed after creation",
+                 "reason": "Forbidden"},
+            ],
+        },
+    }
+
+
+def _binding(policy_name: str) -> Manifest:
+    """Binds a policy of ours cluster-wide, named like it, with the Deny action."""
+    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": object_meta(policy_name), "spec": {"policyName": policy_name, "validationActions": ["Deny"]}}
+
+
+def _keys_unchanged(keys: str, new: str, old: str) -> str:
+    """CEL: none of the map keys in the CEL list `keys` was added, removed or changed from `old` to `new`."""
+    return f"{keys}.all(k, (k in {new}) == (k in {old}) && (!(k in {new}) || {new}[k] == {old}[k]))"
+
+
+def creator_policy_binding() -> Manifest:
+    return _binding(CREATOR_POLICY_NAME)
+
+
+def pod_write_policy(namespace: str) -> Manifest:
+    """SEC-3: what the coordinator's and the controller's pod patches may change. Their RBAC has to
+    allow `patch` on every pod (to lift the placement gate), and a pod's image, tolerations and
+    labels are mutable: without this policy their token could run any code under any pod's
+    ServiceAccount. With it, the only pod changes these two identities can make are removing the
+    placement gate and writing `repack.volcano.sh/` annotations."""
+    from kubectl_repack.api.gates import PLACEMENT_GATE
+
+    users = [f"system:serviceaccount:{namespace}:{n}" for n in (COORDINATOR_NAME, CONTROLLER_NAME)]
+    from planner.model import DO_NOT_DISRUPT
+
+    gate = _cel_string(PLACEMENT_GATE)
+    prefix = _cel_string("repack.volcano.sh/")
+    opt_out = _cel_string(DO_NOT_DISRUPT)      # the owner's opt-out is theirs: neither account may touch it
+
+    def same(path: str, empty: str = "[]", of: str = "") -> str:
+        new_value, old_value = (f"(has({o}.{path}) ? {o}.{path}{of} : {empty})" for o in ("object", "oldObject"))
+        return f"{new_value} == {old_value}"
+
+    unchanged = [("spec.containers images", same("spec.containers", of=".map(c, c.image)")),
+            ("spec.initContainers images", same("spec.initContainers", of=".map(c, c.image)")),
+            ("spec.tolerations", same("spec.tolerations")),
+            ("spec.activeDeadlineSeconds", same("spec.activeDeadlineSeconds", "0")),
+            ("metadata.labels", same("metadata.labels", "{}")),
+            ("metadata.ownerReferences", same("metadata.ownerReferences")),
+            ("metadata.finalizers", same("metadata.finalizers"))]
+    validations = [{"expression": expr, "message": f"{COORDINATOR_NAME}/{CONTROLLER_NAME} may not change a pod's {what}",
+                    "reason": "Forbidden"} for what, expr in unchanged]
+    validations += [
+        {"expression": "variables.newGates.all(g, variables.oldGates.exists(o, o.name == g.name)) && "
+                       f"variables.oldGates.all(o, o.name == {gate} || variables.newGates.exists(g, g.name == o.name))",
+         "message": f"{COORDINATOR_NAME}/{CONTROLLER_NAME} may only remove the {PLACEMENT_GATE} scheduling gate",
+         "reason": "Forbidden"},
+        {"expression": f"variables.newAnn.all(k, (k.startsWith({prefix}) && k != {opt_out}) || (k in variables.oldAnn && "
+                       "variables.oldAnn[k] == variables.newAnn[k])) && "
+                       f"variables.oldAnn.all(k, (k.startsWith({prefix}) && k != {opt_out}) || k in variables.newAnn)",
+         "message": f"{COORDINATOR_NAME}/{CONTROLLER_NAME} may only write repack.volcano.sh/ annotations "
+                    f"(not {DO_NOT_DISRUPT})",
+         "reason": "Forbidden"},
+    ]
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": object_meta(POD_WRITE_POLICY_NAME),
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
+                                                    "resources": ["pods"]}]},
+            "matchConditions": [{"name": "repack-processes",
+                                 "expression": f"request.userInfo.username in [{', '.join(map(_cel_string, users))}]"}],
+            "variables": [
+                {"name": "newGates", "expression": "has(object.spec.schedulingGates) ? object.spec.schedulingGates : []"},
+                {"name": "oldGates",
+                 "expression": "has(oldObject.spec.schedulingGates) ? oldObject.spec.schedulingGates : []"},
+                {"name": "newAnn", "expression": "has(object.metadata.annotations) ? object.metadata.annotations : {}"},
+                {"name": "oldAnn",
+                 "expression": "has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}"},
+            ],
+            "validations": validations,
+        },
+    }
+
+
+def pod_write_policy_binding() -> Manifest:
+    return _binding(POD_WRITE_POLICY_NAME)
+
+
+def replacement_pod_policy(namespace: str, creators: Optional[list] = None) -> Manifest:
+    """SEC-5: who may mark a pod as a repack replacement. A pod that carries the repack relocation
+    annotations or the placement gate when it is created must be created by a workload controller
+    that re-creates evicted pods (`creators`; the webhook adds the marks during exactly those
+    requests); afterwards only the coordinator and the controller may change the marks. Cluster
+    admins (system:masters) are not checked: `uninstall` lifts leftover gates as one."""
+    from kubectl_repack.api.gates import DEFAULT_REPLACEMENT_CREATORS, PLACEMENT_GATE, REPLACEMENT_MARKS
+
+    creators = list(creators or DEFAULT_REPLACEMENT_CREATORS)
+    ours = [f"system:serviceaccount:{namespace}:{n}" for n in (COORDINATOR_NAME, CONTROLLER_NAME)]
+    marks = "[" + ", ".join(map(_cel_string, REPLACEMENT_MARKS)) + "]"
+    cel_list = lambda names: "[" + ", ".join(map(_cel_string, names)) + "]"   # noqa: E731
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": object_meta(REPLACEMENT_POD_POLICY_NAME),
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                    "operations": ["CREATE", "UPDATE"], "resources": ["pods"]}]},
+            "matchConditions": [{"name": "not-a-cluster-admin", "expression":
+                                 "!('system:masters' in (has(request.userInfo.groups) ? request.userInfo.groups : []))"}],
+            "variables": [
+                {"name": "newAnn", "expression": "has(object.metadata.annotations) ? object.metadata.annotations : {}"},
+                {"name": "oldAnn", "expression": "request.operation == 'UPDATE' && has(oldObject.metadata.annotations)"
+                                                 " ? oldObject.metadata.annotations : {}"},
+                {"name": "username", "expression": "has(request.userInfo.username) ? request.userInfo.username : ''"},
+            ],
+            "validations": [
+                {"expression": f"request.operation != 'CREATE' || variables.username in {cel_list(creators)} || "
+                               f"(!{marks}.exists(k, k in variables.newAnn) && !(has(object.spec.schedulingGates) && "
+                               f"object.spec.schedulingGates.exists(g, g.name == {_cel_string(PLACEMENT_GATE)})))",
+                 "messageExpression": "'pod: ' + variables.username + ' may not create a pod carrying the repack.volcano.sh "
+                                      "relocation annotations or placement gate: only the workload controllers that "
+                                      "re-create evicted pods may (kubectl repack install --replacement-creator)'",
+                 "reason": "Forbidden"},
+                {"expression": f"request.operation != 'UPDATE' || variables.username in {cel_list(ours)} || "
+                               + _keys_unchanged(marks, "variables.newAnn", "variables.oldAnn"),
+                 "message": "pod: the repack.volcano.sh relocation annotations are written by the repack webhook at "
+                            "creation and changed by its coordinator and controller only",
+                 "reason": "Forbidden"},
+            ],
+        },
+    }
+
+
+def replacement_pod_policy_binding() -> Manifest:
+    return _binding(REPLACEMENT_POD_POLICY_NAME)
