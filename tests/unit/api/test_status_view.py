@@ -1,0 +1,102 @@
+"""The run record's typed home: object and run views, the placement transitions both writers use,
+and the status a plan becomes (api.status)."""
+from __future__ import annotations
+
+import pytest
+
+import planner
+from kubectl_repack.api import run as runapi
+from kubectl_repack.api.run import Placement, RunView, UnsetReason, write_placement_fields
+from kubectl_repack.api.status import mark_finished, plan_status
+from kubectl_repack.api.view import ObjectView
+from tests.builders import gang, node, spec
+
+RECORD = {"namespace": "demo", "podGroupName": "train", "victimPodName": "w0", "victimPodUID": "u1",
+          "plannedNodeName": "n2", "eviction": {"phase": "Accepted"},
+          "placement": {"phase": "WaitingForReplacement", "futureField": "kept"}}
+
+
+@pytest.mark.parametrize("obj", [None, {}, {"metadata": None, "spec": "junk", "status": []}, "junk"],
+                         ids=["none", "empty", "junk-fields", "not-an-object"])
+def test_views_read_absent_or_malformed_fields_as_empty(obj):
+    view = RunView(obj)
+    assert (view.meta, view.spec, view.status) == ({}, {}, {})
+    assert (view.name, view.uid, view.phase, view.mode, view.reason) == ("", "", "", "", "")
+    assert view.relocations == () and not view.has_records and not view.finished and not view.deleting
+
+
+def test_object_view_reads_the_dict_it_is_given():
+    pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u", "labels": {"a": "1"},
+                        "annotations": {"b": "2"}, "deletionTimestamp": "2026-01-01T00:00:00Z"},
+           "spec": {"nodeName": "n1"}}
+    view = ObjectView(pod)
+    assert (view.name, view.namespace, view.uid) == ("p", "ns", "u")
+    assert view.labels == {"a": "1"} and view.annotations == {"b": "2"} and view.deleting
+    assert view.spec is pod["spec"] and ObjectView.of(view) is view
+
+
+def test_a_run_view_parses_its_records_once(monkeypatch):
+    calls = []
+    parse = runapi.Relocation.from_dict.__func__
+    monkeypatch.setattr(runapi.Relocation, "from_dict",
+                        classmethod(lambda cls, d: calls.append(1) or parse(cls, d)))
+    run = {"spec": {"mode": "Execute"}, "status": {"phase": "Running", "relocations": [RECORD, RECORD, RECORD]}}
+    view = RunView(run)
+    assert view.relocation(2).victim == "demo/w0" and len(calls) == 1   # one record, not the list
+    assert len(view.relocations) == 3 and len(calls) == 4
+    assert view.relocations[0] is view.relocation(0) and len(calls) == 4
+    assert runapi.relocations(view) == list(view.relocations) and len(calls) == 4
+    assert view.active_execute and RunView.of(view) is view and runapi.is_active_execute(view)
+
+
+def test_placement_transitions_and_what_a_writer_sets():
+    stored = Placement.from_dict(RECORD["placement"])
+    found = stored.with_replacement("w0", "u2")
+    assert found.phase == "WaitingForNodeSelection"
+    assert stored.changes(found) == {"phase": "WaitingForNodeSelection", "replacementPodName": "w0",
+                                     "replacementPodUID": "u2"}
+    assert found.changes(found.nominated("n2")) == {"phase": "Nominated", "selectedNodeName": "n2"}
+    placed = found.nominated("n2").placed_on("n3")
+    assert placed.placed and (placed.selected_node_name, placed.actual_node_name) == ("n2", "n3")
+    # identified again after it was placed or timed out: the phase stays
+    assert placed.with_replacement("w0", "u3").phase == "Placed"
+    assert stored.timed_out().with_replacement("w0", "u2").phase == "TimedOut"
+    assert stored.changes(stored) == {}
+
+
+def test_write_placement_fields_keeps_what_it_does_not_set():
+    record = {k: (dict(v) if isinstance(v, dict) else v) for k, v in RECORD.items()}
+    write_placement_fields(record, {"replacementPodGroupName": "train-2", "phase": "Placed", "actualNodeName": "n2"})
+    assert record["replacementPodGroupName"] == "train-2"
+    assert record["placement"] == {"phase": "Placed", "futureField": "kept", "actualNodeName": "n2"}
+    bare = {"namespace": "demo"}
+    write_placement_fields(bare, {"phase": "TimedOut"})
+    assert bare == {"namespace": "demo", "placement": {"phase": "TimedOut"}}
+
+
+def _plan():
+    objs = [node("n1"), node("n2"), node("n3")] + gang("train", workers=["n1", "n2"])
+    return planner.plan(planner.load_objects(objs), planner.RunSpec.from_spec(spec()))
+
+
+def test_plan_status_is_a_finished_dry_run_with_a_checked_reason():
+    p = _plan()
+    st = plan_status(p, "2026-01-01T00:00:00Z")
+    assert list(st) == ["phase", "conditions", "message", "plan", "startTime", "completionTime"]
+    assert st["phase"] == "Succeeded" and st["message"] == p.message
+    assert st["conditions"] == [{"type": "Complete", "status": "True", "reason": p.outcome, "message": p.message,
+                                 "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+    assert st["plan"]["summary"] == p.summary()
+    assert list(plan_status(p)) == ["phase", "conditions", "message", "plan"]
+    with pytest.raises(UnsetReason):
+        plan_status(type("Bogus", (), {"outcome": "", "message": "m", "summary": p.summary,
+                                       "moves_by_group": p.moves_by_group, "freed_nodes": ()})())
+
+
+def test_mark_finished_derives_the_phase_and_keeps_the_first_completion_time():
+    st = {"completionTime": "earlier", "relocations": ["kept"]}
+    mark_finished(st, "Failed", "ReplacementTimedOut", "late", None, "now")
+    assert st["phase"] == "Failed" and st["completionTime"] == "earlier" and st["relocations"] == ["kept"]
+    assert "result" not in st
+    with pytest.raises(UnsetReason):
+        mark_finished({}, "Failed", "NotAReason", "m", None, "now")
