@@ -12,7 +12,8 @@ from typing import Optional
 
 from planner import documents
 from planner.frag import percent_int
-from planner.plan_types import ABOVE_BUDGET
+from planner.plan_types import ABOVE_BUDGET, REASON_RECOMMENDED
+from planner.verdicts import VerdictReason
 
 from kubectl_repack.api.run import MODE_DRY_RUN, relocations
 
@@ -281,7 +282,7 @@ def plan_summary(run: dict, plan, source: str, wide: bool = False, saved: str = 
     groups = len({f"{m.pod.namespace}/{m.pod.group_name}" for m in plan.moves})
     minimum = f"{plan.minimum}" + ("" if plan.minimum_exact else " (lower bound, not proven)")
     # A plan whose outcome is not RepackRecommended is still shown, as the best found, never as advice.
-    best_only = plan.outcome != "RepackRecommended" and bool(plan.moves)
+    best_only = plan.outcome != REASON_RECOMMENDED and bool(plan.moves)
     label = " (best plan found, not recommended)" if best_only else ""
     lines = [
         f"RepackRun:      {run['metadata']['name']} ({spec.get('mode', 'DryRun')}, {plan.resource}, {source})",
@@ -336,7 +337,7 @@ def _what_would_recommend(plan, need: int, improvement: Fraction) -> str:
         reasons.append(f"it lowers fragmentation by {_points(improvement)} points and the run requires {need}: "
                        f"goals[0].minFragImprovementPercent <= {max(int(improvement), 0)}"
                        " would accept it")
-    budget = [v for v in plan.verdicts if v.reason == "BudgetExceeded"]
+    budget = [v for v in plan.verdicts if v.reason == VerdictReason.BUDGET_EXCEEDED]
     if budget:
         reasons.append(f"maxPerRun keeps {len(budget)} more node(s) from being vacated ({budget[0].message})")
     elif plan.above_minimum_reason == ABOVE_BUDGET:

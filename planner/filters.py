@@ -114,11 +114,8 @@ def _term_matches(term, term_ns, pod):
 
 
 def _anti_affinity_holders(state):
-    """Pods in the simulated state that carry required anti-affinity terms (listed once per snapshot)."""
-    holders = getattr(state, "_anti_holders", None)
-    if holders is None:
-        holders = state._anti_holders = [p for p in state.snapshot.pods if p.pod_anti_affinity]
-    return [(p, state.node_of[p.key]) for p in holders if p.key in state.node_of]
+    """Pods in the simulated state that carry required anti-affinity terms, each with its node."""
+    return [(p, state.node_of[p.key]) for p in state.anti_affinity_pods if p.key in state.node_of]
 
 
 def inter_pod_affinity(pod, node, state, cache):

@@ -23,6 +23,7 @@ order) restricted to that set.
 """
 from . import setsearch
 from .cost import plan_dimensions
+from .verdicts import VerdictReason
 
 MAX_ALTERNATIVES = 6
 MAX_SEEDS = 16
@@ -40,7 +41,7 @@ SIZE_ORDER = (0.0, 0.0, 0.0, 1.0, 0.0)
 
 def budget_bound(planner) -> bool:
     """Did maxPerRun stop this pass (a candidate it could not take for budget reasons)?"""
-    return any(v.reason == "BudgetExceeded" for v in planner.verdicts.values())
+    return any(v.reason == VerdictReason.BUDGET_EXCEEDED for v in planner.verdicts.values())
 
 
 def weighted_disruption(planner) -> float:
@@ -216,7 +217,7 @@ def neighbours(best, initial):
     closed, opened = best.closed, best.opened
     pods = {p.key: p for c in prep.candidates for p in prep.r_pods[c]}
     verdicts = sorted(best.verdicts.values(), key=lambda v: v.node)
-    stuck = [v for v in verdicts if v.reason == "NoFeasibleReceiver"][:MAX_SEEDS]
+    stuck = [v for v in verdicts if v.reason == VerdictReason.NO_FEASIBLE_RECEIVER][:MAX_SEEDS]
     counts = {}
     for v in stuck:
         pod = pods.get(v.pod)

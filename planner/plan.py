@@ -19,6 +19,7 @@ from .plan_types import (ABOVE_BUDGET, ABOVE_NO_GAIN, ABOVE_NO_RECEIVER, ABOVE_S
                          REASON_NO_FRAGMENTATION, REASON_RECOMMENDED, NodeVerdict, Plan, PodMove, RunSpec)
 from .prepare import movable_namespaces, prepare
 from .rounds import Planner
+from .verdicts import VerdictReason
 
 __all__ = ["plan", "Plan", "PodMove", "NodeVerdict", "RunSpec", "REASON_RECOMMENDED", "REASON_NO_FRAGMENTATION",
            "REASON_INSUFFICIENT", "movable_namespaces"]
@@ -41,7 +42,7 @@ def plan(snapshot, spec, weights=DEFAULT_WEIGHTS, optimized=True, progress=None,
         p = Planner(prep, weights, optimized)
         p.rounds = 0
         for c in prep.candidates:
-            p.verdicts[c] = NodeVerdict(c, False, "MinimumReached", "no fragmentation: nothing to vacate")
+            p.verdicts[c] = NodeVerdict(c, False, VerdictReason.MINIMUM_REACHED, "no fragmentation: nothing to vacate")
         return finish(p)
     first = Planner(prep, weights, optimized)
     first.progress = progress
@@ -71,12 +72,13 @@ def above_minimum(p, occupied_after):
     head = f"stops {gap} node(s) above the theoretical minimum {prep.minimum.value}: "
     verdicts = [p.verdicts[n] for n in sorted(p.verdicts) if not p.verdicts[n].vacated]
     # A candidate a better restricted pass left out (NotSelected) counts as over budget when it is.
-    budget = [p._over_budget(v.node) if v.reason == "NotSelected" else v for v in verdicts
-              if v.reason == "BudgetExceeded" or (v.reason == "NotSelected" and p._over_budget(v.node) is not None)]
+    budget = [p.over_budget(v.node) if v.reason == VerdictReason.NOT_SELECTED else v for v in verdicts
+              if v.reason == VerdictReason.BUDGET_EXCEEDED
+              or (v.reason == VerdictReason.NOT_SELECTED and p.over_budget(v.node) is not None)]
     if budget:
         return ABOVE_BUDGET, head + f"budget spent ({budget[0].message}" + (
             f"; {len(budget) - 1} more node(s) likewise)" if len(budget) > 1 else ")")
-    stuck = [v for v in verdicts if v.reason == "NoFeasibleReceiver"]
+    stuck = [v for v in verdicts if v.reason == VerdictReason.NO_FEASIBLE_RECEIVER]
     if stuck:
         v = stuck[0]
         more = f"; {len(stuck) - 1} more node(s) have a pod without a receiver" if len(stuck) > 1 else ""
@@ -92,7 +94,7 @@ def above_minimum(p, occupied_after):
             parts.append(f"{outside} occupied node(s) outside scope.nodes")
         parts += [f"{n} node(s) {r}" for r, n in sorted(blocked.items())]
         return ABOVE_SCOPE, head + "scope (" + ", ".join(parts) + ")"
-    left = [v.node for v in verdicts if v.reason == "NotSelected"]
+    left = [v.node for v in verdicts if v.reason == VerdictReason.NOT_SELECTED]
     if left:
         return ABOVE_NO_GAIN, head + (f"no remaining candidate can be added ({len(left)} left out, e.g. {left[0]}: "
                                       f"plans that vacate them free no more nodes)")

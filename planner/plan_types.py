@@ -10,6 +10,7 @@ from .errors import SpecError
 from .frag import percent_int
 from .quantity import scaled_limit
 from .scope import Scope
+from .verdicts import VerdictReason
 
 REASON_RECOMMENDED = "RepackRecommended"
 REASON_NO_FRAGMENTATION = "NoFragmentation"
@@ -39,7 +40,7 @@ class NodeVerdict:
     """Why a candidate node was vacated or not (an UNSET reason would be a bug)."""
     node: str
     vacated: bool
-    reason: str
+    reason: VerdictReason
     message: str
     pod: str = ""
     filter: str = ""

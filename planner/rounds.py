@@ -5,32 +5,24 @@ candidate is feasible any more, try to consolidate more of them than idle nodes 
 
 Two loops make the same decisions: `_rounds_reference` evaluates every remaining candidate from
 scratch each round (`optimized=False`); `_rounds_fast` keeps cached evaluations, re-checks only
-what a round could have changed and verifies candidates lazily (`CandidatePool`). Tests hold the
+what a round could have changed and verifies candidates lazily (`pool.CandidatePool`). Tests hold the
 two identical.
 """
 import bisect
-import heapq
-from enum import Enum
 
 from .candidates import CandidateEvaluator
 from .cost import PlanCost, scores
 from .plan_types import NodeVerdict, PodMove
+from .pool import CandidatePool
 from .prepare import STATUS_BYTES_BUDGET, STATUS_MAX_FREED, STATUS_MAX_PODS
 from .state import SimulatedState
+from .verdicts import VerdictReason
 
 # Bound on the consolidation phase: candidate traces tried on idle nodes, per planning pass, as a
 # multiple of the candidates (plus a floor for small clusters).
 CONSOLIDATION_TRACES_PER_CANDIDATE = 2
 CONSOLIDATION_TRACES_MIN = 400
 MAX_IDLE_OPENED = 3          # idle nodes one consolidation may fill
-
-
-class Status(Enum):
-    """What the fast loop knows about a remaining candidate."""
-    FEASIBLE = "feasible"          # verified since its evaluation last changed
-    UNKNOWN = "unknown"            # its evaluation may have changed; verified when a search reaches it
-    INFEASIBLE = "infeasible"
-    OVER_BUDGET = "over budget"    # for good: the plan only grows
 
 
 class Planner:
@@ -79,20 +71,20 @@ class Planner:
             if c in self.verdicts:
                 continue
             if c not in self.live:
-                self.verdicts[c] = NodeVerdict(c, False, "NotSelected",
+                self.verdicts[c] = NodeVerdict(c, False, VerdictReason.NOT_SELECTED,
                                                "a plan that frees more nodes, or disrupts less, leaves it out",
                                                round=self.rnd)
                 continue
-            over = self._over_budget(c)
+            over = self.over_budget(c)
             if over is not None:
                 self.verdicts[c] = over
                 continue
             ev = self.ev.evaluate(c, diagnose=True)
             if not ev.feasible:
                 pod, f, msg = ev.fail
-                self.verdicts[c] = NodeVerdict(c, False, "NoFeasibleReceiver", msg, pod, f, self.rnd)
+                self.verdicts[c] = NodeVerdict(c, False, VerdictReason.NO_FEASIBLE_RECEIVER, msg, pod, f, self.rnd)
             else:
-                self.verdicts[c] = NodeVerdict(c, False, "NotSelected", "feasible but planning stopped", round=self.rnd)
+                self.verdicts[c] = NodeVerdict(c, False, VerdictReason.NOT_SELECTED, "feasible but planning stopped", round=self.rnd)
         self.rounds = self.rnd
         return self
 
@@ -101,12 +93,12 @@ class Planner:
         if self.occupied_now > self.prep.minimum.value:
             return False
         for c in sorted(self.live):
-            self.verdicts[c] = NodeVerdict(c, False, "MinimumReached",
+            self.verdicts[c] = NodeVerdict(c, False, VerdictReason.MINIMUM_REACHED,
                                            f"occupied nodes already equal the theoretical minimum ({self.prep.minimum.value})")
         self.live.clear()
         return True
 
-    def _over_budget(self, c, groups=None, cards=None, size=None):
+    def over_budget(self, c, groups=None, cards=None, size=None):
         """A BudgetExceeded verdict if vacating `c` would break maxPerRun, or take the run's status
         past what one RepackRun can hold, now; else None. Once over, always over (the plan only
         grows); the verdict is given when planning ends. `size` is (pods, bytes, freed nodes) of a
@@ -116,7 +108,7 @@ class Planner:
         c_pods, c_bytes = self.prep.status_cost[c]
         if (pods + c_pods > STATUS_MAX_PODS or nbytes + c_bytes > STATUS_BYTES_BUDGET
                 or freed + 1 > STATUS_MAX_FREED):
-            return NodeVerdict(c, False, "BudgetExceeded",
+            return NodeVerdict(c, False, VerdictReason.BUDGET_EXCEEDED,
                                f"vacating {c} would take this run's status past what one RepackRun holds "
                                f"({pods + c_pods} pods, about {(nbytes + c_bytes) // 1000} kB of "
                                f"{STATUS_BYTES_BUDGET // 1000} kB for moves and relocation records, "
@@ -126,12 +118,12 @@ class Planner:
             taken = self.cost.moved if groups is None else groups
             n = len(taken) + sum(1 for g in self.prep.groups_of[c] if g not in taken)
             if n > run.max_podgroups:
-                return NodeVerdict(c, False, "BudgetExceeded",
+                return NodeVerdict(c, False, VerdictReason.BUDGET_EXCEEDED,
                                    f"vacating {c} would affect {n} PodGroups in this run; maxPerRun.podGroups is {run.max_podgroups}",
                                    round=self.rnd)
         moved = self.moved_cards if cards is None else cards
         if run.max_resource is not None and moved + self.prep.cards_of[c] > run.max_resource:
-            return NodeVerdict(c, False, "BudgetExceeded",
+            return NodeVerdict(c, False, VerdictReason.BUDGET_EXCEEDED,
                                f"vacating {c} would move {moved + self.prep.cards_of[c]} {R} in this run; maxPerRun.resources[{R}] is {run.max_resource}",
                                round=self.rnd)
         return None
@@ -167,14 +159,14 @@ class Planner:
         self.freed.append(chosen)
         self.occupied_now -= 1
         self.ev.receivers.discard(chosen)
-        self.verdicts[chosen] = NodeVerdict(chosen, True, "Vacated",
+        self.verdicts[chosen] = NodeVerdict(chosen, True, VerdictReason.VACATED,
                                             f"{len(ev.moves)} pod(s), {self.prep.cards_of[chosen]} {R} moved in round {self.rnd}",
                                             round=self.rnd)
         self.live.discard(chosen)
         for t in touched:
             if t in self.live:
                 self.live.discard(t)
-                self.verdicts[t] = NodeVerdict(t, False, "ReceivingMoves",
+                self.verdicts[t] = NodeVerdict(t, False, VerdictReason.RECEIVING_MOVES,
                                                f"{t} receives pods of {chosen} in round {self.rnd} and stays occupied",
                                                round=self.rnd)
         if index is not None:
@@ -202,7 +194,7 @@ class Planner:
             for c in sorted(self.live):
                 if c in over_budget or not self.ev.evaluate(c).feasible:
                     continue
-                if self._over_budget(c) is not None:
+                if self.over_budget(c) is not None:
                     over_budget.add(c)     # for good: the plan only grows; the verdict comes at the end
                     continue
                 entries.append((self.cost.with_candidate(self.prep.groups_of[c]), c))
@@ -226,7 +218,7 @@ class Planner:
         ev, prep = self.ev, self.prep
         if not ev.idle or self.consolidation_left <= 0:
             return False
-        within = [c for c in sorted(self.live) if self._over_budget(c) is None]
+        within = [c for c in sorted(self.live) if self.over_budget(c) is None]
         if len(within) < 2:
             return False
         entries = [(self.cost.with_candidate(prep.groups_of[c]), c) for c in within]
@@ -299,7 +291,7 @@ class Planner:
             for c in order:
                 if self.consolidation_left <= 0:
                     break
-                if c in ev.receiving or self._over_budget(c, groups, cards, size) is not None:
+                if c in ev.receiving or self.over_budget(c, groups, cards, size) is not None:
                     continue                   # a node that received in this fork stays occupied
                 trace = attempt(c)
                 if not trace.feasible and donors and len(opened) < MAX_IDLE_OPENED:
@@ -373,7 +365,7 @@ class Planner:
             self._remember(u, ev)
         return ev
 
-    def _feasible_now(self, c) -> bool:
+    def feasible_now(self, c) -> bool:
         if c in self.prep.interpod:
             return self._evaluation(("node", c)).feasible
         ev = self._evaluation(("sig", self.ev.sig_of[c]))
@@ -449,157 +441,3 @@ class Planner:
         for u in replay:
             self.pending.setdefault(u, set()).update(changed)
         return replay
-
-
-class CandidatePool:
-    """The fast loop's view of the remaining candidates: what is known about each (`Status`), the
-    cost vector of each over the complete plan, one sorted list per cost dimension (for the
-    min-max bounds) and a heap of cost vectors by score (candidates with the same vector score the
-    same)."""
-
-    def __init__(self, planner):
-        self.pl = planner
-        self.members = set()             # candidates that may be feasible: FEASIBLE or UNKNOWN
-        self.status = {}
-        self.dims = {}
-        self.asc = [[] for _ in range(5)]    # per dimension: sorted (value, candidate) over the members
-        self.by_vector = {}              # cost vector -> sorted [(-allocatable R, candidate)] among members
-        self.heap = []                   # (score, -alloc, candidate, vector) of each vector's best member
-        self.scored = {}                 # vector -> score under the current bounds
-        self.terms = None                # the current bounds as (dimension, weight, low, span)
-        self.epoch = None
-        self.verified = {}               # evaluation unit -> candidates verified since it last changed
-        self.by_group = {}               # PodGroup or workload -> candidates whose cost it enters
-        prep = planner.prep
-        for c in prep.candidates:
-            for g in prep.groups_of[c]:
-                self.by_group.setdefault(g, set()).add(c)
-                self.by_group.setdefault(planner.gangs[g].workload, set()).add(c)
-        for c in sorted(planner.live):
-            self.enter(c)
-            self.status[c] = Status.UNKNOWN
-
-    def score(self, d):
-        # The arithmetic of cost.scores, term by term in the same order, so the same floats.
-        sc = self.scored.get(d)
-        if sc is None:
-            total = 0.0
-            for i, w, low, span in self.terms:
-                total += w * (d[i] - low) / span
-            sc = self.scored[d] = round(total, 9)
-        return sc
-
-    def _push_head(self, d):
-        if self.terms is not None and d in self.by_vector:
-            na, c = self.by_vector[d][0]
-            heapq.heappush(self.heap, (self.score(d), na, c, d))
-
-    def enter(self, c):
-        pl = self.pl
-        d = self.dims[c] = pl.cost.with_candidate(pl.prep.groups_of[c])
-        for i in range(5):
-            bisect.insort(self.asc[i], (d[i], c))
-        self.members.add(c)
-        lst = self.by_vector.setdefault(d, [])
-        entry = (-pl.prep.alloc[c], c)
-        bisect.insort(lst, entry)
-        if lst[0] == entry:
-            self._push_head(d)
-
-    def leave(self, c):
-        if c in self.members:
-            self.members.discard(c)
-            d = self.dims[c]
-            for i in range(5):
-                lst = self.asc[i]
-                lst.pop(bisect.bisect_left(lst, (d[i], c)))
-            lst = self.by_vector[d]
-            j = bisect.bisect_left(lst, (-self.pl.prep.alloc[c], c))
-            lst.pop(j)
-            if not lst:
-                del self.by_vector[d]
-            elif j == 0:
-                self._push_head(d)
-
-    def unknown(self, c):
-        if c not in self.pl.live or self.status.get(c) == Status.OVER_BUDGET:
-            return
-        if c not in self.members:
-            self.enter(c)
-        self.status[c] = Status.UNKNOWN
-
-    def reopen(self, unit):
-        """`unit`'s evaluation changed: candidates verified through it are unknown again."""
-        for c in self.verified.pop(unit, ()):
-            if self.status.get(c) != Status.UNKNOWN:
-                self.unknown(c)
-
-    def recost(self, chosen):
-        """Candidates sharing a PodGroup or workload with `chosen` cost differently now."""
-        pl = self.pl
-        refresh = set()
-        for g in pl.prep.groups_of[chosen]:
-            for key in (g, pl.gangs[g].workload):
-                refresh |= self.by_group.get(key, set())
-        for c in refresh & self.members:
-            self.leave(c)
-            self.enter(c)
-
-    def resolve(self, c):
-        """Verify `c` now: FEASIBLE stays a member, anything else leaves."""
-        pl = self.pl
-        if pl._over_budget(c) is not None:
-            self.status[c] = Status.OVER_BUDGET
-        elif self.status[c] == Status.UNKNOWN:
-            self.status[c] = Status.FEASIBLE if pl._feasible_now(c) else Status.INFEASIBLE
-            self.verified.setdefault(("node", c), set()).add(c)
-            if c in pl.ev.sig_of:
-                self.verified.setdefault(("sig", pl.ev.sig_of[c]), set()).add(c)
-        if self.status[c] != Status.FEASIBLE:
-            self.leave(c)
-        return self.status[c]
-
-    def _extreme(self, i, lowest):
-        lst = self.asc[i]
-        while lst:
-            v, c = lst[0] if lowest else lst[-1]
-            if self.resolve(c) == Status.FEASIBLE:
-                return v
-        return None
-
-    def _bounds(self):
-        lo, hi = [], []
-        for i in range(5):
-            low = self._extreme(i, True)
-            if low is None:
-                return None
-            lo.append(low)
-            hi.append(self._extreme(i, False))
-        return tuple(lo), tuple(hi)
-
-    def rescore(self) -> bool:
-        """Settle this round's min-max bounds (verifying extremes can drop candidates; the bounds
-        hold once a pass changes nothing); False when no feasible candidate is left."""
-        b = self._bounds()
-        while b is not None and b != (b2 := self._bounds()):
-            b = b2
-        if b is None:
-            return False
-        if b != self.epoch:
-            self.epoch, (lo, hi) = b, b
-            self.terms = [(i, self.pl.weights[i], lo[i], hi[i] - lo[i]) for i in range(5) if hi[i] > lo[i]]
-            self.scored = {}
-            self.heap = [(self.score(d), *lst[0], d) for d, lst in self.by_vector.items()]
-            heapq.heapify(self.heap)
-        return True
-
-    def best(self):
-        """The feasible candidate with the lowest score (ties: more R freed, then name)."""
-        while self.heap:
-            _, na, c, d = heapq.heappop(self.heap)
-            lst = self.by_vector.get(d)
-            if not lst or lst[0] != (na, c):
-                continue                  # stale: that vector's best member changed since
-            if self.resolve(c) == Status.FEASIBLE:
-                return c
-        return None

@@ -1,7 +1,7 @@
 """Migratability (MIG-1..3): may this pod, which requests R, be evicted and re-created elsewhere?
 
 Each rule is a small named unit returning None (no objection) or a Blocked verdict with a reason
-code, so a plan can say why a node cannot be vacated.
+code (`verdicts.VerdictReason`), so a plan can say why a node cannot be vacated.
 
 A rule reads the context `ctx`: `snapshot`, `scope` and, where the caller gave one, `not_evictable`
 ({namespace: why}: namespaces whose pods the run may not evict, planner.plan's input of that name).
@@ -11,12 +11,13 @@ from types import MappingProxyType
 from typing import Mapping
 
 from .model import opt_out
+from .verdicts import VerdictReason
 
 
 @dataclass(frozen=True)
 class Blocked:
     """Why a pod cannot move: a stable reason code and a sentence naming the pod."""
-    reason: str
+    reason: VerdictReason
     message: str
 
 
@@ -30,41 +31,45 @@ class RuleContext:
 
 def mirror_pod(pod, ctx):
     if pod.mirror:
-        return Blocked("MirrorPod", f"pod {pod.key} is a static (mirror) pod")
+        return Blocked(VerdictReason.MIRROR_POD, f"pod {pod.key} is a static (mirror) pod")
 
 
 def terminating(pod, ctx):
     if pod.terminating:
-        return Blocked("PodTerminating", f"pod {pod.key} is already terminating")
+        return Blocked(VerdictReason.POD_TERMINATING, f"pod {pod.key} is already terminating")
 
 
 def not_volcano(pod, ctx):
     if pod.scheduler_name != "volcano":
-        return Blocked("NotScheduledByVolcano", f"pod {pod.key} is scheduled by {pod.scheduler_name!r}, not volcano")
+        return Blocked(VerdictReason.NOT_SCHEDULED_BY_VOLCANO,
+                       f"pod {pod.key} is scheduled by {pod.scheduler_name!r}, not volcano")
 
 
 def daemonset_pod(pod, ctx):
     if pod.owner is not None and pod.owner.kind == "DaemonSet":
-        return Blocked("DaemonSetPod", f"pod {pod.key} belongs to DaemonSet {pod.owner.name} and would return to this node")
+        return Blocked(VerdictReason.DAEMONSET_POD,
+                       f"pod {pod.key} belongs to DaemonSet {pod.owner.name} and would return to this node")
 
 
 def bare_pod(pod, ctx):
     if pod.owner is None or not pod.owner.controller:
-        return Blocked("NoController", f"pod {pod.key} has no controller that would re-create it")
+        return Blocked(VerdictReason.NO_CONTROLLER, f"pod {pod.key} has no controller that would re-create it")
 
 
 def no_podgroup(pod, ctx):
     g = pod.group_name
     if not g:
-        return Blocked("NoPodGroup", f"pod {pod.key} is not linked to a PodGroup")
+        return Blocked(VerdictReason.NO_PODGROUP, f"pod {pod.key} is not linked to a PodGroup")
     if f"{pod.namespace}/{g}" not in ctx.snapshot.podgroup_by_key:
-        return Blocked("NoPodGroup", f"pod {pod.key} names PodGroup {pod.namespace}/{g}, which does not exist")
+        return Blocked(VerdictReason.NO_PODGROUP,
+                       f"pod {pod.key} names PodGroup {pod.namespace}/{g}, which does not exist")
 
 
 def out_of_scope(pod, ctx):
     pg = ctx.snapshot.podgroup_by_key.get(f"{pod.namespace}/{pod.group_name}")
     if pg is not None and not ctx.scope.podgroup_in_scope(pg):
-        return Blocked("PodGroupOutOfScope", f"PodGroup {pg.key} of pod {pod.key} is not in scope.podGroups")
+        return Blocked(VerdictReason.PODGROUP_OUT_OF_SCOPE,
+                       f"PodGroup {pg.key} of pod {pod.key} is not in scope.podGroups")
 
 
 def do_not_disrupt(pod, ctx):
@@ -73,17 +78,13 @@ def do_not_disrupt(pod, ctx):
     found = opt_out(pod.annotations)
     key = f"{pod.namespace}/{pod.group_name}"
     if found:
-        return Blocked("DoNotDisrupt", f"do-not-disrupt: pod {pod.key} is annotated {found}"
-                                       + (f"; its PodGroup {key} is not moved" if pod.group_name else ""))
+        return Blocked(VerdictReason.DO_NOT_DISRUPT, f"do-not-disrupt: pod {pod.key} is annotated {found}"
+                       + (f"; its PodGroup {key} is not moved" if pod.group_name else ""))
     pinned = ctx.snapshot.do_not_disrupt.get(key) if pod.group_name else None
     if pinned is not None:
         source, found = pinned
-        return Blocked("DoNotDisrupt", f"do-not-disrupt: {source} is annotated {found}; "
-                                       f"PodGroup {key} of pod {pod.key} is not moved")
-
-
-# Blocked.reason of a pod in a namespace where the run may not evict (planner.plan's `not_evictable`).
-NOT_AUTHORIZED = "EvictionNotAuthorized"
+        return Blocked(VerdictReason.DO_NOT_DISRUPT, f"do-not-disrupt: {source} is annotated {found}; "
+                                                     f"PodGroup {key} of pod {pod.key} is not moved")
 
 
 def not_evictable(pod, ctx):
@@ -92,7 +93,7 @@ def not_evictable(pod, ctx):
     PodGroup's pods share its namespace). Contexts without that input (tests, benchmarks) have none."""
     why = (getattr(ctx, "not_evictable", None) or {}).get(pod.namespace)
     if why:
-        return Blocked(NOT_AUTHORIZED, f"pod {pod.key}: {why}")
+        return Blocked(VerdictReason.EVICTION_NOT_AUTHORIZED, f"pod {pod.key}: {why}")
 
 
 def local_volume(pod, ctx):
@@ -100,7 +101,7 @@ def local_volume(pod, ctx):
         pvc = ctx.snapshot.pvc_by_key.get(f"{pod.namespace}/{claim}")
         pv = ctx.snapshot.pv_by_name.get(pvc.volume_name) if pvc else None
         if pv is not None and pv.local:
-            return Blocked("LocalVolume", f"pod {pod.key} uses local volume {pv.name} (claim {claim})")
+            return Blocked(VerdictReason.LOCAL_VOLUME, f"pod {pod.key} uses local volume {pv.name} (claim {claim})")
 
 
 # Intrinsic objections first: a pod the run may not evict is named so only when nothing else pins it.

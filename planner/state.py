@@ -3,6 +3,7 @@
 `fork()` returns a mark, `revert(mark)` undoes everything after it, `commit()` keeps it; the inputs
 are never touched (cluster-autoscaler's Fork/Revert/Commit, done with an undo log).
 """
+from functools import cached_property
 
 
 class SimulatedState:
@@ -81,6 +82,12 @@ class SimulatedState:
 
     def amount(self, node, resource) -> int:
         return self.used[node].get(resource, 0)
+
+    @cached_property
+    def anti_affinity_pods(self) -> list:
+        """The snapshot's pods that carry required anti-affinity terms (listed once per state; where
+        each sits is `node_of`)."""
+        return [p for p in self.snapshot.pods if p.pod_anti_affinity]
 
     def all_pods(self):
         for node, pods in self.pods_on.items():

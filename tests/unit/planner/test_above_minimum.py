@@ -3,6 +3,7 @@ spent, no feasible receiver for a pod, scope), also appended to the condition me
 planner leaves the process-wide garbage collector alone (planner.gcpause is for callers)."""
 import gc
 
+from kubectl_repack.api.status import plan_status
 from planner import load_objects, plan
 from planner.gcpause import paused_gc
 from planner.plan_types import ABOVE_BUDGET, ABOVE_NO_RECEIVER, ABOVE_SCOPE
@@ -25,7 +26,7 @@ def test_budget_spent():
     assert len(p.freed_nodes) == 1
     assert p.above_minimum.startswith("stops 2 node(s) above the theoretical minimum 1: budget spent (vacating ")
     assert "maxPerRun.podGroups is 1; 1 more node(s) likewise)" in p.above_minimum
-    assert p.above_minimum in p.status()["conditions"][0]["message"]
+    assert p.above_minimum in plan_status(p)["conditions"][0]["message"]
     assert p.above_minimum_reason == ABOVE_BUDGET          # callers act on the code, not on the sentence
 
 

@@ -3,6 +3,7 @@ from fractions import Fraction
 
 import pytest
 
+from kubectl_repack.api.status import plan_status
 from planner import load_objects, plan
 from planner.cost import GangInfo, plan_dimensions, scores
 from planner.frag import frag_percent, theoretical_min
@@ -27,7 +28,7 @@ def seed_three_nodes():
 
 def test_seed_guarded_dryrun_three_nodes():
     p = plan(seed_three_nodes(), spec(min_improvement=10, max_podgroups=1, max_cards=4, scope=GUARDED_SCOPE))
-    st = p.status()
+    st = plan_status(p)
     assert st["conditions"][0]["reason"] == "RepackRecommended"
     assert st["plan"]["summary"] == {"fragBeforePercent": 33, "fragAfterPercent": 0, "freedNodeCount": 1,
                                      "movedCardCount": 2,
@@ -75,7 +76,7 @@ def test_no_fragmentation():
     objs = [node("a"), node("b")] + gang("j", workers=["a"] * 8)
     p = plan(load_objects(objs), spec())
     assert p.outcome == "NoFragmentation" and p.frag_before == 0 and not p.moves
-    assert p.status()["conditions"][0]["reason"] == "NoFragmentation"
+    assert plan_status(p)["conditions"][0]["reason"] == "NoFragmentation"
 
 
 def test_fragmented_but_nothing_movable_is_insufficient():
@@ -187,8 +188,8 @@ def test_minimum_reached_stops_planning():
 @pytest.mark.parametrize("optimized", [True, False])
 def test_output_is_deterministic(optimized):
     snap = seed_twenty_nodes()
-    a = plan(snap, spec(scope=GUARDED_SCOPE), optimized=optimized).status(now="2026-01-01T00:00:00Z")
-    b = plan(seed_twenty_nodes(), spec(scope=GUARDED_SCOPE), optimized=optimized).status(now="2026-01-01T00:00:00Z")
+    a = plan_status(plan(snap, spec(scope=GUARDED_SCOPE), optimized=optimized), now="2026-01-01T00:00:00Z")
+    b = plan_status(plan(seed_twenty_nodes(), spec(scope=GUARDED_SCOPE), optimized=optimized), now="2026-01-01T00:00:00Z")
     assert a == b
 
 

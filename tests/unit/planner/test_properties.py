@@ -14,6 +14,7 @@ from types import SimpleNamespace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kubectl_repack.api.status import plan_status
 from planner import load_objects, plan
 from planner.filters import run_filters
 from planner.frag import frag_percent, percent_int
@@ -97,11 +98,11 @@ def check_invariants(snap, sp, p):
         assert len(groups) <= run.max_podgroups
     if run.max_resource is not None:
         assert sum(m.cards for m in p.moves) <= run.max_resource
-    s = p.status()["plan"]["summary"]
-    assert s["freedNodeCount"] == len(p.freed_nodes) == len(p.status()["plan"].get("freedNodes", []))
+    s = plan_status(p)["plan"]["summary"]
+    assert s["freedNodeCount"] == len(p.freed_nodes) == len(plan_status(p)["plan"].get("freedNodes", []))
     assert s["movedCardCount"] == sum(m.cards for m in p.moves) == sum(
-        mv["cards"] for mv in p.status()["plan"].get("moves", []))
-    for mv in p.status()["plan"].get("moves", []):
+        mv["cards"] for mv in plan_status(p)["plan"].get("moves", []))
+    for mv in plan_status(p)["plan"].get("moves", []):
         assert mv["cards"] == sum(x["cards"] for x in mv["pods"])
     assert s["fragAfterPercent"] == percent_int(frag_percent(
         p.occupied_before - len(p.freed_nodes) + len(p.reoccupied), p.minimum, p.providers))
@@ -126,10 +127,10 @@ def test_plan_invariants(cluster):
 @given(clusters())
 def test_determinism_and_optimized_equals_bruteforce(cluster):
     objs, sp = cluster
-    a = plan(load_objects(objs), sp).status(now="t")
-    b = plan(load_objects(list(reversed(objs))), sp).status(now="t")
+    a = plan_status(plan(load_objects(objs), sp), now="t")
+    b = plan_status(plan(load_objects(list(reversed(objs))), sp), now="t")
     c = plan(load_objects(objs), sp, optimized=False)
-    assert a == b == c.status(now="t")
+    assert a == b == plan_status(c, now="t")
     assert plan(load_objects(objs), sp).verdicts == c.verdicts
 
 

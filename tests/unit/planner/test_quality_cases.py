@@ -8,6 +8,7 @@ plan's nodes freed and PodGroups disrupted.
 3. A PodGroup budget (BUDGET-1) spent on the cheapest node first leaves nothing for the nodes
    that share their PodGroups.
 """
+from kubectl_repack.api.status import plan_status
 from planner import load_objects, plan
 from tests.builders import gang, node, spec
 
@@ -40,7 +41,7 @@ def test_two_donors_consolidated_onto_one_idle_node():
     assert {m.to_node for m in p.moves} == {"spare"}
     assert disrupted(p) == {"default/ja-pg", "default/jb-pg"}
     assert p.occupied_before == 2 and p.occupied_after == 1      # net one node freed
-    assert p.status()["plan"]["summary"]["fragAfterPercent"] == 0
+    assert plan_status(p)["plan"]["summary"]["fragAfterPercent"] == 0
 
 
 def test_idle_node_not_reoccupied_for_a_single_donor():

@@ -8,6 +8,7 @@ import json
 
 import planner
 from kubectl_repack.api.run import Eviction, Placement, Relocation
+from kubectl_repack.api.status import plan_status
 from planner.prepare import STATUS_BYTES_BUDGET, STATUS_MAX_FREED, STATUS_MAX_PODS
 from tests.builders import R, gang, node, spec
 
@@ -33,7 +34,7 @@ def _half_full_cluster(nodes, name_len, ns_len, node_len):
 def _finished_status(plan) -> dict:
     """The status after the run finished, every record filled to its longest: replacement names,
     UIDs, selected and actual nodes, a 200-character eviction message."""
-    st = plan.status("2026-11-30T00:00:00Z")
+    st = plan_status(plan, "2026-11-30T00:00:00Z")
     st["relocations"] = [
         Relocation(namespace=m.pod.namespace, victim_pod_name=m.pod.name, pod_group_name=m.pod.group_name,
                    victim_pod_uid="0" * 36, planned_node_name=m.to_node,

@@ -1,0 +1,167 @@
+"""The fast round loop's view of the remaining candidates (`rounds.Planner._rounds_fast`): what is
+known about each, the cost vector of each over the complete plan, and the searches a round needs
+(the min-max bounds of each cost dimension, the lowest score), which verify candidates lazily.
+"""
+import bisect
+import heapq
+from enum import Enum
+
+
+class Status(Enum):
+    """What the fast loop knows about a remaining candidate."""
+    FEASIBLE = "feasible"          # verified since its evaluation last changed
+    UNKNOWN = "unknown"            # its evaluation may have changed; verified when a search reaches it
+    INFEASIBLE = "infeasible"
+    OVER_BUDGET = "over budget"    # for good: the plan only grows
+class CandidatePool:
+    """The fast loop's view of the remaining candidates: what is known about each (`Status`), the
+    cost vector of each over the complete plan, one sorted list per cost dimension (for the
+    min-max bounds) and a heap of cost vectors by score (candidates with the same vector score the
+    same)."""
+
+    def __init__(self, planner):
+        self.pl = planner
+        self.members = set()             # candidates that may be feasible: FEASIBLE or UNKNOWN
+        self.status = {}
+        self.dims = {}
+        self.asc = [[] for _ in range(5)]    # per dimension: sorted (value, candidate) over the members
+        self.by_vector = {}              # cost vector -> sorted [(-allocatable R, candidate)] among members
+        self.heap = []                   # (score, -alloc, candidate, vector) of each vector's best member
+        self.scored = {}                 # vector -> score under the current bounds
+        self.terms = None                # the current bounds as (dimension, weight, low, span)
+        self.epoch = None
+        self.verified = {}               # evaluation unit -> candidates verified since it last changed
+        self.by_group = {}               # PodGroup or workload -> candidates whose cost it enters
+        prep = planner.prep
+        for c in prep.candidates:
+            for g in prep.groups_of[c]:
+                self.by_group.setdefault(g, set()).add(c)
+                self.by_group.setdefault(planner.gangs[g].workload, set()).add(c)
+        for c in sorted(planner.live):
+            self.enter(c)
+            self.status[c] = Status.UNKNOWN
+
+    def score(self, d):
+        # The arithmetic of cost.scores, term by term in the same order, so the same floats.
+        sc = self.scored.get(d)
+        if sc is None:
+            total = 0.0
+            for i, w, low, span in self.terms:
+                total += w * (d[i] - low) / span
+            sc = self.scored[d] = round(total, 9)
+        return sc
+
+    def _push_head(self, d):
+        if self.terms is not None and d in self.by_vector:
+            na, c = self.by_vector[d][0]
+            heapq.heappush(self.heap, (self.score(d), na, c, d))
+
+    def enter(self, c):
+        pl = self.pl
+        d = self.dims[c] = pl.cost.with_candidate(pl.prep.groups_of[c])
+        for i in range(5):
+            bisect.insort(self.asc[i], (d[i], c))
+        self.members.add(c)
+        lst = self.by_vector.setdefault(d, [])
+        entry = (-pl.prep.alloc[c], c)
+        bisect.insort(lst, entry)
+        if lst[0] == entry:
+            self._push_head(d)
+
+    def leave(self, c):
+        if c in self.members:
+            self.members.discard(c)
+            d = self.dims[c]
+            for i in range(5):
+                lst = self.asc[i]
+                lst.pop(bisect.bisect_left(lst, (d[i], c)))
+            lst = self.by_vector[d]
+            j = bisect.bisect_left(lst, (-self.pl.prep.alloc[c], c))
+            lst.pop(j)
+            if not lst:
+                del self.by_vector[d]
+            elif j == 0:
+                self._push_head(d)
+
+    def unknown(self, c):
+        if c not in self.pl.live or self.status.get(c) == Status.OVER_BUDGET:
+            return
+        if c not in self.members:
+            self.enter(c)
+        self.status[c] = Status.UNKNOWN
+
+    def reopen(self, unit):
+        """`unit`'s evaluation changed: candidates verified through it are unknown again."""
+        for c in self.verified.pop(unit, ()):
+            if self.status.get(c) != Status.UNKNOWN:
+                self.unknown(c)
+
+    def recost(self, chosen):
+        """Candidates sharing a PodGroup or workload with `chosen` cost differently now."""
+        pl = self.pl
+        refresh = set()
+        for g in pl.prep.groups_of[chosen]:
+            for key in (g, pl.gangs[g].workload):
+                refresh |= self.by_group.get(key, set())
+        for c in refresh & self.members:
+            self.leave(c)
+            self.enter(c)
+
+    def resolve(self, c):
+        """Verify `c` now: FEASIBLE stays a member, anything else leaves."""
+        pl = self.pl
+        if pl.over_budget(c) is not None:
+            self.status[c] = Status.OVER_BUDGET
+        elif self.status[c] == Status.UNKNOWN:
+            self.status[c] = Status.FEASIBLE if pl.feasible_now(c) else Status.INFEASIBLE
+            self.verified.setdefault(("node", c), set()).add(c)
+            if c in pl.ev.sig_of:
+                self.verified.setdefault(("sig", pl.ev.sig_of[c]), set()).add(c)
+        if self.status[c] != Status.FEASIBLE:
+            self.leave(c)
+        return self.status[c]
+
+    def _extreme(self, i, lowest):
+        lst = self.asc[i]
+        while lst:
+            v, c = lst[0] if lowest else lst[-1]
+            if self.resolve(c) == Status.FEASIBLE:
+                return v
+        return None
+
+    def _bounds(self):
+        lo, hi = [], []
+        for i in range(5):
+            low = self._extreme(i, True)
+            if low is None:
+                return None
+            lo.append(low)
+            hi.append(self._extreme(i, False))
+        return tuple(lo), tuple(hi)
+
+    def rescore(self) -> bool:
+        """Settle this round's min-max bounds (verifying extremes can drop candidates; the bounds
+        hold once a pass changes nothing); False when no feasible candidate is left."""
+        b = self._bounds()
+        while b is not None and b != (b2 := self._bounds()):
+            b = b2
+        if b is None:
+            return False
+        if b != self.epoch:
+            self.epoch, (lo, hi) = b, b
+            self.terms = [(i, self.pl.weights[i], lo[i], hi[i] - lo[i]) for i in range(5) if hi[i] > lo[i]]
+            self.scored = {}
+            self.heap = [(self.score(d), *lst[0], d) for d, lst in self.by_vector.items()]
+            heapq.heapify(self.heap)
+        return True
+
+    def best(self):
+        """The feasible candidate with the lowest score (ties: more R freed, then name)."""
+        while self.heap:
+            _, na, c, d = heapq.heappop(self.heap)
+            lst = self.by_vector.get(d)
+            if not lst or lst[0] != (na, c):
+                continue                  # stale: that vector's best member changed since
+            if self.resolve(c) == Status.FEASIBLE:
+                return c
+        return None
