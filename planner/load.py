@@ -2,17 +2,19 @@
 
 Accepts a `v1 List` (as `kubectl get -o json` prints), nested Lists, a single object, a JSON array,
 or a YAML stream. Kinds the planner does not read (Events, Services...) are ignored; malformed
-objects raise SnapshotError naming the object and the field.
+objects raise SnapshotError naming the object and the field (the typed field readers are
+`planner.fields`).
 """
 from types import MappingProxyType
 
 from . import documents
 from .errors import DocumentError, SnapshotError
-from .model import (EMPTY, ClusterSnapshot, HostPort, LabelSelector, ModelServing, Namespace, Node,
-                    NodeSelectorTerm, PersistentVolume, PersistentVolumeClaim, Pod,
-                    PodAffinityTerm, PodDisruptionBudget, PodGroup, Requirement, SpreadConstraint,
-                    Taint, Toleration, VCJob, controller_of)
-from .quantity import parse_quantity_cached, scaled
+from .fields import (Ctx, read_exact, read_field, read_int, read_list, read_node_terms, read_objects, read_owner,
+                     read_resources, read_selector, read_str, read_strings, read_strmap)
+from .model import (EMPTY, ClusterSnapshot, HostPort, ModelServing, Namespace, Node, PersistentVolume,
+                    PersistentVolumeClaim, Pod, PodAffinityTerm, PodDisruptionBudget, PodGroup, SpreadConstraint,
+                    Taint, Toleration, VCJob)
+from .quantity import scaled
 
 _READ_KINDS = {
     ("v1", "Node"), ("v1", "Pod"), ("v1", "PersistentVolume"), ("v1", "PersistentVolumeClaim"),
@@ -22,189 +24,12 @@ _READ_KINDS = {
 }
 
 
-class _Ctx:
-    """Names the object being read, so every error says where it is."""
-
-    def __init__(self, obj, index):
-        kind = obj.get("kind") if isinstance(obj, dict) else None
-        self.kind = kind if isinstance(kind, str) and kind else "?"
-        meta = obj.get("metadata") if isinstance(obj, dict) else None
-        meta = meta if isinstance(meta, dict) else {}
-        ns, name = meta.get("namespace"), meta.get("name")
-        ns = ns if isinstance(ns, str) else ""
-        name = name if isinstance(name, str) and name else f"#{index}"
-        self.label = f"{self.kind} {ns + '/' if ns else ''}{name}"
-
-    def fail(self, path, msg):
-        raise SnapshotError(f"{self.label}: {path}: {msg}")
-
-
-def _get(ctx, obj, path, typ, default=None, required=False, at=""):
-    """obj[path] checked for type; `at` is where obj sits in the object, so errors give the full path."""
-    cur = obj
-    full = at + path
-    walked = at.rstrip(".")
-    for part in path.split("."):
-        if not isinstance(cur, dict):
-            ctx.fail(walked, f"expected an object, got {type(cur).__name__}")
-        walked = f"{walked}.{part}" if walked else part
-        if part not in cur or cur[part] is None:
-            if required:
-                ctx.fail(full, "required field is missing")
-            return default
-        cur = cur[part]
-    if typ is not None and not isinstance(cur, typ) or (typ is int and isinstance(cur, bool)):
-        ctx.fail(full, f"expected {typ.__name__ if isinstance(typ, type) else typ[0].__name__}, got {type(cur).__name__}")
-    return cur
-
-
-_INT32 = (-2 ** 31, 2 ** 31 - 1)
-
-
-def _int(ctx, obj, path, default=None, *, at="", low=_INT32[0], high=_INT32[1]):
-    """An integer field (int32 unless told), refused outside [low, high] as the API server would."""
-    value = _get(ctx, obj, path, int, default, at=at)
-    if value is not None and not low <= value <= high:
-        ctx.fail(at + path, f"{value} is out of range: must be between {low} and {high}")
-    return value
-
-
-def _str(ctx, obj, path, default="", *, at="", choices=None):
-    """A string field; with `choices`, one of them (an empty or missing value gives `default`)."""
-    value = _get(ctx, obj, path, str, default, at=at) or default
-    if choices is not None and value not in choices:
-        ctx.fail(at + path, f"unsupported value {value!r}: supported values: "
-                            + ", ".join(repr(c) for c in choices))
-    return value
-
-
-def _list(ctx, obj, path, at=""):
-    return _get(ctx, obj, path, list, [], at=at)
-
-
-def _strings(ctx, obj, path, at=""):
-    values = _list(ctx, obj, path, at=at)
-    if any(not isinstance(v, str) for v in values):
-        ctx.fail(at + path, "expected a list of strings")
-    return tuple(values)
-
-
-def _objects(ctx, items, path, what="an object"):
-    """(path of item, item) for a list of objects; anything else in the list is refused."""
-    for i, item in enumerate(items):
-        if not isinstance(item, dict):
-            ctx.fail(f"{path}[{i}]", f"expected {what}, got {type(item).__name__}")
-        yield f"{path}[{i}]", item
-
-
-def _strmap(ctx, obj, path):
-    m = _get(ctx, obj, path, dict, {})
-    for k, v in m.items():
-        if not isinstance(k, str):
-            ctx.fail(f"{path}", f"key {k!r}: expected string, got {type(k).__name__}")
-        if not isinstance(v, str):
-            ctx.fail(f"{path}.{k}", f"expected string, got {type(v).__name__}")
-    return MappingProxyType(dict(m)) if m else EMPTY
-
-
-def _resources(ctx, m, path):
-    out = {}
-    if not isinstance(m, dict):
-        ctx.fail(path, "expected an object of quantities")
-    for res, q in m.items():
-        if not isinstance(res, str):
-            ctx.fail(path, f"resource name {res!r}: expected string")
-        try:
-            out[res] = scaled(res, q)
-        except ValueError as e:
-            ctx.fail(f"{path}.{res}", str(e))
-        if out[res] < 0:
-            ctx.fail(f"{path}.{res}", f"{q!r} is negative: must be greater than or equal to 0")
-    return out
-
-
-def _requirements(ctx, items, path):
-    if not isinstance(items, list):
-        ctx.fail(path, "expected a list")
-    out = []
-    for i, r in enumerate(items):
-        p = f"{path}[{i}]"
-        if not isinstance(r, dict):
-            ctx.fail(p, "expected an object")
-        key = _get(ctx, r, "key", str, required=True, at=f"{p}.")
-        op = _get(ctx, r, "operator", str, required=True, at=f"{p}.")
-        vals = _get(ctx, r, "values", list, [], at=f"{p}.")
-        if any(not isinstance(v, str) for v in vals):
-            ctx.fail(f"{p}.values", "expected a list of strings")
-        out.append(Requirement(key, op, tuple(vals)))
-    return tuple(out)
-
-
-def _selector(ctx, sel, path):
-    if sel is None:
-        return None
-    if not isinstance(sel, dict):
-        ctx.fail(path, "expected a label selector object")
-    ml = sel.get("matchLabels") or {}
-    if not isinstance(ml, dict) or any(not isinstance(v, str) or not isinstance(k, str) for k, v in ml.items()):
-        ctx.fail(f"{path}.matchLabels", "expected a map of strings")
-    me = _requirements(ctx, sel.get("matchExpressions") or [], f"{path}.matchExpressions")
-    for i, r in enumerate(me):
-        if r.operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
-            ctx.fail(f"{path}.matchExpressions[{i}].operator", f"unknown operator {r.operator!r}")
-    return LabelSelector(tuple(sorted(ml.items())), me)
-
-
 def selector_of(obj: dict, path: str = "spec.selector"):
     """The metav1.LabelSelector at `path` of `obj` (None when absent), for matching with
     planner.selectors. Like apimachinery's LabelSelectorAsSelector, an unknown operator is an
     error: SnapshotError naming the object and the field."""
-    ctx = _Ctx(obj, 0)
-    return _selector(ctx, _get(ctx, obj, path, dict, None), path)
-
-
-def _node_terms(ctx, terms, path):
-    if not isinstance(terms, list):
-        ctx.fail(path, "expected a list of node selector terms")
-    out = []
-    for i, t in enumerate(terms):
-        p = f"{path}[{i}]"
-        if not isinstance(t, dict):
-            ctx.fail(p, "expected an object")
-        out.append(NodeSelectorTerm(_requirements(ctx, t.get("matchExpressions") or [], f"{p}.matchExpressions"),
-                                    _requirements(ctx, t.get("matchFields") or [], f"{p}.matchFields")))
-    return tuple(out)
-
-
-def _owner(ctx, meta):
-    refs = meta.get("ownerReferences") or []
-    if not isinstance(refs, list):
-        ctx.fail("metadata.ownerReferences", "expected a list")
-    for i, r in enumerate(refs):
-        p = f"metadata.ownerReferences[{i}]"
-        if not isinstance(r, dict) or not r.get("kind") or not r.get("name"):
-            ctx.fail(p, "kind and name are required")
-        for field_name in ("apiVersion", "kind", "name"):
-            _str(ctx, r, field_name, at=f"{p}.")
-        _get(ctx, r, "controller", bool, False, at=f"{p}.")
-    return controller_of(refs)
-
-
-def _exact(ctx, m, path):
-    """A ResourceList as exact amounts (summed before scaling, as PodRequests sums Quantities)."""
-    out = {}
-    if not isinstance(m, dict):
-        ctx.fail(path, "expected an object of quantities")
-    for res, q in m.items():
-        if not isinstance(res, str):
-            ctx.fail(path, f"resource name {res!r}: expected string")
-        try:
-            out[res] = parse_quantity_cached(q)
-        except ValueError as e:
-            ctx.fail(f"{path}.{res}", str(e))
-        if out[res] < 0:
-            ctx.fail(f"{path}.{res}", f"{q!r} is negative: must be greater than or equal to 0")
-    return out
+    ctx = Ctx(obj, 0)
+    return read_selector(ctx, read_field(ctx, obj, path, dict, None), path)
 
 
 def _pod_level(resource) -> bool:
@@ -221,20 +46,20 @@ def pod_requests(ctx, spec):
         res = c.get("resources") or {}
         if not isinstance(res, dict):
             ctx.fail(f"{p}.resources", "expected an object")
-        _str(ctx, c, "restartPolicy", at=f"{p}.")
-        req = _exact(ctx, res.get("requests") or {}, f"{p}.resources.requests")
+        read_str(ctx, c, "restartPolicy", at=f"{p}.")
+        req = read_exact(ctx, res.get("requests") or {}, f"{p}.resources.requests")
         # The API server defaults a missing request to its limit; files written by hand may lack it.
-        for r, v in _exact(ctx, res.get("limits") or {}, f"{p}.resources.limits").items():
+        for r, v in read_exact(ctx, res.get("limits") or {}, f"{p}.resources.limits").items():
             req.setdefault(r, v)
         return req
 
-    containers = _get(ctx, spec, "containers", list, [], at="spec.")
+    containers = read_field(ctx, spec, "containers", list, [], at="spec.")
     total = {}
     for i, c in enumerate(containers):
         for r, v in container_req(c, f"spec.containers[{i}]").items():
             total[r] = total.get(r, 0) + v
     sidecars, init_max = {}, {}
-    for i, c in enumerate(_get(ctx, spec, "initContainers", list, [], at="spec.")):
+    for i, c in enumerate(read_field(ctx, spec, "initContainers", list, [], at="spec.")):
         req = container_req(c, f"spec.initContainers[{i}]")
         if c.get("restartPolicy") == "Always":
             for r, v in req.items():
@@ -252,14 +77,14 @@ def pod_requests(ctx, spec):
     pod_res = spec.get("resources") or {}
     if not isinstance(pod_res, dict):
         ctx.fail("spec.resources", "expected an object")
-    level = {r: v for r, v in _exact(ctx, pod_res.get("requests") or {}, "spec.resources.requests").items()
+    level = {r: v for r, v in read_exact(ctx, pod_res.get("requests") or {}, "spec.resources.requests").items()
              if _pod_level(r)}
     # The API server defaults a pod-level request to its limit when no container requests that resource.
-    for r, v in _exact(ctx, pod_res.get("limits") or {}, "spec.resources.limits").items():
+    for r, v in read_exact(ctx, pod_res.get("limits") or {}, "spec.resources.limits").items():
         if _pod_level(r) and r not in level and r not in total:
             level[r] = v
     total.update(level)
-    for r, v in _exact(ctx, spec.get("overhead") or {}, "spec.overhead").items():
+    for r, v in read_exact(ctx, spec.get("overhead") or {}, "spec.overhead").items():
         total[r] = total.get(r, 0) + v
     out = {r: scaled(r, v) for r, v in total.items()}
     out = {r: v for r, v in out.items() if v}
@@ -276,10 +101,10 @@ def _pod_affinity_terms(ctx, terms, path):
         if not isinstance(t, dict):
             ctx.fail(p, "expected an object")
         out.append(PodAffinityTerm(
-            _selector(ctx, t.get("labelSelector"), f"{p}.labelSelector"),
-            _get(ctx, t, "topologyKey", str, required=True, at=f"{p}."),
-            _strings(ctx, t, "namespaces", at=f"{p}."),
-            _selector(ctx, t.get("namespaceSelector"), f"{p}.namespaceSelector")))
+            read_selector(ctx, t.get("labelSelector"), f"{p}.labelSelector"),
+            read_field(ctx, t, "topologyKey", str, required=True, at=f"{p}."),
+            read_strings(ctx, t, "namespaces", at=f"{p}."),
+            read_selector(ctx, t.get("namespaceSelector"), f"{p}.namespaceSelector")))
     return tuple(out)
 
 
@@ -288,84 +113,84 @@ _REQ = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
 def _load_pod(ctx, obj):
-    meta = _get(ctx, obj, "metadata", dict, required=True)
-    spec = _get(ctx, obj, "spec", dict, required=True)
-    status = _get(ctx, obj, "status", dict, {})
-    name = _get(ctx, meta, "name", str, required=True, at="metadata.")
-    annotations = _strmap(ctx, obj, "metadata.annotations")
-    aff = _get(ctx, spec, "affinity", dict, {}, at="spec.")
-    node_aff = _get(ctx, aff, "nodeAffinity", dict, {}, at="spec.affinity.")
-    node_req = _get(ctx, node_aff, _REQ, dict, {}, at="spec.affinity.nodeAffinity.")
+    meta = read_field(ctx, obj, "metadata", dict, required=True)
+    spec = read_field(ctx, obj, "spec", dict, required=True)
+    status = read_field(ctx, obj, "status", dict, {})
+    name = read_field(ctx, meta, "name", str, required=True, at="metadata.")
+    annotations = read_strmap(ctx, obj, "metadata.annotations")
+    aff = read_field(ctx, spec, "affinity", dict, {}, at="spec.")
+    node_aff = read_field(ctx, aff, "nodeAffinity", dict, {}, at="spec.affinity.")
+    node_req = read_field(ctx, node_aff, _REQ, dict, {}, at="spec.affinity.nodeAffinity.")
     terms = None
     if node_req:
-        terms = _node_terms(ctx, node_req.get("nodeSelectorTerms") or [],
+        terms = read_node_terms(ctx, node_req.get("nodeSelectorTerms") or [],
                             f"spec.affinity.nodeAffinity.{_REQ}.nodeSelectorTerms")
     tols = []
-    for p, t in _objects(ctx, _list(ctx, spec, "tolerations", at="spec."), "spec.tolerations"):
-        tols.append(Toleration(_str(ctx, t, "key", at=f"{p}."),
-                               _str(ctx, t, "operator", "Equal", at=f"{p}."),
-                               _str(ctx, t, "value", at=f"{p}."), _str(ctx, t, "effect", at=f"{p}.")))
-        _int(ctx, t, "tolerationSeconds", at=f"{p}.", low=-2 ** 63, high=2 ** 63 - 1)
+    for p, t in read_objects(ctx, read_list(ctx, spec, "tolerations", at="spec."), "spec.tolerations"):
+        tols.append(Toleration(read_str(ctx, t, "key", at=f"{p}."),
+                               read_str(ctx, t, "operator", "Equal", at=f"{p}."),
+                               read_str(ctx, t, "value", at=f"{p}."), read_str(ctx, t, "effect", at=f"{p}.")))
+        read_int(ctx, t, "tolerationSeconds", at=f"{p}.", low=-2 ** 63, high=2 ** 63 - 1)
     ports = []
-    init_containers = list(_objects(ctx, _list(ctx, spec, "initContainers", at="spec."), "spec.initContainers",
+    init_containers = list(read_objects(ctx, read_list(ctx, spec, "initContainers", at="spec."), "spec.initContainers",
                                     "a container object"))
-    containers = list(_objects(ctx, _list(ctx, spec, "containers", at="spec."), "spec.containers",
+    containers = list(read_objects(ctx, read_list(ctx, spec, "containers", at="spec."), "spec.containers",
                                "a container object"))
     # Host ports held while the pod runs: containers and sidecars (restartable init containers).
     holders = [(p, c) for p, c in init_containers if c.get("restartPolicy") == "Always"] + containers
     for cp, c in holders:
-        for p, port in _objects(ctx, _list(ctx, c, "ports", at=f"{cp}."), f"{cp}.ports"):
-            hp = _int(ctx, port, "hostPort", 0, at=f"{p}.", low=0, high=65535)
-            protocol = _str(ctx, port, "protocol", "TCP", at=f"{p}.", choices=_PROTOCOLS)
-            host_ip = _str(ctx, port, "hostIP", "0.0.0.0", at=f"{p}.")
-            _int(ctx, port, "containerPort", at=f"{p}.", low=0, high=65535)
+        for p, port in read_objects(ctx, read_list(ctx, c, "ports", at=f"{cp}."), f"{cp}.ports"):
+            hp = read_int(ctx, port, "hostPort", 0, at=f"{p}.", low=0, high=65535)
+            protocol = read_str(ctx, port, "protocol", "TCP", at=f"{p}.", choices=_PROTOCOLS)
+            host_ip = read_str(ctx, port, "hostIP", "0.0.0.0", at=f"{p}.")
+            read_int(ctx, port, "containerPort", at=f"{p}.", low=0, high=65535)
             if hp:
                 ports.append(HostPort(protocol, host_ip, hp))
     spread = []
-    for p, c in _objects(ctx, _list(ctx, spec, "topologySpreadConstraints", at="spec."),
+    for p, c in read_objects(ctx, read_list(ctx, spec, "topologySpreadConstraints", at="spec."),
                          "spec.topologySpreadConstraints"):
-        when = _str(ctx, c, "whenUnsatisfiable", "DoNotSchedule", at=f"{p}.",
+        when = read_str(ctx, c, "whenUnsatisfiable", "DoNotSchedule", at=f"{p}.",
                     choices=("DoNotSchedule", "ScheduleAnyway"))
-        max_skew = _int(ctx, c, "maxSkew", at=f"{p}.", low=1)
+        max_skew = read_int(ctx, c, "maxSkew", at=f"{p}.", low=1)
         if max_skew is None:
             ctx.fail(f"{p}.maxSkew", "required field is missing")
-        topology_key = _get(ctx, c, "topologyKey", str, required=True, at=f"{p}.")
-        selector = _selector(ctx, c.get("labelSelector"), f"{p}.labelSelector")
-        min_domains = _int(ctx, c, "minDomains", 1, at=f"{p}.", low=1)
-        affinity_policy = _str(ctx, c, "nodeAffinityPolicy", "Honor", at=f"{p}.", choices=("Honor", "Ignore"))
-        taints_policy = _str(ctx, c, "nodeTaintsPolicy", "Ignore", at=f"{p}.", choices=("Honor", "Ignore"))
+        topology_key = read_field(ctx, c, "topologyKey", str, required=True, at=f"{p}.")
+        selector = read_selector(ctx, c.get("labelSelector"), f"{p}.labelSelector")
+        min_domains = read_int(ctx, c, "minDomains", 1, at=f"{p}.", low=1)
+        affinity_policy = read_str(ctx, c, "nodeAffinityPolicy", "Honor", at=f"{p}.", choices=("Honor", "Ignore"))
+        taints_policy = read_str(ctx, c, "nodeTaintsPolicy", "Ignore", at=f"{p}.", choices=("Honor", "Ignore"))
         if when == "DoNotSchedule":
             spread.append(SpreadConstraint(max_skew, topology_key, selector, min_domains,
                                            affinity_policy, taints_policy))
     pvcs = []
-    for p, v in _objects(ctx, _list(ctx, spec, "volumes", at="spec."), "spec.volumes"):
-        claim = _get(ctx, v, "persistentVolumeClaim", dict, {}, at=f"{p}.")
-        claim_name = _str(ctx, claim, "claimName", at=f"{p}.persistentVolumeClaim.")
+    for p, v in read_objects(ctx, read_list(ctx, spec, "volumes", at="spec."), "spec.volumes"):
+        claim = read_field(ctx, v, "persistentVolumeClaim", dict, {}, at=f"{p}.")
+        claim_name = read_str(ctx, claim, "claimName", at=f"{p}.persistentVolumeClaim.")
         if claim_name:
             pvcs.append(claim_name)
-    pa = _get(ctx, aff, "podAffinity", dict, {}, at="spec.affinity.")
-    paa = _get(ctx, aff, "podAntiAffinity", dict, {}, at="spec.affinity.")
+    pa = read_field(ctx, aff, "podAffinity", dict, {}, at="spec.affinity.")
+    paa = read_field(ctx, aff, "podAntiAffinity", dict, {}, at="spec.affinity.")
     return Pod(
-        namespace=_str(ctx, meta, "namespace", "default", at="metadata."), name=name,
-        uid=_str(ctx, meta, "uid", at="metadata."),
-        node_name=_str(ctx, spec, "nodeName", at="spec."), phase=_str(ctx, status, "phase", "Pending", at="status."),
-        labels=_strmap(ctx, obj, "metadata.labels"), annotations=annotations,
-        scheduler_name=_str(ctx, spec, "schedulerName", "default-scheduler", at="spec."),
-        requests=MappingProxyType(pod_requests(ctx, spec)), owner=_owner(ctx, meta),
-        node_selector=_strmap(ctx, obj, "spec.nodeSelector"), affinity_terms=terms,
+        namespace=read_str(ctx, meta, "namespace", "default", at="metadata."), name=name,
+        uid=read_str(ctx, meta, "uid", at="metadata."),
+        node_name=read_str(ctx, spec, "nodeName", at="spec."), phase=read_str(ctx, status, "phase", "Pending", at="status."),
+        labels=read_strmap(ctx, obj, "metadata.labels"), annotations=annotations,
+        scheduler_name=read_str(ctx, spec, "schedulerName", "default-scheduler", at="spec."),
+        requests=MappingProxyType(pod_requests(ctx, spec)), owner=read_owner(ctx, meta),
+        node_selector=read_strmap(ctx, obj, "spec.nodeSelector"), affinity_terms=terms,
         tolerations=tuple(tols), host_ports=tuple(ports),
         pod_affinity=_pod_affinity_terms(ctx, pa.get(_REQ) or [], f"spec.affinity.podAffinity.{_REQ}"),
         pod_anti_affinity=_pod_affinity_terms(ctx, paa.get(_REQ) or [],
                                               f"spec.affinity.podAntiAffinity.{_REQ}"),
         spread=tuple(spread), pvc_names=tuple(pvcs),
-        terminating=bool(_str(ctx, meta, "deletionTimestamp", at="metadata.")),
-        mirror="kubernetes.io/config.mirror" in annotations, priority=_int(ctx, spec, "priority", 0, at="spec."))
+        terminating=bool(read_str(ctx, meta, "deletionTimestamp", at="metadata.")),
+        mirror="kubernetes.io/config.mirror" in annotations, priority=read_int(ctx, spec, "priority", 0, at="spec."))
 
 
 def _load_node(ctx, obj):
-    meta = _get(ctx, obj, "metadata", dict, required=True)
-    name = _get(ctx, meta, "name", str, required=True, at="metadata.")
-    status = _get(ctx, obj, "status", dict, {})
+    meta = read_field(ctx, obj, "metadata", dict, required=True)
+    name = read_field(ctx, meta, "name", str, required=True, at="metadata.")
+    status = read_field(ctx, obj, "status", dict, {})
     alloc = status.get("allocatable")
     if alloc is None:
         alloc = status.get("capacity") or {}
@@ -373,49 +198,51 @@ def _load_node(ctx, obj):
     else:
         path = "status.allocatable"
     taints = []
-    for p, t in _objects(ctx, _get(ctx, obj, "spec.taints", list, []), "spec.taints"):
+    for p, t in read_objects(ctx, read_field(ctx, obj, "spec.taints", list, []), "spec.taints"):
         if not t.get("key") or not t.get("effect"):
             ctx.fail(p, "key and effect are required")
-        taints.append(Taint(_str(ctx, t, "key", at=f"{p}."), _str(ctx, t, "value", at=f"{p}."),
-                            _str(ctx, t, "effect", at=f"{p}.")))
-    resources = _resources(ctx, alloc, path)
+        taints.append(Taint(read_str(ctx, t, "key", at=f"{p}."), read_str(ctx, t, "value", at=f"{p}."),
+                            read_str(ctx, t, "effect", at=f"{p}.")))
+    resources = read_resources(ctx, alloc, path)
     resources.setdefault("pods", 110)  # kubelet default maxPods; real Node objects always carry it
-    return Node(name, _strmap(ctx, obj, "metadata.labels"), MappingProxyType(resources),
-                bool(_get(ctx, obj, "spec.unschedulable", bool, False)), tuple(taints))
+    return Node(name, read_strmap(ctx, obj, "metadata.labels"), MappingProxyType(resources),
+                bool(read_field(ctx, obj, "spec.unschedulable", bool, False)), tuple(taints))
 
 
 def _load_podgroup(ctx, obj):
-    meta = _get(ctx, obj, "metadata", dict, required=True)
-    mm = _int(ctx, obj, "spec.minMember", 0, low=0)
-    return PodGroup(_str(ctx, meta, "namespace", "default", at="metadata."), _get(ctx, meta, "name", str, required=True, at="metadata."),
-                    _strmap(ctx, obj, "metadata.labels"), mm, _owner(ctx, meta),
-                    _strmap(ctx, obj, "metadata.annotations"))
+    meta = read_field(ctx, obj, "metadata", dict, required=True)
+    mm = read_int(ctx, obj, "spec.minMember", 0, low=0)
+    return PodGroup(read_str(ctx, meta, "namespace", "default", at="metadata."),
+                    read_field(ctx, meta, "name", str, required=True, at="metadata."),
+                    read_strmap(ctx, obj, "metadata.labels"), mm, read_owner(ctx, meta),
+                    read_strmap(ctx, obj, "metadata.annotations"))
 
 
 def _load_pv(ctx, obj):
-    meta = _get(ctx, obj, "metadata", dict, required=True)
-    req = _get(ctx, obj, "spec.nodeAffinity.required", dict, None)
+    meta = read_field(ctx, obj, "metadata", dict, required=True)
+    req = read_field(ctx, obj, "spec.nodeAffinity.required", dict, None)
     terms = None
     if req is not None:
-        terms = _node_terms(ctx, req.get("nodeSelectorTerms") or [], "spec.nodeAffinity.required.nodeSelectorTerms")
-    spec = _get(ctx, obj, "spec", dict, {})
-    local = bool(_get(ctx, spec, "local", dict, None, at="spec.")) or bool(_get(ctx, spec, "hostPath", dict, None, at="spec."))
-    return PersistentVolume(_get(ctx, meta, "name", str, required=True, at="metadata."), terms, local)
+        terms = read_node_terms(ctx, req.get("nodeSelectorTerms") or [], "spec.nodeAffinity.required.nodeSelectorTerms")
+    spec = read_field(ctx, obj, "spec", dict, {})
+    local = bool(read_field(ctx, spec, "local", dict, None, at="spec.")) or bool(read_field(ctx, spec, "hostPath", dict, None, at="spec."))
+    return PersistentVolume(read_field(ctx, meta, "name", str, required=True, at="metadata."), terms, local)
 
 
 def _load_pvc(ctx, obj):
-    meta = _get(ctx, obj, "metadata", dict, required=True)
-    return PersistentVolumeClaim(_str(ctx, meta, "namespace", "default", at="metadata."), _get(ctx, meta, "name", str, required=True, at="metadata."),
-                                 _get(ctx, obj, "spec.volumeName", str, ""))
+    meta = read_field(ctx, obj, "metadata", dict, required=True)
+    return PersistentVolumeClaim(read_str(ctx, meta, "namespace", "default", at="metadata."),
+                                 read_field(ctx, meta, "name", str, required=True, at="metadata."),
+                                 read_field(ctx, obj, "spec.volumeName", str, ""))
 
 
 def _load_pdb(ctx, obj):
-    meta = _get(ctx, obj, "metadata", dict, required=True)
-    spec = _get(ctx, obj, "spec", dict, {})
-    return PodDisruptionBudget(_str(ctx, meta, "namespace", "default", at="metadata."),
-                               _get(ctx, meta, "name", str, required=True, at="metadata."),
-                               _selector(ctx, spec.get("selector"), "spec.selector"),
-                               _int(ctx, obj, "status.disruptionsAllowed", None))
+    meta = read_field(ctx, obj, "metadata", dict, required=True)
+    spec = read_field(ctx, obj, "spec", dict, {})
+    return PodDisruptionBudget(read_str(ctx, meta, "namespace", "default", at="metadata."),
+                               read_field(ctx, meta, "name", str, required=True, at="metadata."),
+                               read_selector(ctx, spec.get("selector"), "spec.selector"),
+                               read_int(ctx, obj, "status.disruptionsAllowed", None))
 
 
 def _evicted_action(ctx, policies, path):
@@ -430,7 +257,7 @@ def _evicted_action(ctx, policies, path):
         single = p.get("event") or ""
         if not isinstance(single, str):
             ctx.fail(f"{path}[{i}].event", "expected a string")
-        action = _str(ctx, p, "action", at=f"{path}[{i}].")
+        action = read_str(ctx, p, "action", at=f"{path}[{i}].")
         events = listed + ([single] if single else [])
         if "PodEvicted" in events or "*" in events:
             return action
@@ -438,30 +265,32 @@ def _evicted_action(ctx, policies, path):
 
 
 def _load_vcjob(ctx, obj):
-    meta = _get(ctx, obj, "metadata", dict, required=True)
-    spec = _get(ctx, obj, "spec", dict, {})
+    meta = read_field(ctx, obj, "metadata", dict, required=True)
+    spec = read_field(ctx, obj, "spec", dict, {})
     tasks = {}
-    for p, t in _objects(ctx, _get(ctx, spec, "tasks", list, [], at="spec."), "spec.tasks"):
+    for p, t in read_objects(ctx, read_field(ctx, spec, "tasks", list, [], at="spec."), "spec.tasks"):
         act = _evicted_action(ctx, t.get("policies") or [], f"{p}.policies")
-        task_name = _str(ctx, t, "name", at=f"{p}.")
+        task_name = read_str(ctx, t, "name", at=f"{p}.")
         if act:
             tasks[task_name] = act
-    return VCJob(_str(ctx, meta, "namespace", "default", at="metadata."), _get(ctx, meta, "name", str, required=True, at="metadata."),
-                 _strmap(ctx, obj, "metadata.labels"), _evicted_action(ctx, spec.get("policies") or [], "spec.policies"),
-                 MappingProxyType(tasks) if tasks else EMPTY, _strmap(ctx, obj, "metadata.annotations"))
+    return VCJob(read_str(ctx, meta, "namespace", "default", at="metadata."),
+                 read_field(ctx, meta, "name", str, required=True, at="metadata."),
+                 read_strmap(ctx, obj, "metadata.labels"), _evicted_action(ctx, spec.get("policies") or [], "spec.policies"),
+                 MappingProxyType(tasks) if tasks else EMPTY, read_strmap(ctx, obj, "metadata.annotations"))
 
 
 def _load_modelserving(ctx, obj):
-    meta = _get(ctx, obj, "metadata", dict, required=True)
-    return ModelServing(_str(ctx, meta, "namespace", "default", at="metadata."), _get(ctx, meta, "name", str, required=True, at="metadata."),
-                        _strmap(ctx, obj, "metadata.labels"), _get(ctx, obj, "spec.recoveryPolicy", str, ""),
-                        _strmap(ctx, obj, "metadata.annotations"))
+    meta = read_field(ctx, obj, "metadata", dict, required=True)
+    return ModelServing(read_str(ctx, meta, "namespace", "default", at="metadata."),
+                        read_field(ctx, meta, "name", str, required=True, at="metadata."),
+                        read_strmap(ctx, obj, "metadata.labels"), read_field(ctx, obj, "spec.recoveryPolicy", str, ""),
+                        read_strmap(ctx, obj, "metadata.annotations"))
 
 
 def _load_namespace(ctx, obj):
-    meta = _get(ctx, obj, "metadata", dict, required=True)
-    name = _get(ctx, meta, "name", str, required=True, at="metadata.")
-    labels = dict(_strmap(ctx, obj, "metadata.labels"))
+    meta = read_field(ctx, obj, "metadata", dict, required=True)
+    name = read_field(ctx, meta, "name", str, required=True, at="metadata.")
+    labels = dict(read_strmap(ctx, obj, "metadata.labels"))
     labels.setdefault("kubernetes.io/metadata.name", name)
     return Namespace(name, MappingProxyType(labels))
 
@@ -512,7 +341,7 @@ def load_objects(objects) -> ClusterSnapshot:
         if not isinstance(obj, dict):
             raise SnapshotError(f"object #{i}: expected a Kubernetes object, got {type(obj).__name__}")
         kind, api = obj.get("kind"), obj.get("apiVersion")
-        ctx = _Ctx(obj, i)
+        ctx = Ctx(obj, i)
         for field_name, value in (("kind", kind), ("apiVersion", api)):
             if value is None or value == "":
                 ctx.fail(field_name, "required field is missing")

@@ -84,7 +84,8 @@ class Planner:
                 pod, f, msg = ev.fail
                 self.verdicts[c] = NodeVerdict(c, False, VerdictReason.NO_FEASIBLE_RECEIVER, msg, pod, f, self.rnd)
             else:
-                self.verdicts[c] = NodeVerdict(c, False, VerdictReason.NOT_SELECTED, "feasible but planning stopped", round=self.rnd)
+                self.verdicts[c] = NodeVerdict(c, False, VerdictReason.NOT_SELECTED, "feasible but planning stopped",
+                                               round=self.rnd)
         self.rounds = self.rnd
         return self
 

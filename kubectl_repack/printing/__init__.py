@@ -6,9 +6,9 @@ libraries implement a different dialect (no `{range}`/`{end}`, no text between a
 filter and printing rules), so this package re-implements the one in k8s.io/client-go/util/jsonpath
 with the settings kubectl's printers use (k8s.io/cli-runtime/pkg/printers/jsonpath.go,
 genericclioptions/jsonpath_flags.go, k8s.io/kubectl/pkg/cmd/get/customcolumn.go, printers/name.go).
-It is stdlib only, with no I/O (an import-linter contract keeps it pure), so it runs in the krew zipapp under `python3 -I -S`; the commands
-decide where the text goes. tests/e2e/test_output_differential.py compares it byte for byte with
-the real kubectl.
+It is stdlib only, with no I/O (an import-linter contract keeps it pure), so it runs in the krew
+zipapp under `python3 -I -S`; the commands decide where the text goes.
+tests/e2e/test_output_differential.py compares it byte for byte with the real kubectl.
 
 The data model is the one kubectl's unstructured objects have: dict = map[string]interface{},
 list = []interface{}, int = int64, float = float64, str, bool, None = JSON null.
