@@ -94,7 +94,8 @@ def read_strmap(ctx, obj, path):
     return MappingProxyType(dict(m)) if m else EMPTY
 
 
-def read_resources(ctx, m, path):
+def _quantities(ctx, m, path, amount):
+    """A ResourceList, each quantity read with `amount(resource, quantity)`; negatives are refused."""
     out = {}
     if not isinstance(m, dict):
         ctx.fail(path, "expected an object of quantities")
@@ -102,12 +103,17 @@ def read_resources(ctx, m, path):
         if not isinstance(res, str):
             ctx.fail(path, f"resource name {res!r}: expected string")
         try:
-            out[res] = scaled(res, q)
+            out[res] = amount(res, q)
         except ValueError as e:
             ctx.fail(f"{path}.{res}", str(e))
         if out[res] < 0:
             ctx.fail(f"{path}.{res}", f"{q!r} is negative: must be greater than or equal to 0")
     return out
+
+
+def read_resources(ctx, m, path):
+    """A ResourceList in the planner's units (`quantity.scaled`)."""
+    return _quantities(ctx, m, path, scaled)
 
 
 def read_requirements(ctx, items, path):
@@ -169,18 +175,10 @@ def read_owner(ctx, meta):
     return controller_of(refs)
 
 
+def _exact_amount(resource, quantity):
+    return parse_quantity_cached(quantity)
+
+
 def read_exact(ctx, m, path):
     """A ResourceList as exact amounts (summed before scaling, as PodRequests sums Quantities)."""
-    out = {}
-    if not isinstance(m, dict):
-        ctx.fail(path, "expected an object of quantities")
-    for res, q in m.items():
-        if not isinstance(res, str):
-            ctx.fail(path, f"resource name {res!r}: expected string")
-        try:
-            out[res] = parse_quantity_cached(q)
-        except ValueError as e:
-            ctx.fail(f"{path}.{res}", str(e))
-        if out[res] < 0:
-            ctx.fail(f"{path}.{res}", f"{q!r} is negative: must be greater than or equal to 0")
-    return out
+    return _quantities(ctx, m, path, _exact_amount)
