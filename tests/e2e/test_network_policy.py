@@ -21,6 +21,7 @@ import uuid
 import pytest
 from kubernetes import client
 
+from kubectl_repack.api import installed
 from kubectl_repack.deploy import manifests
 from tests.e2e.helpers import absent, wait_for
 
@@ -139,7 +140,7 @@ def test_install_admits_only_the_advertised_api_server_and_doctor_follows(quiet_
         assert [p.ip_block.cidr for p in policy.spec.ingress[0]._from] == ["192.0.2.10/32"]
         assert [p.port for p in policy.spec.ingress[0].ports] == [manifests.CONTAINER_PORT]
         assert policy.spec.pod_selector.match_labels == {"app.kubernetes.io/name": manifests.NAME}
-        assert policy.metadata.annotations[manifests.POLICY_SOURCE_ANNOTATION] == manifests.SOURCE_ENDPOINTS
+        assert policy.metadata.annotations[installed.POLICY_SOURCE_ANNOTATION] == installed.SOURCE_ENDPOINTS
         assert doctor_line(kc, namespace) == ("OK", f"NetworkPolicy {namespace}/repack-webhook: the webhook port "
                                                     "admits only 192.0.2.10/32, from the kubernetes Service's endpoints")
 

@@ -19,7 +19,7 @@ from kubernetes import client
 
 from kubectl_repack.api.control import (CREATOR_GROUPS_ANNOTATION, CREATOR_UID_ANNOTATION, CREATOR_USERNAME_ANNOTATION,
                                         Creator)
-from kubectl_repack.commands.install import delete_object, server_side_apply
+from kubectl_repack.deploy.installer import delete_object, server_side_apply
 from kubectl_repack.deploy import manifests
 from tests.e2e.helpers import wait_for
 
