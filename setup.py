@@ -30,7 +30,7 @@ setup(
         "bench": ["highspy>=1.7", "matplotlib>=3.8"],
         # The in-cluster process (repack-webhook): a CLI user does not install a web server.
         # prometheus_client: the webhook's and the coordinator's /metrics (with process and GC metrics).
-        # cryptography: certificates are made in the cluster by the controller (webhook.certmanager);
+        # cryptography: certificates are made in the cluster by the controller (webhook.controller.certmanager);
         # on a client only by `install --webhook-url` (a webhook served outside the cluster, tests),
         # which names this extra when it is missing. The plugin itself needs no compiled code.
         "webhook": ["flask>=3.0", "gunicorn>=27.0,<28", "prometheus_client>=0.20", "cryptography>=42.0"],

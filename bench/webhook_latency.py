@@ -21,7 +21,7 @@ held open for the whole measurement and reopened whenever the server closes them
     python3 bench/webhook_latency.py --server werkzeug --rate 100 --seconds 5
 
 All clients share 127.0.0.1, and the server allows one peer address MAX_PEER_CONNECTIONS
-(webhook.server) connections: with hostile peers the benchmark raises that cap to fit everything it
+(webhook.admission.worker) connections: with hostile peers the benchmark raises that cap to fit everything it
 opens (`--peer-cap` sets it), since in a cluster the API server does not share an address with
 them. Prints p50/p90/p99/max latency, the errors and what the hostile peers saw, per run and the
 median over `--runs`. Loopback only; bounded by --seconds (at most 120) per run.
@@ -420,7 +420,7 @@ def hostile_count(args: argparse.Namespace) -> int:
 
 
 def peer_cap(args: argparse.Namespace) -> int:
-    """The per-peer cap the server runs with (0: webhook.server's own)."""
+    """The per-peer cap the server runs with (0: webhook.admission.worker's own)."""
     if args.peer_cap or not hostile_count(args):
         return args.peer_cap
     return hostile_count(args) + args.connections + 16

@@ -4,7 +4,7 @@ The admission path must answer in milliseconds and never call the API server, so
 matching needs is folded here, once per RepackRun event, into an immutable `RelocationIndex`.
 A record is *open* while its victim is gone (or going) and no replacement pod has been
 identified yet; each open record is handed to at most one new pod. The webhook keeps the index
-current from a watch (webhook.relocations); `apply` builds one from the run it executes to
+current from a watch (webhook.admission.relocation_store); `apply` builds one from the run it executes to
 recognise replacements when no webhook is installed.
 """
 from __future__ import annotations

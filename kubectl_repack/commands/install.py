@@ -3,7 +3,7 @@
 Install renders the objects (deploy.manifests) after the CRD and applies each one with server-side
 apply (field manager `kubectl-repack`, forced), so running it again converges instead of failing.
 It makes no certificate and renders no Secret or caBundle: the controller makes the webhook's TLS
-Secret in the cluster and keeps the caBundle current (webhook.certmanager), so the rendered objects
+Secret in the cluster and keeps the caBundle current (webhook.controller.certmanager), so the rendered objects
 carry no key material and install needs no compiled library (the krew zipapp runs it).
 `--dry-run` (=client) renders without reading or touching the cluster; `--dry-run=server` sends
 each object with dryRun=All.

@@ -29,7 +29,7 @@ def controller_cluster_role_rules() -> list[dict]:
         {"apiGroups": ["repack.volcano.sh"], "resources": ["repackruns/finalizers"], "verbs": ["update"]},
         {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
-        # webhook.certmanager keeps the webhook configuration's caBundle equal to the TLS Secret's CA.
+        # webhook.controller.certmanager keeps the webhook configuration's caBundle equal to the TLS Secret's CA.
         {"apiGroups": ["admissionregistration.k8s.io"], "resources": ["mutatingwebhookconfigurations"],
          "resourceNames": [CONFIG_NAME], "verbs": ["get", "patch"]},
         # Is the creator policy in force, and since when (a run older than it has no vouched-for creator)?

@@ -16,7 +16,7 @@ CERT_MOUNT = "/etc/repack-webhook/tls"
 METRICS_PORT = 9090  # the coordinator's /metrics and /healthz (plain HTTP)
 CONTROLLER_HEALTH_PORT = 8081  # the controller's /healthz (plain HTTP)
 STAMP_WEBHOOK_NAME = "creator.repack.volcano.sh"
-RUN_CREATOR_PATH = "/run-creator"   # webhook.app serves it
+RUN_CREATOR_PATH = "/run-creator"   # webhook.admission.app serves it
 RUN_AS = 65532  # the image's numeric USER; stated again so runAsNonRoot is verifiable
 TMP_MOUNT = "/tmp"
 # Why one replica (also written on the Deployment, as the annotation below): the webhook keeps

@@ -1,7 +1,7 @@
-"""The three objects the in-cluster certificate manager (webhook.certmanager) keeps consistent, read
+"""The three objects the in-cluster certificate manager (webhook.controller.certmanager) keeps consistent, read
 and written by name: the webhook's TLS Secret, the MutatingWebhookConfiguration whose caBundle must
 trust it, and the webhook Deployment whose pods must be restarted to serve a new pair. No decisions
-here: those are webhook.certmanager's, tested over an in-memory twin of this class."""
+here: those are webhook.controller.certmanager's, tested over an in-memory twin of this class."""
 from __future__ import annotations
 
 from typing import Optional

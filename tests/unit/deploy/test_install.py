@@ -52,7 +52,7 @@ def test_webhook_configuration_fails_open_and_carries_no_ca_bundle_or_key():
     assert result.exit_code == 0, result.output
     assert "PRIVATE KEY" not in result.output and "caBundle" not in result.output and "tls.key" not in result.output
     objs = [d for d in yaml.safe_load_all(result.stdout) if d]
-    assert not by_kind(objs, "Secret")      # the controller makes it in the cluster (webhook.certmanager)
+    assert not by_kind(objs, "Secret")      # the controller makes it in the cluster (webhook.controller.certmanager)
     (mwc,) = by_kind(objs, "MutatingWebhookConfiguration")
     hook, stamp = mwc["webhooks"]
     assert hook["failurePolicy"] == "Ignore"
