@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 import planner
 
@@ -77,10 +77,12 @@ def refused_everywhere(namespaces: list, screening: Screening) -> str:
     return "; ".join(answers[:3]) + more
 
 
-def sweep_expired(runs: RunStore, now: dt.datetime, keep: str, reporter: Reporter) -> None:
-    """Delete finished runs past ttlSecondsAfterFinished (EXEC-7), except the one being applied;
-    each delete has the uid and resourceVersion that were judged expired as preconditions."""
-    for old in map(RunView, runs.list()):
+def sweep_expired(runs: RunStore, now: dt.datetime, keep: str, reporter: Reporter,
+                  listed: Optional[Iterable[Mapping[str, Any]]] = None) -> None:
+    """Delete finished runs past ttlSecondsAfterFinished (EXEC-7), except the one being applied
+    (`keep`); each delete has the uid and resourceVersion that were judged expired as preconditions.
+    `listed`: the runs as just listed (the controller's tick has them), instead of listing again."""
+    for old in map(RunView, runs.list() if listed is None else listed):
         meta = old.meta
         if meta.get("name") != keep and old.ttl_expired(now) and runs.delete(meta["name"], meta.get("uid"),
                                                                                meta.get("resourceVersion")):

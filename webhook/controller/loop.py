@@ -10,7 +10,8 @@ One leader (Lease `repack-controller`, the kube layer's Lease client) reconciles
   Eviction API with PDBs, placement tracking, verification, result, TTL), in one worker thread, one
   run at a time, oldest first. A run continues from its records after a restart or fail-over, so no
   pod is evicted twice (the records are written before each Eviction call).
-* **Finished** runs are never touched again, except that the finalizer is removed.
+* **Finished** runs are never touched again, except that the finalizer is removed, and that once
+  `ttlSecondsAfterFinished` has passed the run is deleted (EXEC-7; on every tick, by this controller only).
 * Runs marked `repack.volcano.sh/executor: local` belong to the plugin (`apply --local`, `plan
   --save`) and are left alone.
 
@@ -66,7 +67,7 @@ from kubectl_repack.api.times import parse_duration, parse_time, rfc3339, utcnow
 from kubectl_repack.api.view import ObjectView
 from kubectl_repack.engine.executor import Executor
 from kubectl_repack.engine.mutex import holder_identity
-from kubectl_repack.engine.workflow import ApplyRequest, Screening, apply_run
+from kubectl_repack.engine.workflow import ApplyRequest, Screening, apply_run, sweep_expired
 from kubectl_repack.errors import NotFound, RepackError, SpecError
 from kubectl_repack.kube.incluster import controlling_owner
 from webhook.common.election import LeaderElector, leader_process_args, process_identity
@@ -173,14 +174,20 @@ class Controller:
             except RepackError as e:
                 log.warning("lifting expired placement gates: %s", e)
         runs = sorted(self.runs.list(), key=_created)
+        settled = []    # finished runs whose finalizer is gone: the ones a TTL may delete as listed
         for run in runs:
             if is_finished(run):
-                self.drop_finalizer(run)
+                if finalizer_removal(run):
+                    self.drop_finalizer(run)    # its resourceVersion changes: judged on the next tick
+                else:
+                    settled.append(run)
             elif executed_locally(run):
                 continue
             elif RunView(run).mode == MODE_DRY_RUN and not phase_of(run):
                 if self.may_plan_dry_run():
                     self.plan_dry_run(run)
+        # Expired runs are deleted here, on every tick, and nowhere else (EXEC-7).
+        sweep_expired(self.runs, self._now(), "", _Log(), listed=settled)
         execute = [r for r in runs if RunView(r).mode == MODE_EXECUTE
                    and not is_finished(r) and not executed_locally(r)]
         if execute and (self.worker is None or not self.worker.is_alive()):

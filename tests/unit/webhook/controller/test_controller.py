@@ -116,6 +116,37 @@ def test_runs_of_the_plugin_and_finished_runs_are_left_alone():
     assert [name for name, _ in patches] == ["done-1"]           # only its finalizer is released
 
 
+def finished(name, ttl, finished_at, finalizer=False):
+    run = stamped(execute_run(name))
+    run["spec"]["ttlSecondsAfterFinished"] = ttl
+    run["status"] = {"phase": "Succeeded", "completionTime": rfc3339(finished_at), "conditions": []}
+    if finalizer:
+        run["metadata"]["finalizers"] = [FINALIZER]
+    return run
+
+
+def test_every_tick_deletes_finished_runs_past_their_ttl_and_only_those():
+    """The controller is the one that deletes expired runs (EXEC-7), on every tick, with no Execute
+    under way; a run whose finalizer it still holds is released first and judged on the next tick."""
+    expired = finished("old", 60, T0 - dt.timedelta(seconds=61))
+    young = finished("young", 60, T0 - dt.timedelta(seconds=30))
+    forever = finished("kept", None, T0 - dt.timedelta(days=9))
+    forever["spec"].pop("ttlSecondsAfterFinished")
+    held = finished("held", 60, T0 - dt.timedelta(seconds=90), finalizer=True)
+    ctl, store, cluster, _, patches, _ = make([expired, young, forever, held])
+    tick(ctl)
+    assert sorted(store.runs) == ["held", "kept", "young"] and cluster.calls == []
+    assert [name for name, _ in patches] == ["held"]
+    tick(ctl)
+    assert sorted(store.runs) == ["kept", "young"]
+
+
+def test_a_follower_deletes_nothing():
+    ctl, store, _, _, _, _ = make([finished("old", 60, T0 - dt.timedelta(seconds=61))], leader=False)
+    tick(ctl)
+    assert sorted(store.runs) == ["old"]
+
+
 def test_an_execute_run_of_an_allowed_creator_is_carried_out():
     ctl, store, cluster, events, patches, asked = make([stamped(execute_run())])
     tick(ctl)
