@@ -23,6 +23,7 @@ LINT = [sys.executable, "-c", "import sys; from importlinter.cli import lint_imp
 LAYERS = "Layers: front ends > engine > Kubernetes I/O > run API > planner"
 NO_WEBHOOK = "The plugin never imports the webhook process"
 SHARED_ONLY = "The webhook process uses the shared layers of kubectl_repack, not the CLI"
+ONLY_KUBE = "Only kubectl_repack.kube imports the kubernetes client"
 PURE = "Pure modules (planner, run API, the engine's decisions, admission) import no I/O"
 PROCESSES = "The three in-cluster processes (admission webhook, coordinator, controller)"
 COMMON = "webhook.common imports none of the three processes"
@@ -82,6 +83,17 @@ PLANTED = [
                  id="admission-imports-controller"),
     pytest.param("webhook/common/metrics.py", "from webhook.admission import relocation_store", [COMMON],
                  id="common-imports-a-process"),
+    # one Kubernetes I/O layer in fact (issue 20): nobody but kube imports the client
+    pytest.param("kubectl_repack/commands/install.py", "from kubernetes import client", [ONLY_KUBE],
+                 id="install-imports-kubernetes"),
+    pytest.param("webhook/admission/serve.py", "import kubernetes", [ONLY_KUBE], id="webhook-imports-kubernetes"),
+    pytest.param("kubectl_repack/deploy/installer.py", "from kubernetes.client import ApiClient", [ONLY_KUBE],
+                 id="installer-imports-kubernetes"),
+    # printing (kubectl's output dialects) is pure and the CLI's own
+    pytest.param("kubectl_repack/printing/jsonpath.py", "from kubectl_repack.kube import client", [PURE, LAYERS],
+                 id="printing-reaches-kubernetes"),
+    pytest.param("webhook/controller/loop.py", "from kubectl_repack import printing", [SHARED_ONLY],
+                 id="controller-imports-printing"),
 ]
 
 
