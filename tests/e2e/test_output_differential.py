@@ -1,4 +1,4 @@
-"""kubectl_repack.output against the real kubectl, byte for byte.
+"""kubectl_repack.printing against the real kubectl, byte for byte.
 
 Three RepackRuns (a finished Execute with a full status written through the status subresource, a
 scoped DryRun with a plan, a bare run without status) are read back with `kubectl get -o json

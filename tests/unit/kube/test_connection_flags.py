@@ -178,7 +178,7 @@ def test_every_request_carries_the_request_timeout(no_kubeconfig, flag, sent):
     _exercise(api)
     assert len(fake.requests) >= 10
     # the Eviction call keeps its own shorter bound (kube.objects.EVICTION_REQUEST_TIMEOUT): within the
-    # execute Lease's margin (tests/unit/execute/test_write_ahead.py checks it with this flag)
+    # execute Lease's margin (tests/unit/engine/test_write_ahead.py checks it with this flag)
     assert {t for m, path, *_, t in fake.requests if not path.endswith("/eviction")} == {sent}, fake.requests
 
 
