@@ -7,8 +7,8 @@ from .parts import COORDINATOR_NAME, METRICS_PORT, Manifest, object_meta, proces
 
 
 def coordinator_cluster_role_rules() -> list[dict]:
-    """The coordinator's cluster-wide permissions (reads for the planner's filters, its pod writes,
-    RepackRun status and the TTL's deletes)."""
+    """The coordinator's cluster-wide permissions (reads for the planner's filters, its pod writes and
+    RepackRun status; it deletes nothing: expired runs are the controller's to delete)."""
     read = ["get", "list", "watch"]
     return [
         {"apiGroups": [""], "resources": ["pods"], "verbs": read + ["patch"]},
@@ -17,7 +17,7 @@ def coordinator_cluster_role_rules() -> list[dict]:
         {"apiGroups": [""], "resources": ["namespaces", "nodes", "persistentvolumes", "persistentvolumeclaims"],
          "verbs": read},
         {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": read},
-        {"apiGroups": ["repack.volcano.sh"], "resources": ["repackruns"], "verbs": read + ["delete"]},
+        {"apiGroups": ["repack.volcano.sh"], "resources": ["repackruns"], "verbs": read},
         {"apiGroups": ["repack.volcano.sh"], "resources": ["repackruns/status"], "verbs": ["get", "patch", "update"]},
     ]
 

@@ -6,8 +6,9 @@
 - a PodDisruptionBudget tightened after the first eviction of a gang: the run stops evicting that
   gang, reports EvictionBlockedByPDB naming the PDB, and says in status that the gang is partly
   evicted;
-- two coordinators against one cluster: only the Lease holder acts (deletes runs past their TTL),
-  the other does nothing; when the holder is killed, the other takes over within the Lease duration.
+- two coordinators against one cluster: only the Lease holder acts (releases a placement gate no
+  relocation holds), the other does nothing; when the holder is killed, the other takes over within
+  the Lease duration.
 
 The apply side runs in-process on the real kube layer (RunStore, ExecuteLease, LiveCluster) so the
 tests can act at an exact point of the run (after the first Eviction call); the coordinators are
@@ -27,7 +28,6 @@ import time
 import pytest
 from kubernetes import client
 
-from kubectl_repack.api.times import rfc3339, utcnow
 from kubectl_repack.engine import mutex
 from kubectl_repack.engine.execute_lease import ExecuteLease
 from kubectl_repack.engine.executor import LeaseLost
@@ -35,7 +35,7 @@ from kubectl_repack.engine.workflow import ApplyRequest, apply_run
 from kubectl_repack.kube.client import connect
 from kubectl_repack.kube.objects import LiveCluster
 from kubectl_repack.kube.runs import RunStore
-from tests.e2e.execute_helpers import (GROUP, PLURAL, VERSION, build_seed_layout, cli, delete_runs, execute_run,
+from tests.e2e.execute_helpers import (build_seed_layout, cli, delete_runs, execute_run,
                                        get_run, unique, wait_for)
 from tests.harness.controlplane import REPO_ROOT
 
@@ -261,31 +261,25 @@ class Coordinator:
                 self.proc.wait(10)
 
 
-def _finished_run(custom, name):
-    """A finished Execute run past its TTL (0 s): the coordinator's garbage collection deletes it."""
-    body = execute_run(name, ttl=0)
-    custom.create_cluster_custom_object(GROUP, VERSION, PLURAL, body)
-    obj = custom.get_cluster_custom_object(GROUP, VERSION, PLURAL, name)
-    done = rfc3339(utcnow() - dt.timedelta(minutes=1))
-    obj["status"] = {"phase": "Succeeded", "completionTime": done,
-                     "conditions": [{"type": "Complete", "status": "True", "reason": "ExecutionCompleted",
-                                     "message": "done", "lastTransitionTime": done}]}
-    custom.replace_cluster_custom_object_status(GROUP, VERSION, PLURAL, name, obj)
+def _gated_orphan(core, namespace, name):
+    """A pod carrying the placement gate and no relocation: the leader's sweep releases it (a gate is
+    never held for a run that will not place the pod), which is the act only the Lease holder does."""
+    from kubectl_repack.api.gates import PLACEMENT_GATE
+
+    core.create_namespaced_pod(namespace, {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"schedulingGates": [{"name": PLACEMENT_GATE}],
+                 "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}})
 
 
-def _gone(custom, name):
-    from kubernetes.client.rest import ApiException
-    try:
-        custom.get_cluster_custom_object(GROUP, VERSION, PLURAL, name)
-        return False
-    except ApiException as e:
-        return e.status == 404
+def _released(core, namespace, name):
+    return not (core.read_namespaced_pod(name, namespace).spec.scheduling_gates or [])
 
 
 def test_two_coordinators_only_the_lease_holder_acts_and_the_other_takes_over(control_plane, make_namespace,
-                                                                              tmp_path, runs_to_delete):
+                                                                              tmp_path):
     api = control_plane.api_client
-    custom = client.CustomObjectsApi(api)
+    core = client.CoreV1Api(api)
     coord = client.CoordinationV1Api(api)
     ns = make_namespace("repack-coord")
     a = Coordinator("a", control_plane.kubeconfig, ns, str(tmp_path)).start()
@@ -297,12 +291,11 @@ def test_two_coordinators_only_the_lease_holder_acts_and_the_other_takes_over(co
         holder = coord.read_namespaced_lease("repack-coordinator-faults", ns).spec.holder_identity
         assert holder == a.identity() and b.identity() is None, (holder, b.log())
 
-        first = unique("ttl-a")
-        runs_to_delete.append(first)
-        _finished_run(custom, first)
-        wait_for(f"repackrun {first} deleted by the leader", lambda: _gone(custom, first), timeout=30)
-        assert f"deleted repackrun {first}" in a.log()
-        assert "deleted repackrun" not in b.log() and b.identity() is None     # the standby did nothing
+        first = unique("gated-a")
+        _gated_orphan(core, ns, first)
+        wait_for(f"pod {first}'s gate released by the leader", lambda: _released(core, ns, first), timeout=30)
+        assert f"pod {ns}/{first}: gate removed" in a.log()
+        assert "gate removed" not in b.log() and b.identity() is None     # the standby did nothing
 
         a.proc.send_signal(signal.SIGKILL)    # the holder dies without releasing the Lease
         killed = time.monotonic()
@@ -316,11 +309,10 @@ def test_two_coordinators_only_the_lease_holder_acts_and_the_other_takes_over(co
         assert coord.read_namespaced_lease("repack-coordinator-faults", ns).spec.holder_identity == b.identity()
         assert b.identity() != a.identity()
 
-        second = unique("ttl-b")
-        runs_to_delete.append(second)
-        _finished_run(custom, second)
-        wait_for(f"repackrun {second} deleted by the new leader", lambda: _gone(custom, second), timeout=30)
-        assert f"deleted repackrun {second}" in b.log()
+        second = unique("gated-b")
+        _gated_orphan(core, ns, second)
+        wait_for(f"pod {second}'s gate released by the new leader", lambda: _released(core, ns, second), timeout=30)
+        assert f"pod {ns}/{second}: gate removed" in b.log()
     finally:
         a.stop()
         if b is not None:
