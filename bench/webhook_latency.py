@@ -428,11 +428,12 @@ def peer_cap(args: argparse.Namespace) -> int:
 
 def measure(args: argparse.Namespace) -> dict:
     """One run: a fresh server (and hostile peers), the measured load, everything stopped again."""
+    from kubectl_repack.api import installed
     from kubectl_repack.deploy import certs
 
     script, repo = str(Path(__file__).resolve()), str(Path(__file__).resolve().parents[1])
     with tempfile.TemporaryDirectory() as tmp:
-        bundle = certs.generate("repack-webhook", "repack-system", extra_sans=["127.0.0.1"])
+        bundle = certs.generate(installed.WEBHOOK, installed.NAMESPACE, extra_sans=["127.0.0.1"])
         certs.write_pem(tmp, bundle)
         port = free_port()
         child = subprocess.Popen([sys.executable, script, "--serve", "--port", str(port), "--cert-dir", tmp,

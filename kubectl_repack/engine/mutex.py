@@ -13,13 +13,14 @@ import socket
 from dataclasses import dataclass
 from typing import Optional
 
+from kubectl_repack.api import installed
 from kubectl_repack.api.control import EXECUTE_LEASE_NAME
 from kubectl_repack.api.lease import LeaseRecord
 from kubectl_repack.api.run import Reason
 from kubectl_repack.api.times import format_duration, parse_time, rfc3339
 
 LEASE_NAMESPACE_ENV = "REPACK_NAMESPACE"
-DEFAULT_LEASE_NAMESPACE = "repack-system"
+DEFAULT_LEASE_NAMESPACE = installed.NAMESPACE
 LEASE_NAME = EXECUTE_LEASE_NAME
 LEASE_DURATION_SECONDS = 30
 RENEW_SECONDS = 10

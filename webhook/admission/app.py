@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional, Protocol
 from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 
+from kubectl_repack.api import installed
 from webhook.admission.review import AdmissionReviewError, record_creator, review_outcome
 from kubectl_repack.api.matching import DEFAULT_SCHEDULER_NAMES
 from kubectl_repack.api.relocations import RecordKey, RelocationIndex
@@ -59,7 +60,7 @@ def create_app(index_provider: IndexProvider, lease_provider: Callable[[datetime
     The webhook holds no key: /run-creator only fills in annotations that the API server's admission
     policy checks (webhook.admission.record_creator). `replacement_creators`: who may re-create an
     evicted pod (a pod created by anybody else claims no record; None: no check)."""
-    app = Flask("repack-webhook")
+    app = Flask(installed.WEBHOOK)
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     metrics = metrics if metrics is not None else WebhookMetrics()
     app.extensions["repack_metrics"] = metrics

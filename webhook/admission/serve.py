@@ -14,6 +14,7 @@ import ssl
 import sys
 from typing import Any, Callable, Optional, Sequence
 
+from kubectl_repack.api import installed
 from kubectl_repack.api.gates import COORDINATOR_LEASE_NAME, DEFAULT_REPLACEMENT_CREATORS
 from kubectl_repack.deploy.certs import TLS_CRT, TLS_KEY
 from webhook.admission.coordinator_liveness import LeaseState
@@ -31,7 +32,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     p.add_argument("--port", type=int, default=int(env("REPACK_WEBHOOK_PORT", "8443")))
     p.add_argument("--cert-dir", default=env("REPACK_WEBHOOK_CERT_DIR", "/etc/repack-webhook/tls"),
                    help=f"directory with {TLS_CRT} and {TLS_KEY} (the mounted Secret)")
-    p.add_argument("--lease-namespace", default=env("REPACK_NAMESPACE", "repack-system"))
+    p.add_argument("--lease-namespace", default=env(installed.NAMESPACE_ENV, installed.NAMESPACE))
     p.add_argument("--lease-name", default=env("REPACK_COORDINATOR_LEASE", COORDINATOR_LEASE_NAME))
     p.add_argument("--kubeconfig", default=env("KUBECONFIG"),
                    help="kubeconfig file; in-cluster configuration when absent")

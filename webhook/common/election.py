@@ -14,6 +14,7 @@ import socket
 from datetime import datetime, timedelta
 from typing import Callable, Optional
 
+from kubectl_repack.api import installed
 from kubectl_repack.api.times import utcnow
 from kubectl_repack.errors import ClusterAPIError
 from kubectl_repack.api.lease import LeaseObserver, LeaseRecord
@@ -34,7 +35,7 @@ def leader_process_args(prog: str, description: str, env_prefix: str, lease_name
     env = os.environ.get
     p = argparse.ArgumentParser(prog=prog, description=description)
     p.add_argument("--kubeconfig", default=env("KUBECONFIG"), help="in-cluster configuration when absent")
-    p.add_argument("--namespace", default=env("REPACK_NAMESPACE", "repack-system"), help=namespace_help)
+    p.add_argument("--namespace", default=env(installed.NAMESPACE_ENV, installed.NAMESPACE), help=namespace_help)
     p.add_argument("--lease-name", default=env(f"{env_prefix}_LEASE", lease_name))
     p.add_argument("--lease-duration", default=env("REPACK_LEASE_DURATION", f"{DEFAULT_LEASE_DURATION}s"),
                    help=lease_duration_help)

@@ -57,6 +57,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import planner
 from planner.gcpause import paused_gc
+from kubectl_repack.api import installed
 from kubectl_repack.api import control
 from kubectl_repack.api.control import (CONTROLLER_LEASE_NAME, CREATOR_MAX_AGE, FINALIZER, RECORDS_SEAL_ANNOTATION,
                                         UntrustedCreator, cancel_requested, creator_of, creator_problem,
@@ -75,7 +76,7 @@ from webhook.common.health import Answer, serve
 
 log = logging.getLogger("webhook.controller")
 
-COMPONENT = "repack-controller"
+COMPONENT = installed.CONTROLLER
 DEFAULT_INTERVAL = 2.0
 DEFAULT_EXECUTION_TIMEOUT = "10m"
 DRY_RUNS_PER_MINUTE = 10    # live DryRun plans at most (each reads and plans the whole cluster)
@@ -390,7 +391,7 @@ def serve_health(controller: Controller, port: int) -> ThreadingHTTPServer:
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     env = os.environ.get
-    p = leader_process_args("repack-controller", __doc__.splitlines()[0], "REPACK_CONTROLLER", CONTROLLER_LEASE_NAME,
+    p = leader_process_args(COMPONENT, __doc__.splitlines()[0], "REPACK_CONTROLLER", CONTROLLER_LEASE_NAME,
                             f"{DEFAULT_INTERVAL}s", "namespace of the Leases and of the records-seal key Secret")
     p.add_argument("--execution-timeout", default=env("REPACK_EXECUTION_TIMEOUT", DEFAULT_EXECUTION_TIMEOUT),
                    help="status.executionDeadline of a run, counted from its start")

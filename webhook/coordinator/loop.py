@@ -36,6 +36,7 @@ import time
 from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
 
+from kubectl_repack.api import installed
 from kubectl_repack.api.gates import COORDINATOR_LEASE_NAME, PLACEMENT_LEASE, ungate_patch
 from kubectl_repack.api.run import RunView, goal_resource, write_placement_fields
 from kubectl_repack.api.times import parse_duration, utcnow
@@ -202,7 +203,7 @@ def serve_metrics(metrics: Metrics, port: int) -> None:
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     env = os.environ.get
-    p = leader_process_args("repack-coordinator", __doc__.splitlines()[0], "REPACK_COORDINATOR",
+    p = leader_process_args(installed.COORDINATOR, __doc__.splitlines()[0], "REPACK_COORDINATOR",
                             COORDINATOR_LEASE_NAME, "1s", "namespace of the Lease",
                             "leader Lease duration (the webhook gates only while it is fresh)")
     p.add_argument("--placement-lease", default=env("REPACK_PLACEMENT_LEASE", "30s"),
