@@ -15,6 +15,7 @@ from planner.frag import percent_int
 from planner.plan_types import ABOVE_BUDGET, REASON_RECOMMENDED
 from planner.verdicts import VerdictReason
 
+from kubectl_repack.api.view import ObjectView
 from kubectl_repack.api.run import MODE_DRY_RUN, relocations
 
 GAP = "   "
@@ -274,7 +275,7 @@ def plan_summary(run: dict, plan, source: str, wide: bool = False, saved: str = 
     """The human summary of a planning pass (default output; `wide` adds verdicts and rounds, and
     maps every node instead of only those that change). `pools`, from `node_pools`, adds one
     summary line per node pool."""
-    spec = run.get("spec") or {}
+    spec = ObjectView(run).spec
     goal = (spec.get("goals") or [{}])[0]
     need = goal.get("minFragImprovementPercent") or 0
     improvement = plan.frag_before - plan.frag_after
@@ -373,7 +374,8 @@ def _frag(a, b=None):
 
 def run_status(obj: dict) -> str:
     """`kubectl repack status NAME`: phase, conditions, plan vs result, moves and relocations."""
-    meta, spec, st = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    view = ObjectView(obj)
+    meta, spec, st = view.meta, view.spec, view.status
     goal = (spec.get("goals") or [{}])[0]
     plan = st.get("plan") or {}
     summary = plan.get("summary") or {}

@@ -11,6 +11,7 @@ import time
 from typing import Callable, Optional
 from urllib.parse import urlparse
 
+from kubectl_repack.api.view import ObjectView
 from kubectl_repack.api.control import LEGACY_SIGNING_SECRET_NAME, SEAL_SECRET_NAME, finalizer_removal
 from kubectl_repack.api.gates import has_gate, ungate_patch
 from kubectl_repack.api.installed import PART_OF, PART_OF_LABEL, SOURCE_ENDPOINTS, SOURCE_FLAG
@@ -48,7 +49,7 @@ def _ref(kind: str, name: str, namespace: Optional[str] = None) -> dict:
 
 
 def _made_by_install(obj: Optional[dict]) -> bool:
-    labels = (((obj or {}).get("metadata") or {}).get("labels")) or {}
+    labels = ObjectView(obj).labels
     return labels.get(PART_OF_LABEL) == PART_OF
 
 
@@ -230,14 +231,15 @@ class InstallNotReady(RepackError):
 
 def _pod_problems(pod: dict) -> list[str]:
     """Why one of the Deployment's pods is not ready, container by container."""
-    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    view = ObjectView(pod)
+    meta, status = view.meta, view.status
     name = meta.get("name", "?")
     problems = []
     for cond in status.get("conditions") or []:
         if cond.get("type") == "PodScheduled" and cond.get("status") != "True":
             problems.append(f"pod {name} is not scheduled: {cond.get('message') or cond.get('reason') or 'pending'}")
     statuses = {c.get("name"): c for c in status.get("containerStatuses") or []}
-    for container in ((pod.get("spec") or {}).get("containers") or []):
+    for container in (view.spec.get("containers") or []):
         cname = container.get("name")
         cs = statuses.get(cname)
         if cs is None:
@@ -265,7 +267,8 @@ def _pod_problems(pod: dict) -> list[str]:
 
 def deployment_ready(dep: dict) -> bool:
     """The rollout is complete: the current generation observed, every replica updated, ready and available."""
-    spec, status, meta = dep.get("spec") or {}, dep.get("status") or {}, dep.get("metadata") or {}
+    view = ObjectView(dep)
+    spec, status, meta = view.spec, view.status, view.meta
     want = spec.get("replicas", 1)
     return (status.get("observedGeneration", 0) >= meta.get("generation", 1)
             and status.get("updatedReplicas", 0) == want and status.get("readyReplicas", 0) == want
@@ -293,7 +296,7 @@ def wait_for_deployment(api, namespace: str, name: str, timeout: float, poll: fl
         problems.insert(0, "the Deployment does not exist")
     elif not pods:
         conds = [f"{c.get('type')}={c.get('status')}: {c.get('message', '')}"
-                 for c in (dep.get("status") or {}).get("conditions") or []]
+                 for c in ObjectView(dep).status.get("conditions") or []]
         problems.append("it has no pods" + (f" ({'; '.join(conds)})" if conds else ""))
     raise InstallNotReady(f"deployment {namespace}/{name} is not Ready after {timeout:.0f}s: "
                           + ("; ".join(problems) or "its pods are not available yet")

@@ -14,6 +14,7 @@ import datetime as dt
 
 from planner.model import opt_out
 
+from kubectl_repack.api.view import ObjectView
 from kubectl_repack.api.control import CREATOR_POLICY_NAME, SEAL_SECRET_KEY, SEAL_SECRET_NAME, Creator
 from kubectl_repack.api.installed import PART_OF, PART_OF_LABEL
 from kubectl_repack.api.run import API_VERSION, KIND
@@ -74,12 +75,12 @@ def creator_policy_since(api) -> Optional[dt.datetime]:
             obj = request(api, "GET", f"/apis/admissionregistration.k8s.io/v1/{plural}/{CREATOR_POLICY_NAME}")
         except NotFound:
             return None
-        spec = obj.get("spec") or {}
+        spec = ObjectView(obj).spec
         if plural.endswith("bindings") and "Deny" not in (spec.get("validationActions") or []):
             return None
         if not plural.endswith("bindings") and spec.get("failurePolicy", "Fail") != "Fail":
             return None
-        created = parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
+        created = parse_time(ObjectView(obj).meta.get("creationTimestamp"))
         if created is None:
             return None
         since.append(created)
@@ -93,7 +94,7 @@ def unscheduled_pods(api, page_size: int = 500) -> list:
         query = [("fieldSelector", "spec.nodeName="), ("limit", str(page_size))] + ([("continue", token)] if token else [])
         page = request(api, "GET", "/api/v1/pods", query=query)
         pods += page.get("items") or []
-        token = (page.get("metadata") or {}).get("continue")
+        token = ObjectView(page).meta.get("continue")
         if not token:
             return pods
 
@@ -126,7 +127,7 @@ def eviction_denied(api, creator: Creator, namespaces: list) -> str:
             spec["uid"] = creator.uid
         answer = request(api, "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews",
                          {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec})
-        status = answer.get("status") or {}
+        status = ObjectView(answer).status
         if not status.get("allowed"):
             why = status.get("reason") or status.get("evaluationError") or "no RBAC rule allows it"
             return (f"user {creator.username!r} (the run's creator) may not create pods/eviction in namespace "
@@ -140,7 +141,7 @@ class EventRecorder:
 
     def __init__(self, api, run: dict, component: str, ref: Optional[dict] = None, namespace: str = EVENTS_NAMESPACE):
         self.api, self.component, self.namespace = api, component, namespace
-        meta = run.get("metadata") or {}
+        meta = ObjectView(run).meta
         self.ref = ref or {"apiVersion": API_VERSION, "kind": KIND, "name": meta.get("name", ""),
                            "uid": meta.get("uid", "")}
 
@@ -190,7 +191,7 @@ def record_eviction(api, namespace: str, pod_group: str, owner: Optional[dict], 
         pg = request(api, "GET", _pod_group_path(namespace, pod_group))
     except ClusterAPIError as e:
         log.warning("event %s on podgroup %s/%s not recorded: %s", reason, namespace, pod_group, e)
-    pg_uid = ((pg or {}).get("metadata") or {}).get("uid", "")
+    pg_uid = ObjectView(pg).uid
     if pg is not None:
         ref = {"apiVersion": PODGROUP.api_version, "kind": PODGROUP.kind, "name": pod_group, "namespace": namespace,
                "uid": pg_uid}
@@ -202,7 +203,7 @@ def record_eviction(api, namespace: str, pod_group: str, owner: Optional[dict], 
 
 
 def _annotations(obj: dict) -> dict:
-    ann = (obj.get("metadata") or {}).get("annotations")
+    ann = ObjectView(obj).meta.get("annotations")
     return {k: v for k, v in ann.items() if isinstance(v, str)} if isinstance(ann, dict) else {}
 
 

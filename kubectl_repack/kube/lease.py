@@ -10,6 +10,7 @@ import copy
 import datetime as dt
 from typing import Any, Callable, Mapping, Optional
 
+from kubectl_repack.api.view import ObjectView
 from kubectl_repack.api.lease import LeaseRecord
 from kubectl_repack.api.times import micro_time
 from kubectl_repack.errors import Conflict, NotFound
@@ -97,7 +98,7 @@ class LeaseClient:
         False once it does not."""
         for _ in range(CONFLICT_RETRIES):
             lease = self.read()
-            if lease is None or (lease.get("spec") or {}).get("holderIdentity") != holder:
+            if lease is None or ObjectView(lease).spec.get("holderIdentity") != holder:
                 return False
             edit(lease)
             try:

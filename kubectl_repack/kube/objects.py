@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Optional
 
+from kubectl_repack.api.view import ObjectView
 from kubectl_repack.errors import ClusterAPIError, Conflict, Invalid, InvalidSnapshotFile, NotFound
 
 from .client import REQUEST_TIMEOUT, api_error, call, call_json, request
@@ -137,7 +138,7 @@ def list_objects(api, kind: Kind, page_size: int = PAGE_SIZE, progress=None) -> 
                     items.append(_normalise(item, kind))
                 if progress is not None:
                     progress("listing", kind.plural, len(items))
-                token = (page.get("metadata") or {}).get("continue")
+                token = ObjectView(page).meta.get("continue")
                 if not token:
                     return items
         except NotFound:

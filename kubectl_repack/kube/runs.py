@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 from typing import Callable, Mapping, Optional
 
+from kubectl_repack.api.view import ObjectView
 from kubectl_repack.api.control import CREATOR_USERNAME_ANNOTATION, Creator
 from kubectl_repack.api.run import API_VERSION, GROUP, KIND, PLURAL, VERSION
 from kubectl_repack.errors import ClusterAPIError, Conflict, NotFound
@@ -28,7 +29,7 @@ def whoami(api) -> Optional[Creator]:
         answer = request(api, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", body)
     except NotFound:
         return None
-    return Creator.from_user_info(((answer.get("status") or {}).get("userInfo")))
+    return Creator.from_user_info(ObjectView(answer).status.get("userInfo"))
 
 
 class RunStore:
@@ -107,10 +108,10 @@ class RunStore:
         With `uid`, a run of that name but another uid (deleted and re-created) is NotFound."""
         def attempt() -> dict:
             obj = self.get(name)
-            if uid and (obj.get("metadata") or {}).get("uid") != uid:
+            if uid and ObjectView(obj).uid != uid:
                 raise NotFound(f"repackrun {name}: uid {(obj.get('metadata') or {}).get('uid')} is not {uid} "
                                "(deleted and re-created)", 404)
-            status = copy.deepcopy(obj.get("status") or {})
+            status = copy.deepcopy(ObjectView(obj).status)
             mutate(status)
             return call(f"writing the status of repackrun {name}", self.custom.replace_cluster_custom_object_status,
                         GROUP, VERSION, PLURAL, name, dict(obj, status=status), _request_timeout=REQUEST_TIMEOUT)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator, Optional
 
+from kubectl_repack.api.view import ObjectView
 from kubectl_repack.api.run import GROUP, PLURAL, VERSION
 
 WATCH_TIMEOUT_SECONDS = 300   # the API server ends a watch after this; the caller lists again
@@ -35,7 +36,7 @@ class ListWatch:
     def list(self) -> tuple[list, Optional[str]]:
         """The objects (raw JSON) and the listing's resourceVersion."""
         listing = to_dict(self._api_client, self._list(*self._args, **self._kwargs))
-        return list(listing.get("items") or []), (listing.get("metadata") or {}).get("resourceVersion")
+        return list(listing.get("items") or []), ObjectView(listing).meta.get("resourceVersion")
 
     def events(self, resource_version: Optional[str], stopped: Callable[[], bool]) -> Iterator[tuple[str, Any]]:
         """(type, object as raw JSON) of each change after `resource_version`, until the API server
