@@ -15,6 +15,10 @@ from .verdicts import VerdictReason
 REASON_RECOMMENDED = "RepackRecommended"
 REASON_NO_FRAGMENTATION = "NoFragmentation"
 REASON_INSUFFICIENT = "InsufficientImprovement"
+# TOPO-3: spec.networkTopology.requiredNodeBlocks cannot be reached; like InsufficientImprovement the
+# pass ends Succeeded with no moves (the Go API's state.ReasonRequiredNodeBlocksNotMet).
+REASON_BLOCKS_NOT_MET = "RequiredNodeBlocksNotMet"
+BLOCK_MODES = ("binpack", "spread")
 
 # Plan.above_minimum_reason: why a plan stops above theoreticalMin, for callers that act on it
 # (Plan.above_minimum is the sentence for people).
@@ -48,6 +52,76 @@ class NodeVerdict:
 
 
 @dataclass(frozen=True)
+class BlockGoal:
+    """spec.networkTopology (TOPO-3): free nodes count in blocks of `size` inside one HyperNode of the
+    target tier (`tier`, or the tier HyperNodes named `tier_name` have); `required` >= 1 is a hard
+    gate, 0 a preference; `mode` binpack concentrates blocks on few HyperNodes, spread on many."""
+    tier: Optional[int] = None
+    tier_name: Optional[str] = None
+    size: int = 1
+    required: int = 0
+    mode: str = ""
+
+    @property
+    def field(self) -> str:
+        """The spec field that names the tier (for errors)."""
+        return "spec.networkTopology." + ("hyperNodeTier" if self.tier_name is None else "hyperNodeTierName")
+
+    @classmethod
+    def from_spec(cls, nt) -> Optional["BlockGoal"]:
+        if nt is None:
+            return None
+        where = "spec.networkTopology"
+        if not isinstance(nt, dict):
+            raise SpecError(f"{where}: expected an object")
+        tier, name = nt.get("hyperNodeTier"), nt.get("hyperNodeTierName")
+        if (tier is None) == (name is None):
+            raise SpecError(f"{where}: hyperNodeTier and hyperNodeTierName are mutually exclusive; configure exactly one")
+        if tier is not None and (not isinstance(tier, int) or isinstance(tier, bool)):
+            raise SpecError(f"{where}.hyperNodeTier: an integer is required")
+        if name is not None and (not isinstance(name, str) or not name):
+            raise SpecError(f"{where}.hyperNodeTierName: a non-empty string is required")
+        size = nt.get("nodeBlockSize", 1)
+        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+            raise SpecError(f"{where}.nodeBlockSize: an integer of at least 1 is required")
+        required = nt.get("requiredNodeBlocks", 0)
+        if not isinstance(required, int) or isinstance(required, bool) or required < 0:
+            raise SpecError(f"{where}.requiredNodeBlocks: a non-negative integer is required")
+        mode = nt.get("mode") or ""
+        if mode and mode not in BLOCK_MODES:
+            raise SpecError(f"{where}.mode: {mode!r} is not one of {list(BLOCK_MODES)}")
+        return cls(tier, name, size, required, mode)
+
+
+@dataclass(frozen=True)
+class HyperNodeRow:
+    """One HyperNode in a plan's topology view (TOPO-4): provider nodes of the goal resource in it,
+    how many of them are free (none of the resource in use) before and after the plan, and the
+    blocks that makes (free // block size; size 1 without a block goal)."""
+    name: str
+    tier: int
+    nodes: int
+    free_before: int
+    free_after: int
+    blocks_before: int
+    blocks_after: int
+
+
+@dataclass(frozen=True)
+class NodeBlocks:
+    """Blocks of the run's block goal before and after the plan (status.plan.summary.nodeBlocks)."""
+    tier: int
+    size: int
+    required: int
+    mode: str
+    before: int
+    after: int
+
+    def summary(self) -> dict:
+        return {"tier": self.tier, "nodeBlockSize": self.size, "before": self.before, "after": self.after}
+
+
+@dataclass(frozen=True)
 class RunSpec:
     """The parts of a RepackRun spec the planner acts on."""
     resource: str
@@ -55,6 +129,7 @@ class RunSpec:
     scope: Scope = Scope()
     max_podgroups: Optional[int] = None
     max_resource: Optional[int] = None
+    network_topology: Optional[BlockGoal] = None
 
     @classmethod
     def from_spec(cls, spec) -> "RunSpec":
@@ -89,7 +164,8 @@ class RunSpec:
                 max_r = scaled_limit(resource, res[resource])
             except ValueError as e:
                 raise SpecError(f"spec.maxPerRun.resources[{resource}]: {e}") from e
-        return cls(resource, mi, Scope.from_spec(spec.get("scope")), max_pg, max_r)
+        return cls(resource, mi, Scope.from_spec(spec.get("scope")), max_pg, max_r,
+                   BlockGoal.from_spec(spec.get("networkTopology")))
 
 
 @dataclass(frozen=True)
@@ -117,6 +193,8 @@ class Plan:
     reoccupied: tuple = ()                            # idle nodes the plan fills (more donors than them)
     above_minimum: str = ""                           # one line: why the plan stops above theoreticalMin
     above_minimum_reason: str = ""                    # its code, one of ABOVE_MINIMUM_REASONS ("" at the minimum)
+    node_blocks: Optional[NodeBlocks] = None          # with spec.networkTopology (TOPO-4)
+    hypernodes: tuple = ()                            # HyperNodeRow of the goal tier, else of the lowest tier
 
     @property
     def moved_cards(self) -> int:
@@ -129,6 +207,7 @@ class Plan:
             "freedNodeCount": len(self.freed_nodes),
             "movedCardCount": self.moved_cards,
             "resolvedScope": {"podGroupCount": self.resolved_podgroups, "nodeCount": self.resolved_nodes},
+            **({"nodeBlocks": self.node_blocks.summary()} if self.node_blocks is not None else {}),
         }
 
     def moves_by_group(self) -> list:
