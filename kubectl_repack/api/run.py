@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Optional
 
 from planner.plan import REASON_INSUFFICIENT, REASON_NO_FRAGMENTATION, REASON_RECOMMENDED
+from planner.plan_types import REASON_BLOCKS_NOT_MET
 
 from .times import parse_time
 from .view import ObjectView, as_map
@@ -54,6 +55,8 @@ class Reason:
     RECOMMENDED = REASON_RECOMMENDED
     NO_FRAGMENTATION = REASON_NO_FRAGMENTATION
     INSUFFICIENT_IMPROVEMENT = REASON_INSUFFICIENT
+    # spec.networkTopology.requiredNodeBlocks cannot be reached (the Go API's ReasonRequiredNodeBlocksNotMet)
+    BLOCKS_NOT_MET = REASON_BLOCKS_NOT_MET
     # an Execute waiting for the cluster-wide mutex
     ANOTHER_RUN_ACTIVE = "AnotherRunActive"
     COOLDOWN = "ExecuteCooldownActive"
@@ -78,7 +81,9 @@ class Reason:
 
 
 ALL_REASONS = frozenset(v for k, v in vars(Reason).items() if k.isupper())
-NOT_RECOMMENDED = frozenset({Reason.NO_FRAGMENTATION, Reason.INSUFFICIENT_IMPROVEMENT})
+# The plan's outcomes that recommend nothing: the pass ends Succeeded with no moves, and the CLI's
+# `plan --exit-code` and `apply` exit 3 on them.
+NOT_RECOMMENDED = frozenset({Reason.NO_FRAGMENTATION, Reason.INSUFFICIENT_IMPROVEMENT, Reason.BLOCKS_NOT_MET})
 
 
 class UnsetReason(ValueError):

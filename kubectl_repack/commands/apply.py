@@ -40,7 +40,8 @@ Exit codes:
   0  the run Succeeded (ExecutionCompleted or ExecutionCompletedWithAlternativePlacement)
   1  runtime error (cluster unreachable or refusing); the run can be continued with --resume
   2  usage or validation error (nothing was sent)
-  3  the live re-plan recommended nothing (NoFragmentation, InsufficientImprovement): no eviction
+  3  the live re-plan recommended nothing (NoFragmentation, InsufficientImprovement,
+     RequiredNodeBlocksNotMet): no eviction
   4  the run is not finished: Pending (another Execute holds the Lease or the cooldown runs)
      or still running when --timeout passed (--no-wait: not followed)
   5  the run ended Failed (reason in its Failed condition, e.g. EvictionBlockedByPDB)

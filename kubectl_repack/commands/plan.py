@@ -72,7 +72,8 @@ Exit codes: 0 evaluated (any outcome), 1 runtime error (cluster, snapshot file),
 @click.option("--save", is_flag=True,
               help="Create the DryRun RepackRun on the cluster and write the plan to its status.")
 @click.option("--exit-code", is_flag=True,
-              help="Exit 3 when the outcome is not RepackRecommended (NoFragmentation, InsufficientImprovement).")
+              help="Exit 3 when the outcome is not RepackRecommended (NoFragmentation, InsufficientImprovement, "
+                   "RequiredNodeBlocksNotMet).")
 @output_option(OUTPUT_YAML, OUTPUT_JSON, OUTPUT_WIDE, templates=True,
                help_text="yaml|json: the complete RepackRun object; wide: the summary plus blocked "
                          "candidates, rounds and every node in the card map (by default only the nodes "

@@ -100,3 +100,27 @@ def test_mark_finished_derives_the_phase_and_keeps_the_first_completion_time():
     assert "result" not in st
     with pytest.raises(UnsetReason):
         mark_finished({}, "Failed", "NotAReason", "m", None, "now")
+
+
+def test_required_node_blocks_not_met_is_a_not_recommended_outcome_that_evicts_nothing():
+    """TOPO-3: the planner's RequiredNodeBlocksNotMet is a checked reason and, like
+    InsufficientImprovement, ends an Execute's live re-plan Succeeded with no records; the block
+    counts the plan found go into status.plan.summary.nodeBlocks."""
+    import dataclasses
+
+    from kubectl_repack.api.status import mark_started
+    from planner.plan_types import REASON_BLOCKS_NOT_MET, NodeBlocks
+
+    assert runapi.Reason.BLOCKS_NOT_MET == REASON_BLOCKS_NOT_MET == "RequiredNodeBlocksNotMet"
+    assert runapi.check_reason(REASON_BLOCKS_NOT_MET) == REASON_BLOCKS_NOT_MET
+    assert runapi.NOT_RECOMMENDED == {"NoFragmentation", "InsufficientImprovement", "RequiredNodeBlocksNotMet"}
+    p = dataclasses.replace(_plan(), outcome=REASON_BLOCKS_NOT_MET, moves=(), freed_nodes=(),
+                            message="1 of 3 required block(s) of 2 node(s) in tier-1 HyperNodes",
+                            node_blocks=NodeBlocks(tier=1, size=2, required=3, mode="", before=0, after=1))
+    st = {}
+    mark_started(st, p, "now", "deadline")
+    assert st["phase"] == "Succeeded" and "relocations" not in st and "executionDeadline" not in st
+    assert RunView({"status": st}).reason == REASON_BLOCKS_NOT_MET
+    assert st["message"].endswith("nothing was evicted")
+    assert st["plan"]["summary"]["nodeBlocks"] == {"tier": 1, "nodeBlockSize": 2, "before": 0, "after": 1}
+    assert plan_status(p)["conditions"][0]["reason"] == REASON_BLOCKS_NOT_MET
