@@ -1,6 +1,8 @@
 """The CRD itself: structural (the API server would refuse it otherwise), one source of truth
 for the plugin, and field for field the shape of the Go RepackRun API of the Volcano forks
 (repack/v1alpha1/repackrun_types.go), so objects written by either implementation are valid for both.
+The few status fields of our own (OWN_FIELDS) are optional where they attach, so an object the Go
+implementation writes, which never has them, stays valid.
 """
 from pathlib import Path
 
@@ -64,6 +66,18 @@ GO_FIELDS = {
     "status.relocations[].placement": {"phase", "selectedNodeName", "replacementPodName",
                                        "replacementPodUID", "actualNodeName"},
 }
+# Status fields the Go API does not have (issue 21, TOPO-3: block counts of spec.networkTopology),
+# by the object they attach to. Never required there: objects of the Go implementation lack them.
+NODE_BLOCKS = {"tier", "nodeBlockSize", "before", "after"}
+OWN_FIELDS = {
+    "status.plan.summary": {"nodeBlocks"},
+    "status.result": {"nodeBlocks"},
+}
+OWN_OBJECTS = {  # objects wholly our own: every field, all required (one writer fills them all)
+    "status.plan.summary.nodeBlocks": NODE_BLOCKS,
+    "status.result.nodeBlocks": NODE_BLOCKS,
+}
+
 # Fields without omitempty/+optional in the Go API are required.
 GO_REQUIRED = {
     "": ["spec"], "spec": ["mode"], "spec.goals[]": ["resource"],
@@ -236,7 +250,19 @@ def test_metadata_is_left_to_the_server(root):
 
 @pytest.mark.parametrize("path", sorted(GO_FIELDS), ids=lambda p: p or "(root)")
 def test_fields_are_those_of_the_go_api(root, path):
-    assert set(node_at(root, path)["properties"]) == GO_FIELDS[path]
+    assert set(node_at(root, path)["properties"]) == GO_FIELDS[path] | OWN_FIELDS.get(path, set())
+
+
+@pytest.mark.parametrize("path", sorted(OWN_OBJECTS))
+def test_node_blocks_are_four_required_integers_in_an_optional_object(root, path):
+    parent, _, name = path.rpartition(".")
+    assert name not in node_at(root, parent).get("required", [])
+    node = node_at(root, path)
+    assert node["type"] == "object" and set(node["properties"]) == OWN_OBJECTS[path]
+    assert sorted(node["required"]) == sorted(OWN_OBJECTS[path])
+    assert {f: node["properties"][f]["type"] for f in OWN_OBJECTS[path]} == dict.fromkeys(OWN_OBJECTS[path], "integer")
+    assert node["properties"]["nodeBlockSize"]["minimum"] == 1
+    assert node["properties"]["before"]["minimum"] == node["properties"]["after"]["minimum"] == 0
 
 
 @pytest.mark.parametrize("path", sorted(GO_REQUIRED), ids=lambda p: p or "(root)")
@@ -248,7 +274,7 @@ def test_only_fields_the_go_api_requires_are_required(root):
     required = {path for path, node, junctor in walk(root) if node.get("required") and not junctor}
     required.discard("status.conditions[]")  # metav1.Condition's own required fields
     expressions = "spec.scope.nodes.include.selector.matchExpressions[]"
-    expected = (set(GO_REQUIRED) - {expressions}) | {
+    expected = (set(GO_REQUIRED) - {expressions}) | set(OWN_OBJECTS) | {
         f"spec.scope.{axis}.{side}.selector.matchExpressions[]"
         for axis in ("podGroups", "nodes") for side in ("include", "exclude")}
     assert required == expected
@@ -306,3 +332,17 @@ def test_quantity_pattern_accepts_kubernetes_quantities(root):
         assert pattern.search(good), good
     for bad in ("8 cards", "eight", "2GB", "", "1.2.3"):
         assert not pattern.search(bad), bad
+
+
+def test_every_reason_the_api_writes_is_one_the_crd_accepts(root):
+    """Condition reasons are a pattern, not an enum, in the CRD; every reason of api.run (the new
+    RequiredNodeBlocksNotMet too) must match it, or the API server refuses the status write."""
+    import re
+
+    from kubectl_repack.api.run import ALL_REASONS
+
+    reason = node_at(root, "status.conditions[].reason")
+    assert "enum" not in reason
+    assert "RequiredNodeBlocksNotMet" in ALL_REASONS
+    for r in sorted(ALL_REASONS):
+        assert re.search(reason["pattern"], r) and reason["minLength"] <= len(r) <= reason["maxLength"], r
