@@ -24,6 +24,7 @@ def controller_cluster_role_rules() -> list[dict]:
         {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": read},
         {"apiGroups": ["batch.volcano.sh"], "resources": ["jobs"], "verbs": read},
         {"apiGroups": ["workload.serving.volcano.sh"], "resources": ["modelservings"], "verbs": read},
+        {"apiGroups": ["topology.volcano.sh"], "resources": ["hypernodes"], "verbs": read},
         {"apiGroups": ["repack.volcano.sh"], "resources": ["repackruns"], "verbs": read + ["patch", "update", "delete"]},
         {"apiGroups": ["repack.volcano.sh"], "resources": ["repackruns/status"], "verbs": ["get", "patch", "update"]},
         {"apiGroups": ["repack.volcano.sh"], "resources": ["repackruns/finalizers"], "verbs": ["update"]},

@@ -66,6 +66,9 @@ SNAPSHOT_KINDS = (
     Kind("scheduling.volcano.sh/v1beta1", "PodGroup", "podgroups", optional=True),
     Kind("batch.volcano.sh/v1alpha1", "Job", "jobs", optional=True),
     Kind("workload.serving.volcano.sh/v1alpha1", "ModelServing", "modelservings", optional=True),
+    # Volcano >= 1.12's network topology (TOPO): where topology gangs may run and where free nodes count
+    # as blocks. Optional: clusters without the CRD have no HyperNodes.
+    Kind("topology.volcano.sh/v1alpha1", "HyperNode", "hypernodes", optional=True, namespaced=False),
 )
 
 # What the planner's scheduler filters read (the coordinator's live feasibility check).

@@ -97,10 +97,13 @@ def test_read_snapshot_lists_every_kind_in_order(monkeypatch):
     monkeypatch.setattr(kobjects, "list_objects", fake)
     objs = kobjects.read_snapshot("api")
     assert seen == ["namespaces", "nodes", "persistentvolumes", "persistentvolumeclaims", "pods",
-                    "poddisruptionbudgets", "podgroups", "jobs", "modelservings"]
+                    "poddisruptionbudgets", "podgroups", "jobs", "modelservings", "hypernodes"]
     assert [o["kind"] for o in objs] == ["Namespace", "Node", "PersistentVolume", "PersistentVolumeClaim", "Pod",
-                                         "PodDisruptionBudget", "PodGroup", "Job", "ModelServing"]
-    assert {k.plural for k in kobjects.SNAPSHOT_KINDS if k.optional} == {"podgroups", "jobs", "modelservings"}
+                                         "PodDisruptionBudget", "PodGroup", "Job", "ModelServing", "HyperNode"]
+    assert {k.plural for k in kobjects.SNAPSHOT_KINDS if k.optional} == {"podgroups", "jobs", "modelservings",
+                                                                         "hypernodes"}
+    hypernode = next(k for k in kobjects.SNAPSHOT_KINDS if k.kind == "HyperNode")
+    assert hypernode.path() == hypernode.path("ns") == "/apis/topology.volcano.sh/v1alpha1/hypernodes"   # cluster-scoped
 
 
 @pytest.mark.parametrize("status, cls", [(404, NotFound), (409, Conflict), (429, TooManyRequests),

@@ -353,3 +353,16 @@ def test_output_without_dry_run_is_refused(fake_api):
     result = invoke("install", "-o", "yaml")
     assert result.exit_code == 2 and "-o/--output only applies with --dry-run" in result.output
     assert fake_api.calls == []
+
+
+def test_only_the_controller_reads_hypernodes_and_only_reads_them():
+    """Issue 21: a live plan reads HyperNodes (topology.volcano.sh), so the controller may get, list
+    and watch them; nothing more, and no other account gains them."""
+    objs = dry_run()
+    for account in ("repack-webhook", "repack-coordinator", "repack-controller"):
+        rules = [r for r in _rules_of(objs, account) if "topology.volcano.sh" in r["apiGroups"]]
+        if account != "repack-controller":
+            assert rules == [], account
+            continue
+        assert rules == [{"apiGroups": ["topology.volcano.sh"], "resources": ["hypernodes"],
+                          "verbs": ["get", "list", "watch"]}]
