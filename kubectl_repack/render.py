@@ -15,7 +15,7 @@ from planner.frag import percent_int
 from planner.plan_types import ABOVE_BUDGET, REASON_RECOMMENDED
 from planner.verdicts import VerdictReason
 
-from kubectl_repack.api.view import ObjectView
+from kubectl_repack.api.view import ObjectView, as_map
 from kubectl_repack.api.run import MODE_DRY_RUN, relocations
 
 GAP = "   "
@@ -225,6 +225,51 @@ def pool_table(plan, pools: dict) -> str:
     return table(["POOL", "NODES", "CARDS", "USED", "EMPTY NODES", "FREED", "RECEIVING"], rows)
 
 
+# ---------- HyperNodes (TOPO-4) ----------
+
+# Default output lists the HyperNodes whose free nodes (or blocks) change most, so a tree of
+# hundreds of HyperNodes stays a screenful; -o wide lists every one.
+HYPERNODE_ROWS = 8
+
+
+def _hypernode_change(row, blocks: bool) -> tuple:
+    return (abs(row.blocks_after - row.blocks_before) if blocks else 0, abs(row.free_after - row.free_before))
+
+
+def hypernode_table(plan, wide: bool = False) -> str:
+    """One row per HyperNode of plan.hypernodes: tier, provider nodes, free nodes before -> after
+    and, with a block goal, blocks before -> after. Not `wide`: the HYPERNODE_ROWS that change most
+    (in name order), then one line counting the others."""
+    blocks = plan.node_blocks is not None
+    rows = list(plan.hypernodes)
+    hidden = 0
+    if not wide and len(rows) > HYPERNODE_ROWS:
+        most = sorted(rows, key=lambda r: (tuple(-c for c in _hypernode_change(r, blocks)), r.name))
+        shown = {r.name for r in most[:HYPERNODE_ROWS]}
+        hidden = len(rows) - len(shown)
+        rows = [r for r in rows if r.name in shown]
+    headers = ["HYPERNODE", "TIER", "NODES", "FREE"] + (["BLOCKS"] if blocks else [])
+    cells = [[r.name, r.tier, r.nodes, f"{r.free_before} -> {r.free_after}"]
+             + ([f"{r.blocks_before} -> {r.blocks_after}"] if blocks else []) for r in rows]
+    out = table(headers, cells)
+    return out + (f"\n{hidden} more: -o wide" if hidden else "")
+
+
+def _hypernodes_title(plan) -> str:
+    tiers = sorted({r.tier for r in plan.hypernodes})
+    tier = ", ".join(str(t) for t in tiers)
+    nb = plan.node_blocks
+    if nb is not None:
+        return f"HYPERNODES (tier {tier}: free nodes and blocks of {nb.size}, before -> after)"
+    return f"HYPERNODES (tier {tier}: free nodes before -> after)"
+
+
+def node_blocks_text(nb) -> str:
+    """'B -> A (tier T, size S, required R[, mode])' of a plan's NodeBlocks."""
+    mode = f", {nb.mode}" if nb.mode else ""
+    return f"{nb.before} -> {nb.after} (tier {nb.tier}, size {nb.size}, required {nb.required}{mode})"
+
+
 # ---------- plan ----------
 
 def _pct(f: Fraction) -> str:
@@ -273,8 +318,8 @@ def blocked_table(plan) -> str:
 def plan_summary(run: dict, plan, source: str, wide: bool = False, saved: str = "",
                  pools: Optional[tuple] = None) -> str:
     """The human summary of a planning pass (default output; `wide` adds verdicts and rounds, and
-    maps every node instead of only those that change). `pools`, from `node_pools`, adds one
-    summary line per node pool."""
+    maps every node and HyperNode instead of only those that change most). `pools`, from
+    `node_pools`, adds one summary line per node pool."""
     spec = ObjectView(run).spec
     goal = (spec.get("goals") or [{}])[0]
     need = goal.get("minFragImprovementPercent") or 0
@@ -297,6 +342,8 @@ def plan_summary(run: dict, plan, source: str, wide: bool = False, saved: str = 
         f"Freed nodes:    {len(plan.freed_nodes)}" + _names(plan.freed_nodes) + label,
         f"Moved:          {plan.moved_cards} {plan.resource} in {pods} pod(s) of {groups} PodGroup(s)" + label,
     ]
+    if plan.node_blocks is not None:
+        lines.append(f"Node blocks:    {node_blocks_text(plan.node_blocks)}" + label)
     if plan.reoccupied:
         lines.append(f"Re-occupied:    {len(plan.reoccupied)}" + _names(plan.reoccupied)
                      + " (idle nodes the plan fills to free more)")
@@ -320,10 +367,12 @@ def plan_summary(run: dict, plan, source: str, wide: bool = False, saved: str = 
             out += "\nNo blocked candidates.\n"
     if plan.notes:
         out += "\nNOTES\n" + "".join(f"- {n}\n" for n in plan.notes)
+    if plan.cards and pools:
+        how, by_node = pools
+        out += f"\nPOOLS (by {how})\n" + pool_table(plan, by_node) + "\n"
+    if plan.hypernodes:
+        out += f"\n{_hypernodes_title(plan)}\n" + hypernode_table(plan, wide) + "\n"
     if plan.cards:
-        if pools:
-            how, by_node = pools
-            out += f"\nPOOLS (by {how})\n" + pool_table(plan, by_node) + "\n"
         out += f"\nCARDS ({plan.resource} per node: before -> after)\n" + card_map(plan, wide) + "\n"
     return out
 
@@ -332,6 +381,10 @@ def _what_would_recommend(plan, need: int, improvement: Fraction) -> str:
     """What blocks the best plan found from being recommended: the threshold, the budget, or that
     it frees no node (FRAG-4 needs both the improvement and a freed node)."""
     reasons = []
+    nb = plan.node_blocks
+    if nb is not None and nb.after < nb.required:
+        reasons.append(f"it leaves {nb.after} block(s) of {nb.size} free node(s) in tier-{nb.tier} HyperNodes and "
+                       f"the run requires {nb.required} (networkTopology.requiredNodeBlocks)")
     if not plan.freed_nodes:
         reasons.append("it frees no node (FRAG-4 requires one; -o wide shows why each node stays)")
     if improvement < need:
@@ -372,6 +425,19 @@ def _frag(a, b=None):
     return f"{_cell(a)}% -> {_cell(b)}%"
 
 
+def _status_blocks_row(planned, observed) -> list:
+    """The plan-vs-result row of status.plan.summary.nodeBlocks and status.result.nodeBlocks
+    (TOPO-3): blocks before -> after as planned, and after as counted on live state ([] when the run
+    has no block goal)."""
+    planned, observed = as_map(planned), as_map(observed)
+    if not planned and not observed:
+        return []
+    goal = planned or observed
+    return [f"Blocks (tier {_cell(goal.get('tier'))}, size {_cell(goal.get('nodeBlockSize'))})",
+            f"{_cell(planned.get('before'))} -> {_cell(planned.get('after'))}" if planned else "-",
+            _cell(observed.get("after")) if observed else "-"]
+
+
 def run_status(obj: dict) -> str:
     """`kubectl repack status NAME`: phase, conditions, plan vs result, moves and relocations."""
     view = ObjectView(obj)
@@ -404,6 +470,9 @@ def run_status(obj: dict) -> str:
         ["Moved cards", _cell(summary.get("movedCardCount")), _cell(result.get("movedCardCount"))],
         ["Verified", "-", _cell(result.get("metricsVerified"))],
     ]
+    blocks = _status_blocks_row(summary.get("nodeBlocks"), result.get("nodeBlocks"))
+    if blocks:
+        rows.insert(2, blocks)   # beside the freed nodes they are made of
     freed_plan, freed_result = plan.get("freedNodes") or [], result.get("freedNodes") or []
     freed_row = ["Freed", ", ".join(freed_plan) or "-", ", ".join(freed_result) or "-"]
     long_freed = len(table(["", "PLAN", "RESULT"], [freed_row]).splitlines()[-1]) > WIDTH
@@ -447,7 +516,7 @@ def run_status(obj: dict) -> str:
     return out
 
 
-__all__ = ["no_provider_warning", "node_pools", "pool_table", "table", "canonical_run", "to_yaml", "to_json", "dump", "card_bar", "card_map", "moves_table",
+__all__ = ["no_provider_warning", "node_pools", "pool_table", "hypernode_table", "node_blocks_text", "table", "canonical_run", "to_yaml", "to_json", "dump", "card_bar", "card_map", "moves_table",
            "blocked_table", "plan_summary", "run_status", "wrap_names"]
 
 

@@ -22,6 +22,7 @@ from kubectl_repack.api.run import (MODE_EXECUTE, NOT_RECOMMENDED, PHASE_FAILED,
                                     is_finished, run_reason)
 from kubectl_repack.api.status import plan_status
 from kubectl_repack.api.times import rfc3339, utcnow
+from kubectl_repack.api.view import as_map
 from kubectl_repack.errors import ClusterAPIError, ValidationError
 
 from .options import (OUTPUT_JSON, OUTPUT_YAML, RUN_NAME, cluster_options, duration, output_option, settings, stamp,
@@ -102,13 +103,17 @@ def _summary(run: dict) -> str:
              f"Message:        {st.get('message', '')}"]
     summ = view.plan.get("summary")
     if summ:
+        blocks = as_map(summ.get("nodeBlocks"))
         lines.append(f"Plan:           frag {summ['fragBeforePercent']}% -> {summ['fragAfterPercent']}%, "
-                     f"freed {summ['freedNodeCount']}, moved {summ['movedCardCount']} card(s)")
+                     f"freed {summ['freedNodeCount']}, moved {summ['movedCardCount']} card(s)"
+                     + (f", blocks {blocks.get('before')} -> {blocks.get('after')}" if blocks else ""))
     res = st.get("result")
     if res:
+        blocks = as_map(res.get("nodeBlocks"))
         lines.append(f"Result:         frag {res['fragAfterPercent']}%, freed {res['freedNodeCount']} "
                      f"{res.get('freedNodes') or []}, moved {res['movedCardCount']} card(s), "
-                     f"verified {str(res['metricsVerified']).lower()}")
+                     + (f"blocks {blocks.get('after')}, " if blocks else "")
+                     + f"verified {str(res['metricsVerified']).lower()}")
     relocs = view.relocations
     if relocs:
         rows = [[r.victim, r.eviction.phase, r.placement.phase, r.planned_node_name, r.placement.actual_node_name]
