@@ -6,6 +6,10 @@ docs/benchmarks.md is written by hand; only the blocks between `<!-- generated:N
     python -m bench.report                      # use bench/out/{quality,scale}.json, run what is missing
     python -m bench.report --run                # rerun both benchmarks first (scale: every default size)
     python -m bench.report --run-scale --sizes 5000 10000   # measure these sizes, keep the others
+    python -m bench.report --topology-only      # only the network-topology block, from bench/out/topology.json
+
+The network-topology block (issue 21) comes from bench/out/topology.json when it exists
+(`python -m bench.topology` writes it; it is never rerun from here: it takes ~25 minutes).
 
 Needs the `bench` extra (highspy, matplotlib).
 """
@@ -18,12 +22,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench import quality, scale  # noqa: E402
+from bench import quality, scale, topology  # noqa: E402
 
 DOC = ROOT / "docs" / "benchmarks.md"
 PLOT = ROOT / "docs" / "scale.png"
 QUALITY_JSON = quality.OUT / "quality.json"
 SCALE_JSON = scale.OUT / "scale.json"
+TOPOLOGY_JSON = topology.OUT / "topology.json"
 TIME_TARGETS = {5000: 15.0, 10000: 40.0}     # seconds, load + plan
 RSS_TARGET_MB = 1536                          # at 10,000 nodes
 RATIO_TARGET = 2.5                            # time(10k) / time(5k)
@@ -205,7 +210,14 @@ def main(argv=None):
     ap.add_argument("--sizes", type=int, nargs="+", default=list(scale.SIZES), help="sizes for a scale run")
     ap.add_argument("--specs", nargs="+", choices=list(scale.SPECS), default=list(scale.SPECS))
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--topology-only", action="store_true",
+                    help="regenerate only the network-topology block from bench/out/topology.json")
     args = ap.parse_args(argv)
+    if args.topology_only:
+        text = DOC.read_text(encoding="utf-8")
+        DOC.write_text(replace_block(text, "topology", topology.markdown(_load(TOPOLOGY_JSON))), encoding="utf-8")
+        print(f"wrote the topology block of {DOC.relative_to(ROOT)}")
+        return
     if args.run or args.run_quality or not QUALITY_JSON.exists():
         quality.main([])
     if args.run or args.run_scale or not SCALE_JSON.exists():
@@ -216,6 +228,8 @@ def main(argv=None):
     text = replace_block(text, "quality", quality.markdown(qdoc))
     text = replace_block(text, "scale", scale.table(sdoc) + "\n" + growth(sdoc))
     text = replace_block(text, "machine", machine(sdoc, qdoc))
+    if TOPOLOGY_JSON.exists():         # bench.topology writes it (issue 21); the block stays as it is otherwise
+        text = replace_block(text, "topology", topology.markdown(_load(TOPOLOGY_JSON)))
     DOC.write_text(text, encoding="utf-8")
     plot(sdoc)
     print(f"wrote {DOC.relative_to(ROOT)} and {PLOT.relative_to(ROOT)}")

@@ -408,7 +408,7 @@ def _strip(sol):
     return {k: v for k, v in sol.items() if k not in ("moves", "cols", "rows")}
 
 
-def evaluate(inst, time_limit):
+def evaluate(inst, time_limit, milp=None):
     iid, nodes, seed = inst
     objs = generate(nodes, seed)
     spec = goal_spec(seed, tiers_of(objs))
@@ -451,22 +451,26 @@ def evaluate(inst, time_limit):
         row["gangs_outside_before"] = ck["before"]
     else:
         row["planner"] = {"error": err, "seconds": round(secs, 3)}
-    # the MILP
-    model, s1, s2, s3 = solve(s, tree, gangs, goal, time_limit)
-    for name, sol in (("blocks", s1), ("net", s2), ("least", s3)):
-        mv = sol.get("moves", [])
-        ck = check(objs, mv, tree)
-        assert ck["violations"] == 0, f"{iid}: MILP stage {name} breaks hard topology: {ck['details']}"
-        if name != "blocks" or goal:
+    # the MILP (it depends only on the instance and the model: `milp` reuses an earlier run's)
+    if milp is not None:
+        for k in ("optimum_blocks", "optimum_net", "least", "milp_infeasible_gangs"):
+            row[k] = milp[k]
+        s1 = row["optimum_blocks"]
+    else:
+        model, s1, s2, s3 = solve(s, tree, gangs, goal, time_limit)
+        for name, sol in (("blocks", s1), ("net", s2), ("least", s3)):
+            mv = sol.get("moves", [])
+            ck = check(objs, mv, tree)
+            assert ck["violations"] == 0, f"{iid}: MILP stage {name} breaks hard topology: {ck['details']}"
             b, free = blocks(objs, tree, goal["tier"], goal["size"], mv)
             assert b >= s1["value"] or not sol["proven"], f"{iid}: MILP stage {name} recounted {b} blocks < {s1['value']}"
             sol["recount_blocks"], sol["free"] = b, free
-    row["optimum_blocks"] = _strip(s1)
-    row["optimum_net"] = _strip(s2)
-    row["least"] = _strip(s3)
-    row["milp_infeasible_gangs"] = model.infeasible
+        row["optimum_blocks"] = _strip(s1)
+        row["optimum_net"] = _strip(s2)
+        row["least"] = _strip(s3)
+        row["milp_infeasible_gangs"] = model.infeasible
     pl = row["planner"]
-    if "blocks" in pl and pl["blocks"] == s1["value"] and pl["net"] < s2["value"]:
+    if "blocks" in pl and pl["blocks"] == s1["value"] and pl["net"] < row["optimum_net"]["value"]:
         row["least_at_planner_net"] = _strip(least_at(s, tree, gangs, goal, time_limit, s1["value"], pl["net"]))
     return row
 
@@ -779,6 +783,9 @@ def main(argv=None):
     ap.add_argument("--sanity", type=int, metavar="K", help="check the model against bench.quality on K instances")
     ap.add_argument("--scale", action="store_true", help="measure the planner at 10,000 nodes (one run) into the output")
     ap.add_argument("--scale-child", help=argparse.SUPPRESS)
+    ap.add_argument("--milp-from", help="reuse the MILP results of this earlier topology.json or --rows file "
+                                        "(same instances and model); only the planner is rerun")
+    ap.add_argument("--rows", help="also append each instance's result to this JSON-lines file as it is done")
     ap.add_argument("--no-instances", action="store_true", help="with --scale: keep the instances of the output file")
     ap.add_argument("-o", "--output", default=str(OUT / "topology.json"))
     ap.add_argument("--markdown", default=str(OUT / "topology.md"))
@@ -794,12 +801,30 @@ def main(argv=None):
         with open(args.output, encoding="utf-8") as f:
             doc = json.load(f)
     else:
+        reuse = {}
+        if args.milp_from:
+            with open(args.milp_from, encoding="utf-8") as f:
+                if args.milp_from.endswith(".jsonl"):
+                    lines = [json.loads(line) for line in f if line.strip()]
+                    old, old_rows = lines[0], lines[1:]
+                else:
+                    old = json.load(f)
+                    old_rows = old["instances"]
+            args.time_limit = old["time_limit"]
+            reuse = {(r["id"], r["nodes"], r["seed"]): r for r in old_rows}
+        if args.rows:
+            with open(args.rows, "w", encoding="utf-8") as f:
+                f.write(json.dumps({"generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                    "commit": _git_head(), "time_limit": args.time_limit}) + "\n")
         rows, t0 = [], time.perf_counter()
         for inst in instances(args.instances):
             if args.ids and inst[0] not in args.ids:
                 continue
-            r = evaluate(inst, args.time_limit)
+            r = evaluate(inst, args.time_limit, reuse.get(inst))
             rows.append(r)
+            if args.rows:
+                with open(args.rows, "a", encoding="utf-8") as f:
+                    f.write(json.dumps(r) + "\n")
             pl, o = r["planner"], r["optimum_blocks"]
             print(f"{r['id']} n={r['nodes']:>2} tiers={len(r['tiers'])} hard={r['hard_gangs']:>2} "
                   f"goal=t{r['goal']['tier']}x{r['goal']['size']} req={r['goal']['required']} "
