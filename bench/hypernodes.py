@@ -190,11 +190,12 @@ def generate(nodes=40, seed=1, utilisation=None):
 
 def goal_spec(seed, tiers):
     """The RepackRun spec of a topology instance, drawn from its seed: a block goal on tier 1 (or 2,
-    when the tree has a tier below the root there), size 2-4, 0-3 blocks required, a mode; sometimes
+    when the tree has a tier below the root there), size 2-4, 0-3 blocks required (0 most often), a mode; sometimes
     a budget or a scope. `tiers`: the tree's tiers."""
     rng = random.Random(seed * 7919 + 21)
     tier = 2 if (3 in tiers and rng.random() < 0.3) else 1
-    goal = {"hyperNodeTier": tier, "nodeBlockSize": rng.randint(2, 4), "requiredNodeBlocks": rng.randint(0, 3)}
+    goal = {"hyperNodeTier": tier, "nodeBlockSize": rng.randint(2, 4),
+            "requiredNodeBlocks": rng.choices((0, 1, 2, 3), (0.4, 0.3, 0.2, 0.1))[0]}
     mode = rng.choice(("binpack", "spread", ""))
     if mode:
         goal["mode"] = mode
