@@ -34,7 +34,12 @@ K8S_BINARIES = ("kube-apiserver", "kube-controller-manager", "kubectl")
 VOLCANO_BINARIES = ("vc-scheduler", "vc-controller-manager")
 
 # The scheduler configuration the tests run with: Volcano's default actions and the plugins the
-# planner reasons about (gang, predicates, binpack/nodeorder, proportion/drf for queues).
+# planner reasons about (gang, predicates, binpack/nodeorder, proportion/drf for queues), and
+# network-topology-aware, without which vc-scheduler v1.14.1 does not enforce a gang's hard
+# network topology at all (Session.HyperNodeGradientForJobFn falls back to the whole cluster).
+# Its normal-pod HyperNode binpacking is off: that scoring is the plugin's only effect on a pod
+# without network topology, so every test that makes no HyperNode and runs no topology gang is
+# scheduled exactly as without the plugin (tests/e2e/test_topology.py makes its own HyperNodes).
 SCHEDULER_CONF = """\
 actions: "enqueue, allocate, backfill"
 tiers:
@@ -50,6 +55,9 @@ tiers:
   - name: proportion
   - name: nodeorder
   - name: binpack
+  - name: network-topology-aware
+    arguments:
+      hypernode.binpack.normal-pod.enable: false
 """
 
 # Volcano controllers the product relies on. The others (jobflow, cronjob, hypernode, sharding,
