@@ -148,8 +148,9 @@ class Cluster:
                     [_container(ds, image, cpu=cpu, memory=mem)], owner, labels={"k8s-app": ds},
                     scheduler="default-scheduler", restart="Always", priority_class="system-node-critical"))
 
-    def vcjob(self, name, labels, tasks, policies=None, min_available=None, ns=NS, job_uid=None):
-        """tasks: [(task name, cards per pod, [node of each replica])]."""
+    def vcjob(self, name, labels, tasks, policies=None, min_available=None, ns=NS, job_uid=None, topology=None):
+        """tasks: [(task name, cards per pod, [node of each replica])]; `topology`: the job's
+        networkTopology (copied onto its PodGroup, as Volcano's job controller does)."""
         job_uid = job_uid or uid("vcjob", ns, name)
         pg = f"{name}-{job_uid}"
         owner = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": name, "uid": job_uid}
@@ -180,20 +181,31 @@ class Cluster:
                     "maxRetry": 3, "tasks": spec_tasks}
         if policies:
             job_spec["policies"] = policies
+        if topology:
+            job_spec["networkTopology"] = dict(topology)
         self.objects.append({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
                              "metadata": {"name": name, "namespace": ns, "uid": job_uid, "creationTimestamp": CREATED,
                                           "labels": dict(labels)},
                              "spec": job_spec,
                              "status": {"state": {"phase": "Running", "lastTransitionTime": STARTED},
                                         "minAvailable": min_available, "running": total, "version": 0}})
-        self.podgroup(pg, ns, labels, min_available, owner, total)
+        self.podgroup(pg, ns, labels, min_available, owner, total, topology)
 
-    def podgroup(self, name, ns, labels, min_member, owner, running):
+    def hypernode(self, name, tier, tier_name, nodes=(), children=()):
+        members = [{"type": "Node", "selector": {"exactMatch": {"name": n}}} for n in nodes]
+        members += [{"type": "HyperNode", "selector": {"exactMatch": {"name": c}}} for c in children]
+        self.objects.append({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+                             "metadata": {"name": name, "uid": uid("hypernode", name), "creationTimestamp": CREATED},
+                             "spec": {"tier": tier, "tierName": tier_name, "members": members},
+                             "status": {"nodeCount": len(nodes)}})
+
+    def podgroup(self, name, ns, labels, min_member, owner, running, topology=None):
         self.objects.append({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
                              "metadata": {"name": name, "namespace": ns, "uid": uid("pg", ns, name),
                                           "creationTimestamp": CREATED, "labels": dict(labels),
                                           "ownerReferences": [dict(owner, blockOwnerDeletion=True, controller=True)]},
-                             "spec": {"minMember": min_member, "minResources": {}, "queue": "default"},
+                             "spec": {"minMember": min_member, "minResources": {}, "queue": "default",
+                                      **({"networkTopology": dict(topology)} if topology else {})},
                              "status": {"phase": "Running", "running": running,
                                         "conditions": [{"type": "Scheduled", "status": "True",
                                                         "reason": "tasks in gang are ready to be scheduled",
@@ -245,8 +257,8 @@ class Cluster:
             yaml.safe_dump(doc, f, sort_keys=False, default_flow_style=False, width=120)
 
 
-_KIND_ORDER = ("Namespace", "Node", "PersistentVolume", "PersistentVolumeClaim", "Pod", "PodDisruptionBudget",
-               "PodGroup", "Job", "ModelServing")
+_KIND_ORDER = ("Namespace", "Node", "HyperNode", "PersistentVolume", "PersistentVolumeClaim", "Pod",
+               "PodDisruptionBudget", "PodGroup", "Job", "ModelServing")
 
 
 def _order(o):
@@ -309,7 +321,37 @@ def seed_20_nodes():
         "# Regenerate with: python examples/make_seed_examples.py\n"))
 
 
+def topology_8_nodes():
+    """Issue 21's situation: 8 NPU nodes in two racks (tier-1 HyperNodes rack-a, rack-b under the
+    tier-2 spine). Every node has a few cards in use, so no rack has two whole free nodes for a job
+    that must run inside one rack. rack-a holds a hard-topology job (highestTierAllowed 1), whose
+    pods may only move inside rack-a. With topology-dryrun.yaml (tier 1, blocks of 2, 1 required)
+    the plan frees two nodes in one rack."""
+    c = Cluster()
+    c.objects += [namespace("kube-system"), namespace(NS)]
+    nodes = [f"ascend-node-{i:02d}" for i in range(1, 9)]
+    c.add_nodes(nodes)
+    c.daemonsets()
+    c.hypernode("rack-a", 1, "rack", nodes=nodes[:4])
+    c.hypernode("rack-b", 1, "rack", nodes=nodes[4:])
+    c.hypernode("spine", 2, "spine", children=["rack-a", "rack-b"])
+    c.vcjob("allreduce-a", ELIGIBLE, [("worker", 4, [nodes[0], nodes[1]])],
+            topology={"mode": "hard", "highestTierAllowed": 1})
+    c.vcjob("llm-serve", PROTECTED_TRAIN, [("worker", 3, [nodes[1]])])
+    c.vcjob("batch-a", ELIGIBLE, [("worker", 5, [nodes[2]])])
+    c.vcjob("batch-b", ELIGIBLE, [("worker", 1, [nodes[3], nodes[4]])])
+    c.vcjob("finetune-b", ELIGIBLE, [("worker", 6, [nodes[5]])])
+    c.vcjob("eval-b", ELIGIBLE, [("worker", 3, [nodes[6], nodes[7]])])
+    c.write(os.path.join(HERE, "topology-8-nodes.yaml"), (
+        "# Network topology (issue 21): 8 NPU nodes in racks rack-a (ascend-node-01..04) and rack-b (05..08),\n"
+        "# tier-1 HyperNodes under the tier-2 spine. Every node has cards in use, so no rack has two whole\n"
+        "# free nodes. allreduce-a has hard network topology (highestTierAllowed 1): it may only move inside\n"
+        "# rack-a. With topology-dryrun.yaml the plan frees a block of 2 nodes inside one rack.\n"
+        "# Regenerate with: python examples/make_seed_examples.py\n"))
+
+
 if __name__ == "__main__":
     seed_3_nodes()
     seed_20_nodes()
+    topology_8_nodes()
     sys.exit(0)

@@ -9,10 +9,12 @@ evaluation after a round instead of searching again (the round loop decides when
 import dataclasses
 from dataclasses import dataclass, field
 
-from .filters import DYNAMIC_FILTERS, FILTERS, STATIC_FILTERS, run_filters
+from .filters import DYNAMIC_FILTERS, FILTERS, STATIC_FILTERS, run_filters, topology_domain
 from .receivers import IDLE, MAYBE, OPENED, SURE, ReceiverIndex, receiver_key
 
 END = ("end",)   # a start key after every receiver: only changed nodes can take the pod
+# HyperNodes one trace tries for a wholly vacated hard-topology gang (TOPO-2), lowest tier first
+MAX_DOMAINS_TRIED = 32
 
 
 @dataclass
@@ -123,6 +125,7 @@ class CandidateEvaluator:
                     yield k, False
             return
         sig = self.pod_sig(pod)
+        domain = self._domain(pod)
 
         def class_ok(cid):
             ck = (sig, cid)
@@ -130,7 +133,8 @@ class CandidateEvaluator:
             if ok is None:
                 node = self.snap.node_by_name[self.prep.class_rep[cid]]
                 ok = self.static_ok[ck] = run_filters(pod, node, self.state, {}, STATIC_FILTERS) is None
-            return ok
+            # classes never straddle a HyperNode (prepare._classes), so one node answers for its class
+            return ok and (domain is None or self.prep.class_rep[cid] in domain)
 
         if repriced is None:
             repriced = self.repriced_keys(extra, vacating)
@@ -149,6 +153,17 @@ class CandidateEvaluator:
             yield k, True
         for k in own[fi:]:
             yield k, False
+
+    def _domain(self, pod):
+        """The nodes hard network topology leaves `pod` on the current state (None: unrestricted)."""
+        cons = self.snap.constraints.get(pod.key)
+        if not cons:
+            return None
+        out = None
+        for c in cons:
+            allowed = topology_domain(c, pod.key, self.state)[1]
+            out = allowed if out is None else out & allowed
+        return out
 
     def place(self, pod, vacating, fork_nodes, start=None, dirty=(), extra=(), repriced=None):
         """First receiver in order that accepts `pod`. With `start`, nodes before it are known to
@@ -202,7 +217,51 @@ class CandidateEvaluator:
 
     # -- one candidate ----------------------------------------------------------------------------
     def trace(self, pods, vacating, unbind, interpod=False, diagnose=False, extra=()) -> Evaluation:
-        """Greedy placement of `pods` in order on a fork; the fork is reverted before returning."""
+        """Greedy placement of `pods` in order on a fork; the fork is reverted before returning.
+
+        A gang with hard network topology none of whose pods stays bound is placed by vc-scheduler
+        as one unit inside one HyperNode of an allowed tier (TOPO-2); when the greedy placement
+        fails on a pod of such a gang, each HyperNode it may use is tried in turn, lowest tier first."""
+        ev = self._trace(pods, vacating, unbind, interpod, diagnose, extra)
+        if ev.feasible or not unbind or not self.snap.constraints:
+            return ev
+        st = self.state
+        leaving = {p.key for p in pods}
+        # Pinning helps only a gang of two or more pods that all leave, and only when one of them failed.
+        for c in self.snap.constraints.get(ev.fail[0], ()):
+            if c in st.domains or any(k in st.node_of and k not in leaving for k in c.members) \
+                    or sum(1 for k in c.members if k in leaving) < 2:
+                continue
+            for h in self.snap.topology.domains(c.tier)[:MAX_DOMAINS_TRIED]:
+                st.domains[c] = h
+                try:
+                    tried = self._trace(pods, vacating, unbind, interpod, False, extra)
+                finally:
+                    del st.domains[c]
+                if tried.feasible:
+                    return tried
+            break
+        return ev
+
+    def topo_scope(self, node) -> frozenset:
+        """Nodes whose change can change the evaluation of candidate `node` through hard network
+        topology (TOPO-2): for each gang of its pods, the HyperNode its pods elsewhere anchor it to,
+        or, for a gang of two or more pods that all sit here (placed as one unit, trying HyperNodes
+        in turn), every node such a gang may use. A single pod of its own gang on this node meets
+        a fixed node set, which the usual receiver bookkeeping covers."""
+        st, topo = self.state, self.snap.topology
+        here = {p.key for p in self.prep.r_pods[node]}
+        out = set()
+        for key in here:
+            for c in self.snap.constraints.get(key, ()):
+                elsewhere = {st.node_of[k] for k in c.members if k not in here and k in st.node_of}
+                if elsewhere:
+                    out |= topo.anchor_domain(elsewhere, c.tier)[1]
+                elif sum(1 for k in c.members if k in here) > 1:
+                    out |= topo.reachable(c.tier)
+        return frozenset(out)
+
+    def _trace(self, pods, vacating, unbind, interpod, diagnose, extra) -> Evaluation:
         st = self.state
         mark = st.fork()
         if unbind:
@@ -300,7 +359,7 @@ class CandidateEvaluator:
         if cached is None:
             sig_of, sig_pods, ids = {}, [], {}
             for c in candidates:
-                if c in self.prep.interpod:
+                if c in self.prep.interpod or c in self.prep.topo:
                     continue
                 sig = tuple((p.requests[self.R], tuple(sorted(p.requests.items())), self.pod_sig(p), p.host_ports)
                             for p in self.prep.r_pods[c])

@@ -219,9 +219,49 @@ def pod_topology_spread(pod, node, state, cache):
             return "node(s) didn't match pod topology spread constraints"
 
 
+def network_topology(pod, node, state, cache):
+    """Volcano's network-topology-aware plugin (TOPO-2): a pod of a gang with hard network topology
+    binds only inside the HyperNode that holds the gang's bound pods (its highest ancestor within the
+    allowed tier), or, when none is bound, inside one HyperNode of an allowed tier
+    (planner.topology); `state.domains` may pin such a gang to one of them while a trace tries it."""
+    cons = state.snapshot.constraints.get(pod.key)
+    if not cons:
+        return None
+    for c in cons:
+        got = cache.get(c)
+        if got is None:
+            got = cache[c] = topology_domain(c, pod.key, state)
+        name, allowed, bound = got
+        if node.name in allowed:
+            continue
+        if name:
+            return f"receiver {node.name} is outside HyperNode {name} of {c.what} (tier {c.tier}, hard)"
+        if bound:
+            return (f"{c.what} (tier {c.tier}, hard) has pods outside any one HyperNode of tier <= {c.tier}: "
+                    "vc-scheduler binds no further pod of it")
+        return f"receiver {node.name} is in no HyperNode of tier <= {c.tier} ({c.what}, hard)"
+    return None
+
+
+def topology_domain(c, pod_key, state):
+    """(HyperNode name or "", the nodes a pod of constraint `c` (planner.topology.Constraint) may take
+    on `state` now, is any other pod of it bound?)."""
+    topo = state.snapshot.topology
+    node_of = state.node_of
+    bound = {node_of[k] for k in c.members if k != pod_key and k in node_of}
+    if bound:
+        name, allowed = topo.anchor_domain(bound, c.tier)
+        return name, allowed, True
+    pinned = state.domains.get(c)
+    if pinned is not None:
+        return pinned, topo.nodes[pinned], False
+    return "", topo.reachable(c.tier), False
+
+
 STATIC_FILTERS = (("NodeUnschedulable", node_unschedulable), ("TaintToleration", taint_toleration),
                   ("NodeAffinity", node_affinity), ("VolumeBinding", volume_binding))
 DYNAMIC_FILTERS = (("NodeResourcesFit", node_resources_fit), ("NodePorts", node_ports),
+                   ("NetworkTopology", network_topology),
                    ("InterPodAffinity", inter_pod_affinity), ("PodTopologySpread", pod_topology_spread))
 FILTERS = STATIC_FILTERS + DYNAMIC_FILTERS
 

@@ -59,8 +59,24 @@ def net_freed(planner) -> int:
 def plan_key(planner):
     """How passes compare, lower first: most net nodes freed, then fewest idle nodes re-occupied
     (PLAN-2 rule 1: fill an idle node only when that raises net freed), then least GANG-3
-    disruption of the whole plan."""
-    return (-net_freed(planner), len(planner.reoccupied), weighted_disruption(planner))
+    disruption of the whole plan. With a block goal (TOPO-3) most blocks come first and the
+    goal's mode decides between plans equal in everything else."""
+    key = (-net_freed(planner), len(planner.reoccupied), weighted_disruption(planner))
+    counter = planner.prep.blocks
+    if counter is None:
+        return key
+    blocks, mode = counter.key(planner.freed, planner.reoccupied)
+    return (blocks, *key, mode)
+
+
+def at_best(planner) -> bool:
+    """Can no pass do better? At the theoretical minimum of occupied nodes and, with a block goal,
+    at the most blocks the candidates could make (each HyperNode's idle and candidate nodes)."""
+    prep = planner.prep
+    if len(prep.occupied) - net_freed(planner) > prep.minimum.value:
+        return False
+    counter = prep.blocks
+    return counter is None or -counter.key(planner.freed, planner.reoccupied)[0] >= counter.bound(prep.candidates)
 
 
 def _card_fit(prep, cands, limit):
@@ -182,7 +198,8 @@ def idle_classes(prep):
     groups = {}
     for n in sorted(prep.idle):
         node = prep.snapshot.node_by_name[n]
-        groups.setdefault((prep.class_of.get(n), tuple(sorted(node.allocatable.items()))), []).append(n)
+        where = prep.blocks.where.get(n) if prep.blocks is not None else None   # see Planner._block_of
+        groups.setdefault((prep.class_of.get(n), tuple(sorted(node.allocatable.items())), where), []).append(n)
     return list(groups.values())
 
 
@@ -249,9 +266,59 @@ def neighbours(best, initial):
     return out
 
 
+FOCUS_SMALL = 200   # candidates up to which every focus order is tried; above it, the first only
+
+
+def focused(best, make_planner):
+    """With a block goal (TOPO-3): passes that vacate the candidates of one HyperNode of the goal's
+    tier after another, the most promising first, then the rest (`Planner` stages), so that freed
+    nodes complete blocks instead of scattering one per HyperNode. Orders: fewest nodes short of a
+    block; fewest cards to move to complete one; and the first again with the other candidates of
+    the first HyperNode closed as receivers (they stay free to be vacated). The best pass by
+    `plan_key` (blocks first)."""
+    prep = best.prep
+    counter = prep.blocks
+    if counter is None:
+        return best
+    within = {}
+    for c in prep.candidates:
+        h = counter.where.get(c)
+        if h is not None:
+            within.setdefault(h, []).append(c)
+    reachable = [h for h in counter.hypernodes if len(within.get(h, ())) >= counter.deficit(h)]
+    if not reachable:
+        return best
+
+    def cards_to_complete(h):
+        return sum(sorted(prep.cards_of[c] for c in within[h])[:counter.deficit(h)])
+
+    orders = [sorted(reachable, key=lambda h: (counter.deficit(h), cards_to_complete(h), h)),
+              sorted(reachable, key=lambda h: (cards_to_complete(h), counter.deficit(h), h))]
+    small = len(prep.candidates) <= FOCUS_SMALL
+    variants, seen = [], set()
+    for i, order in enumerate(orders if small else orders[:1]):
+        if tuple(order) in seen:
+            continue
+        seen.add(tuple(order))
+        stages = [frozenset(within[h]) for h in order]
+        rest = frozenset(prep.candidates) - frozenset().union(*stages)
+        if rest:
+            stages.append(rest)
+        variants.append((stages, frozenset()))
+        if small and i == 0:
+            variants.append((stages, frozenset(within[order[0]])))
+    best_key = plan_key(best)
+    for stages, closed in variants:
+        alt = make_planner(stages[0], closed, frozenset(), stages=tuple(stages[1:])).run_rounds()
+        if plan_key(alt) < best_key:
+            best, best_key = alt, plan_key(alt)
+    return best
+
+
 def improve(greedy, make_planner):
-    """The best of the restricted passes (`restricted`), then of the set search's plan (`searched`)."""
-    best = restricted(greedy, make_planner)
+    """The best of the restricted passes (`restricted`), then of the set search's plan (`searched`);
+    with a block goal, the focus passes (`focused`) first."""
+    best = restricted(focused(greedy, make_planner), make_planner)
     found = searched(best, make_planner)
     if found is not None and plan_key(found) < plan_key(best):
         best = found
@@ -269,8 +336,12 @@ def searched(best, make_planner):
     search = setsearch.SetSearch(prep, best.weights)
     if not search.start(best.freed, {m.pod.key: m.to_node for m in best.moves}):
         search = setsearch.SetSearch(prep, best.weights)
-    (net, neg_weighted), (vacated, opened, pins) = search.run(iterations)
-    if (-net, len(opened), -neg_weighted) >= plan_key(best):
+    (score, neg_weighted), (vacated, opened, pins) = search.run(iterations)
+    key = (-score[-1], len(opened), -neg_weighted)
+    if prep.blocks is not None:
+        blocks, mode = prep.blocks.key(vacated, opened)
+        key = (blocks, *key, mode)
+    if key >= plan_key(best):
         return None
     return make_planner(vacated, frozenset(), opened, pins=pins).run_rounds()
 
@@ -296,7 +367,7 @@ def restricted(greedy, make_planner):
     key = plan_key
 
     def above(p):
-        return len(prep.occupied) - net_freed(p) > prep.minimum.value
+        return not at_best(p)
 
     best, best_key = greedy, key(greedy)
     if not above(best):
@@ -350,7 +421,7 @@ def search(origin, key, limit, seen, initial, make_planner):
     prep = origin.prep
     best, best_key = origin, key(origin)
     passes = 0
-    while passes < limit and len(prep.occupied) - net_freed(best) > prep.minimum.value:
+    while passes < limit and not at_best(best):
         moved = False
         for variant in neighbours(best, initial):
             if variant in seen:

@@ -15,12 +15,13 @@ from .model import (EMPTY, ClusterSnapshot, HostPort, ModelServing, Namespace, N
                     PersistentVolumeClaim, Pod, PodAffinityTerm, PodDisruptionBudget, PodGroup, SpreadConstraint,
                     Taint, Toleration, VCJob)
 from .quantity import scaled
+from .topology import HyperNode, Member, NetworkTopology, SubGroupPolicy
 
 _READ_KINDS = {
     ("v1", "Node"), ("v1", "Pod"), ("v1", "PersistentVolume"), ("v1", "PersistentVolumeClaim"),
     ("v1", "Namespace"), ("policy/v1", "PodDisruptionBudget"), ("policy/v1beta1", "PodDisruptionBudget"),
     ("scheduling.volcano.sh/v1beta1", "PodGroup"), ("batch.volcano.sh/v1alpha1", "Job"),
-    ("workload.serving.volcano.sh/v1alpha1", "ModelServing"),
+    ("workload.serving.volcano.sh/v1alpha1", "ModelServing"), ("topology.volcano.sh/v1alpha1", "HyperNode"),
 }
 
 
@@ -209,13 +210,66 @@ def _load_node(ctx, obj):
                 bool(read_field(ctx, obj, "spec.unschedulable", bool, False)), tuple(taints))
 
 
+def _network_topology(ctx, obj, path, at=""):
+    """A `networkTopology` (PodGroup, SubGroup policy, VCJob) at `path` of `obj`, None when absent."""
+    nt = read_field(ctx, obj, path, dict, None, at=at)
+    if nt is None:
+        return None
+    path = at + path
+    at = f"{path}."
+    tier = read_int(ctx, nt, "highestTierAllowed", None, at=at, low=0)
+    name = read_str(ctx, nt, "highestTierName", at=at)
+    if tier is not None and name:
+        ctx.fail(path, "highestTierAllowed and highestTierName are mutually exclusive")
+    return NetworkTopology(read_str(ctx, nt, "mode", "hard", at=at, choices=("hard", "soft")), tier, name)
+
+
 def _load_podgroup(ctx, obj):
     meta = read_field(ctx, obj, "metadata", dict, required=True)
     mm = read_int(ctx, obj, "spec.minMember", 0, low=0)
+    subgroups = []
+    for p, s in read_objects(ctx, read_field(ctx, obj, "spec.subGroupPolicy", list, []), "spec.subGroupPolicy"):
+        subgroups.append(SubGroupPolicy(read_str(ctx, s, "name", at=f"{p}."),
+                                        _network_topology(ctx, s, "networkTopology", at=f"{p}."),
+                                        read_selector(ctx, s.get("labelSelector"), f"{p}.labelSelector"),
+                                        read_strings(ctx, s, "matchLabelKeys", at=f"{p}.")))
     return PodGroup(read_str(ctx, meta, "namespace", "default", at="metadata."),
                     read_field(ctx, meta, "name", str, required=True, at="metadata."),
                     read_strmap(ctx, obj, "metadata.labels"), mm, read_owner(ctx, meta),
-                    read_strmap(ctx, obj, "metadata.annotations"))
+                    read_strmap(ctx, obj, "metadata.annotations"),
+                    _network_topology(ctx, obj, "spec.networkTopology"), tuple(subgroups))
+
+
+_MEMBER_TYPES = ("Node", "HyperNode")
+
+
+def _load_hypernode(ctx, obj):
+    meta = read_field(ctx, obj, "metadata", dict, required=True)
+    name = read_field(ctx, meta, "name", str, required=True, at="metadata.")
+    tier = read_int(ctx, obj, "spec.tier", None, low=0)
+    if tier is None:
+        ctx.fail("spec.tier", "required field is missing")
+    members = []
+    for p, m in read_objects(ctx, read_field(ctx, obj, "spec.members", list, []), "spec.members"):
+        mtype = read_str(ctx, m, "type", at=f"{p}.", choices=_MEMBER_TYPES)
+        sel = read_field(ctx, m, "selector", dict, {}, at=f"{p}.")
+        at = f"{p}.selector."
+        exact = read_field(ctx, sel, "exactMatch", dict, None, at=at)
+        regex = read_field(ctx, sel, "regexMatch", dict, None, at=at)
+        label = read_field(ctx, sel, "labelMatch", dict, None, at=at)
+        if sum(x is not None for x in (exact, regex, label)) != 1:
+            ctx.fail(f"{p}.selector", "exactly one of exactMatch, regexMatch and labelMatch is required")
+        if exact is not None:
+            members.append(Member(mtype, exact=read_str(ctx, exact, "name", at=f"{at}exactMatch.")))
+        elif regex is not None:
+            members.append(Member(mtype, regex=read_str(ctx, regex, "pattern", at=f"{at}regexMatch.")))
+        else:
+            # Volcano logs a selector it cannot parse and matches nothing with it
+            try:
+                members.append(Member(mtype, labels=read_selector(ctx, label, f"{at}labelMatch")))
+            except SnapshotError:
+                members.append(Member(mtype, invalid_labels=True))
+    return HyperNode(name, tier, read_str(ctx, obj, "spec.tierName"), tuple(members))
 
 
 def _load_pv(ctx, obj):
@@ -276,7 +330,8 @@ def _load_vcjob(ctx, obj):
     return VCJob(read_str(ctx, meta, "namespace", "default", at="metadata."),
                  read_field(ctx, meta, "name", str, required=True, at="metadata."),
                  read_strmap(ctx, obj, "metadata.labels"), _evicted_action(ctx, spec.get("policies") or [], "spec.policies"),
-                 MappingProxyType(tasks) if tasks else EMPTY, read_strmap(ctx, obj, "metadata.annotations"))
+                 MappingProxyType(tasks) if tasks else EMPTY, read_strmap(ctx, obj, "metadata.annotations"),
+                 _network_topology(ctx, obj, "spec.networkTopology"))
 
 
 def _load_modelserving(ctx, obj):
@@ -298,7 +353,8 @@ def _load_namespace(ctx, obj):
 _LOADERS = {"Node": ("nodes", _load_node), "Pod": ("pods", _load_pod), "PodGroup": ("podgroups", _load_podgroup),
             "PersistentVolume": ("pvs", _load_pv), "PersistentVolumeClaim": ("pvcs", _load_pvc),
             "PodDisruptionBudget": ("pdbs", _load_pdb), "Job": ("vcjobs", _load_vcjob),
-            "ModelServing": ("modelservings", _load_modelserving), "Namespace": ("namespaces", _load_namespace)}
+            "ModelServing": ("modelservings", _load_modelserving), "Namespace": ("namespaces", _load_namespace),
+            "HyperNode": ("hypernodes", _load_hypernode)}
 
 
 def _flatten(objs):

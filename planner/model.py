@@ -185,6 +185,8 @@ class PodGroup:
     min_member: int
     owner: Optional[OwnerRef]
     annotations: Mapping = field(default_factory=lambda: EMPTY)
+    network_topology: Optional[object] = None    # planner.topology.NetworkTopology
+    subgroups: tuple = ()                         # planner.topology.SubGroupPolicy, in spec order
 
     @property
     def key(self) -> str:
@@ -222,6 +224,7 @@ class VCJob:
     job_action: str = ""             # action for PodEvicted at job level ("" if none)
     task_actions: Mapping = field(default_factory=lambda: EMPTY)  # task -> action for PodEvicted
     annotations: Mapping = field(default_factory=lambda: EMPTY)
+    network_topology: Optional[object] = None    # planner.topology.NetworkTopology (copied to its PodGroup)
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +254,7 @@ class ClusterSnapshot:
     vcjobs: tuple = ()
     modelservings: tuple = ()
     namespaces: tuple = ()
+    hypernodes: tuple = ()
     node_by_name: Mapping = field(default_factory=lambda: EMPTY, compare=False)
     podgroup_by_key: Mapping = field(default_factory=lambda: EMPTY, compare=False)
     pods_by_node: Mapping = field(default_factory=lambda: EMPTY, compare=False)
@@ -261,11 +265,15 @@ class ClusterSnapshot:
     namespace_labels: Mapping = field(default_factory=lambda: EMPTY, compare=False)
     # PodGroup key -> (what is annotated, "key=value") for each PodGroup an opt-out pins
     do_not_disrupt: Mapping = field(default_factory=lambda: EMPTY, compare=False)
+    # the resolved HyperNode tree (planner.topology.Topology) and the hard-topology gangs of each pod
+    topology: object = field(default=None, compare=False)
+    constraints: Mapping = field(default_factory=lambda: EMPTY, compare=False)
 
     @classmethod
     def build(cls, nodes=(), pods=(), podgroups=(), pvs=(), pvcs=(), pdbs=(), vcjobs=(),
-              modelservings=(), namespaces=()):
+              modelservings=(), namespaces=(), hypernodes=()):
         """Assemble a snapshot and its indexes from domain objects (sorted for determinism)."""
+        from .topology import EMPTY_TOPOLOGY, Topology, gang_constraints  # topology reads this module's types
         nodes = tuple(sorted(nodes, key=lambda n: n.name))
         pods = tuple(sorted(pods, key=lambda p: (p.namespace, p.name, p.uid)))
         by_node = {}
@@ -277,10 +285,11 @@ class ClusterSnapshot:
             ns_labels.setdefault(p.namespace, {"kubernetes.io/metadata.name": p.namespace})
         vcjob_by_key = {f"{j.namespace}/{j.name}": j for j in vcjobs}
         modelserving_by_key = {f"{m.namespace}/{m.name}": m for m in modelservings}
-        return cls(
+        hypernodes = tuple(sorted(hypernodes, key=lambda h: h.name))
+        snap = cls(
             nodes=nodes, pods=pods, podgroups=tuple(podgroups), pvs=tuple(pvs), pvcs=tuple(pvcs),
             pdbs=tuple(pdbs), vcjobs=tuple(vcjobs), modelservings=tuple(modelservings),
-            namespaces=tuple(namespaces),
+            namespaces=tuple(namespaces), hypernodes=hypernodes,
             node_by_name={n.name: n for n in nodes},
             podgroup_by_key={g.key: g for g in podgroups},
             pods_by_node={k: tuple(v) for k, v in by_node.items()},
@@ -290,7 +299,12 @@ class ClusterSnapshot:
             modelserving_by_key=modelserving_by_key,
             namespace_labels=ns_labels,
             do_not_disrupt=_do_not_disrupt(podgroups, pods, vcjob_by_key, modelserving_by_key),
+            topology=Topology(hypernodes, nodes) if hypernodes else EMPTY_TOPOLOGY,
         )
+        if any(g.network_topology is not None or g.subgroups for g in snap.podgroups) or any(
+                j.network_topology is not None for j in snap.vcjobs):
+            object.__setattr__(snap, "constraints", gang_constraints(snap))
+        return snap
 
 
 def _do_not_disrupt(podgroups, pods, vcjob_by_key, modelserving_by_key):

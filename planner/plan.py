@@ -12,17 +12,19 @@ pass into a `Plan` with the outcome and its reasons. Where the parts live:
 - improve: alternative passes within a binding budget, and the search on small clusters;
 - setsearch: ruin and recreate over which nodes to vacate, realised as a pass with pinned pods.
 """
+from . import blocks as block_view
 from .cost import DEFAULT_WEIGHTS
 from .frag import frag_percent, percent_int
 from .improve import SIZE_ORDER, improve
-from .plan_types import (ABOVE_BUDGET, ABOVE_NO_GAIN, ABOVE_NO_RECEIVER, ABOVE_SCOPE, REASON_INSUFFICIENT,
-                         REASON_NO_FRAGMENTATION, REASON_RECOMMENDED, NodeVerdict, Plan, PodMove, RunSpec)
+from .plan_types import (ABOVE_BUDGET, ABOVE_NO_GAIN, ABOVE_NO_RECEIVER, ABOVE_SCOPE, REASON_BLOCKS_NOT_MET,
+                         REASON_INSUFFICIENT, REASON_NO_FRAGMENTATION, REASON_RECOMMENDED, NodeVerdict, Plan, PodMove,
+                         RunSpec)
 from .prepare import movable_namespaces, prepare
 from .rounds import Planner
 from .verdicts import VerdictReason
 
 __all__ = ["plan", "Plan", "PodMove", "NodeVerdict", "RunSpec", "REASON_RECOMMENDED", "REASON_NO_FRAGMENTATION",
-           "REASON_INSUFFICIENT", "movable_namespaces"]
+           "REASON_INSUFFICIENT", "REASON_BLOCKS_NOT_MET", "movable_namespaces"]
 
 
 def plan(snapshot, spec, weights=DEFAULT_WEIGHTS, optimized=True, progress=None, not_evictable=None) -> Plan:
@@ -49,7 +51,7 @@ def plan(snapshot, spec, weights=DEFAULT_WEIGHTS, optimized=True, progress=None,
     greedy = first.run_rounds()
     passes = 0
 
-    def make_planner(allowed, closed, opened, by_size=False, pins=None):
+    def make_planner(allowed, closed, opened, by_size=False, pins=None, stages=()):
         nonlocal passes
         passes += 1
         if progress is not None:
@@ -57,7 +59,7 @@ def plan(snapshot, spec, weights=DEFAULT_WEIGHTS, optimized=True, progress=None,
         # A pinned pass evaluates every candidate afresh each round: the fast loop's shared
         # evaluations and repairs assume the PLAN-2 receiver order, which pins replace.
         return Planner(prep, SIZE_ORDER if by_size else weights, optimized and pins is None, allowed, closed, opened,
-                       pins)
+                       pins, stages)
     best = improve(greedy, make_planner)
     return finish(best)
 
@@ -147,6 +149,12 @@ def finish(p) -> Plan:
         k = f"{m.pod.namespace}/{m.pod.group_name}"
         pg = prep.snapshot.podgroup_by_key.get(k)
         owners[k] = pg.owner if pg else None
+    counter = prep.blocks
+    node_blocks = None
+    if counter is not None:
+        node_blocks = counter.node_blocks(p.freed, p.reoccupied)
+        if node_blocks.after < counter.goal.required and node_blocks.before < counter.goal.required:
+            return _blocks_not_met(p, node_blocks, fb, notes)
     cards = {}
     for n, a in prep.alloc.items():
         cards[n] = (a, prep.used_before.get(n, 0), p.state.amount(n, R))
@@ -154,4 +162,44 @@ def finish(p) -> Plan:
     return Plan(R, outcome, msg, providers, len(prep.occupied), occupied_after, minimum.value,
                 minimum.exact, fb, fa, tuple(p.moves), tuple(p.freed), verdicts, p.rounds,
                 prep.resolved_podgroups, prep.resolved_nodes, tuple(notes), owners, cards,
-                tuple(p.reoccupied), why, why_code)
+                tuple(p.reoccupied), why, why_code, node_blocks,
+                block_view.rows(prep, counter, p.freed, p.reoccupied))
+
+
+def _blocks_not_met(p, best, fb, notes) -> Plan:
+    """The gate of requiredNodeBlocks (TOPO-3): no plan reaches it, so nothing moves; the message
+    says what the best plan reached and which HyperNodes came closest, and what stopped them."""
+    prep = p.prep
+    counter = prep.blocks
+    goal = counter.goal
+    free = counter.free(p.freed, p.reoccupied)
+    size = counter.size
+    # closest: fewest nodes short of their next block, then most free
+    closest = sorted(counter.hypernodes, key=lambda h: (size - free[h] % size, -free[h], h))[:3]
+    stopped = {}
+    for v in sorted(p.verdicts.values(), key=lambda v: v.node):
+        h = counter.where.get(v.node)
+        if h in closest and not v.vacated and h not in stopped:
+            stopped[h] = f"{v.node}: {v.reason}" + (f" ({v.message})" if v.message else "")
+    parts = []
+    for h in closest:
+        short = size - free[h] % size
+        part = f"{h}: {free[h]} of {counter.members[h]} node(s) free ({free[h] // size} block(s)), " + (
+            f"{short} more needed for another" if counter.members[h] - free[h] >= short else "too few nodes for another")
+        if h in stopped:
+            part += f", {stopped[h]}"
+        parts.append(part)
+    msg = (f"{prep.resource}: requiredNodeBlocks {goal.required} not reached: the best plan makes "
+           f"{best.after} HyperNode node-block(s) of size {size} in tier {counter.tier} "
+           f"({best.before} before; fragmentation {percent_int(fb)}%); closest: " + "; ".join(parts)
+           + "; nothing is moved")
+    verdicts = tuple(NodeVerdict(v.node, False, VerdictReason.NOT_SELECTED,
+                                 f"the best plan vacates it but makes only {best.after} of {goal.required} required "
+                                 "node block(s): nothing is moved", round=v.round) if v.vacated else v
+                     for v in (p.verdicts[n] for n in sorted(p.verdicts)))
+    cards = {n: (a, prep.used_before.get(n, 0), prep.used_before.get(n, 0)) for n, a in prep.alloc.items()}
+    nothing = block_view.rows(prep, counter, (), ())
+    return Plan(prep.resource, REASON_BLOCKS_NOT_MET, msg, len(prep.alloc), len(prep.occupied), len(prep.occupied),
+                prep.minimum.value, prep.minimum.exact, fb, fb, (), (), verdicts, p.rounds, prep.resolved_podgroups,
+                prep.resolved_nodes, tuple(notes), {}, cards, (), "", "",
+                type(best)(best.tier, best.size, best.required, best.mode, best.before, best.before), nothing)

@@ -7,6 +7,7 @@ Read-only once built, so the budget improvement phase can run several passes fro
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from .blocks import BlockCounter
 from .cost import gang_infos
 from .filters import has_interpod_constraints
 from .frag import theoretical_min, usage
@@ -42,6 +43,10 @@ class Prepared:
     gangs: dict = None           # PodGroup key -> cost.GangInfo
     signatures: tuple = None     # (candidate -> shape id, stand-in pods per shape), built on first use
     not_evictable: object = None  # namespace -> why the run may not evict there (read-only; set by prepare)
+    blocks: object = None        # blocks.BlockCounter of spec.networkTopology, None without a block goal
+    # candidates holding pods of gangs with hard network topology: evaluated on their own (never by
+    # a shared signature), re-evaluated when their gang moves or a node they may use changes
+    topo: set = None
 
     # check_movable reads `snapshot`, `scope` and `not_evictable`
     @property
@@ -114,6 +119,9 @@ def prepare(snapshot, run, not_evictable=None) -> Prepared:
                     sum(1 for k in consuming if k in snapshot.podgroup_by_key
                         and scope.podgroup_in_scope(snapshot.podgroup_by_key[k])))
     prep.not_evictable = _frozen(not_evictable)
+    prep.topo = set()
+    if run.network_topology is not None:
+        prep.blocks = BlockCounter(prep, run.network_topology)
     prep.gangs = gang_infos(snapshot, R)
     for node in sorted(occupied):
         pods = [p for p in snapshot.pods_by_node.get(node, ()) if not p.terminal and p.requests.get(R, 0) > 0]
@@ -143,6 +151,8 @@ def prepare(snapshot, run, not_evictable=None) -> Prepared:
             groups.setdefault(g, set()).add(p.key)
             rs[g] = rs.get(g, 0) + p.requests[R]
             prep.nodes_of_group.setdefault(g, set()).add(c)
+            if p.key in snapshot.constraints:
+                prep.topo.add(c)
             if has_interpod_constraints(p) or any(
                     t.label_selector is not None and selector_matches(t.label_selector, p.labels)
                     for _, t in anti_terms):
@@ -174,10 +184,14 @@ def _classes(prep):
             keys.update(r.key for r in t.match_expressions)
             fields = fields or bool(t.match_fields)
     keys = sorted(keys)
+    # With hard network topology, no class straddles a HyperNode: a class's node then answers for
+    # the whole class whether a pod's HyperNode holds it (CandidateEvaluator._ordered).
+    tiers = [snap.topology.at_tier(t) for t in snap.topology.tiers] if snap.constraints else []
     ids = {}
     for name in sorted(prep.alloc):
         n = snap.node_by_name[name]
-        sig = (tuple((k, n.labels.get(k)) for k in keys), n.taints, n.unschedulable, name if fields else "")
+        sig = (tuple((k, n.labels.get(k)) for k in keys), n.taints, n.unschedulable, name if fields else "",
+               tuple(where.get(name) for where in tiers))
         cid = ids.setdefault(sig, len(ids))
         prep.class_of[name] = cid
         prep.class_rep.setdefault(cid, name)

@@ -29,7 +29,8 @@ class Planner:
     """One planning pass over a Prepared snapshot. `allowed` restricts which candidates may be
     vacated; `closed` nodes take no pods (the improvement phase keeps them free to be vacated)."""
 
-    def __init__(self, prep, weights, optimized, allowed=None, closed=frozenset(), opened=frozenset(), pins=None):
+    def __init__(self, prep, weights, optimized, allowed=None, closed=frozenset(), opened=frozenset(), pins=None,
+                 stages=()):
         self.prep = prep
         self.run = prep.run
         self.R = prep.resource
@@ -47,6 +48,9 @@ class Planner:
         self.status_pods, self.status_bytes = 0, 0
         self.moves, self.freed, self.reoccupied = [], [], []
         self.live = set(prep.candidates if allowed is None else (c for c in prep.candidates if c in allowed))
+        # candidate sets vacated after `allowed`, one after the other, each once the previous one can
+        # give no more (a block goal's HyperNodes, most promising first: planner.improve.focused)
+        self.stages = list(stages)
         self.occupied_now = len(prep.occupied)
         self.rnd = 0
         self.progress = None          # progress("round", k, at most n): see planner.plan
@@ -65,7 +69,9 @@ class Planner:
                 self._rounds_fast()
             else:
                 self._rounds_reference()
-            if not self.live or self._minimum_reached() or not self._consolidate():
+            if self.live and not self._minimum_reached() and self._consolidate():
+                continue
+            if self.occupied_now <= self.prep.minimum.value or not self._next_stage():
                 break
         for c in self.prep.candidates:
             if c in self.verdicts:
@@ -88,6 +94,18 @@ class Planner:
                                                round=self.rnd)
         self.rounds = self.rnd
         return self
+
+    def _next_stage(self) -> bool:
+        """Open the next non-empty stage of candidates (those without a verdict yet)."""
+        while self.stages:
+            new = sorted(c for c in self.stages.pop(0) if c not in self.verdicts and c not in self.live)
+            if new:
+                self.live.update(new)
+                if self.optimized:
+                    for c in new:
+                        self.pool.unknown(c)
+                return True
+        return False
 
     # Both round loops share these steps, so they cannot drift apart.
     def _minimum_reached(self) -> bool:
@@ -212,9 +230,10 @@ class Planner:
 
         Donors are gathered on a first idle node, in order of cost, then (if that fails) of size;
         a donor that fits nowhere else may open a further idle node, at most MAX_IDLE_OPENED, and
-        the result counts only if donors outnumber opened nodes. Idle nodes that no static filter
-        or capacity can tell apart are interchangeable, so one per class is tried as the first
-        and as each further node. Bounded by `consolidation_left` candidate traces per pass.
+        the result counts only if donors outnumber opened nodes (with a block goal: if it raises
+        blocks, or net freed without costing a block). Idle nodes that no static filter or capacity
+        can tell apart (nor, with a block goal, their HyperNode) are interchangeable, so one per
+        class is tried as the first and as each further node. Bounded by `consolidation_left` candidate traces per pass.
         """
         ev, prep = self.ev, self.prep
         if not ev.idle or self.consolidation_left <= 0:
@@ -248,7 +267,7 @@ class Planner:
                     # A new receiver is a new option: an infeasible evaluation may now succeed (cached
                     # choices it could take are found by _invalidate, its key having moved ahead).
                     for u, cached in self.cache.items():
-                        if not cached.feasible:
+                        if not cached.feasible or any(u in self.scoped_by.get(n, ()) for n in opened):
                             self.pending.setdefault(u, set()).update(opened)
                             self.pool.reopen(u)
                 self.notes.append(f"idle node(s) {', '.join(opened)} re-occupied: they take the pods of "
@@ -263,16 +282,22 @@ class Planner:
         seen, out = set(), []
         for n in sorted(idle):
             node = self.prep.snapshot.node_by_name[n]
-            cls = (self.prep.class_of.get(n), tuple(sorted(node.allocatable.items())))
+            cls = (self.prep.class_of.get(n), tuple(sorted(node.allocatable.items())), self._block_of(n))
             if cls not in seen:
                 seen.add(cls)
                 out.append(n)
         return out
 
+    def _block_of(self, node):
+        """With a block goal, the HyperNode of `node` in the goal's tier (idle nodes in different
+        HyperNodes are not interchangeable then); else None."""
+        counter = self.prep.blocks
+        return counter.where.get(node) if counter is not None else None
+
     def _fill(self, idle, order):
         """Donors that vacate onto the occupied receivers plus `idle` (and further idle nodes a
         donor opens), in `order`, cumulatively on a fork: (donors, opened idle nodes), or ([], [])
-        unless donors outnumber opened nodes. The fork is reverted either way. Nodes the fork
+        unless the result counts (see `_consolidate`). The fork is reverted either way. Nodes the fork
         touches (and opened idle nodes) are overlaid on the receiver index at their current keys."""
         ev, st = self.ev, self.state
         mark = st.fork()
@@ -324,9 +349,18 @@ class Planner:
             ev.receivers, ev.receiving, ev.overlay = saved
         used = {to for _, t in donors for _, to, _ in t.moves}
         opened = [n for n in opened if n in used]
-        if not opened or len(donors) <= len(opened):
+        if not opened:
             return [], []
-        return donors, opened
+        counter = self.prep.blocks
+        if counter is None:
+            return (donors, opened) if len(donors) > len(opened) else ([], [])
+        # With a block goal the exception counts blocks (TOPO-3): fill idle nodes when that raises
+        # blocks, or net freed without costing a block.
+        before = counter.blocks(self.freed, self.reoccupied)
+        after = counter.blocks(self.freed + [c for c, _ in donors], self.reoccupied + opened)
+        if after > before or (after == before and len(donors) > len(opened)):
+            return donors, opened
+        return [], []
 
     # -- the optimized loop -------------------------------------------------------------------------
     def _init_cache(self):
@@ -334,8 +368,18 @@ class Planner:
         self.by_receiver = {}        # node -> units whose cached moves use it
         self.choice_keys = []        # sorted (receiver key at choice, unit, pod index, pod R request)
         self.pending = {}            # unit -> nodes changed since its cached evaluation
+        # hard network topology (TOPO-2): unit -> the nodes its cached evaluation depends on through
+        # its gangs' HyperNodes (CandidateEvaluator.topo_scope), node -> those units, and each gang's
+        # candidates (a move of one of its pods changes where the others may go)
+        self.scope, self.scoped_by, self.gang_nodes = {}, {}, {}
+        for c in self.prep.topo:
+            for p in self.prep.r_pods[c]:
+                for con in self.prep.snapshot.constraints.get(p.key, ()):
+                    self.gang_nodes.setdefault(con, set()).add(c)
 
     def _forget(self, u):
+        for n in self.scope.pop(u, ()):
+            self.scoped_by[n].discard(u)
         ev = self.cache.pop(u, None)
         if ev is not None:
             for i, (p, to, key) in enumerate(ev.moves):
@@ -347,6 +391,10 @@ class Planner:
 
     def _remember(self, u, ev):
         self.cache[u] = ev
+        if u[0] == "node" and u[1] in self.prep.topo:
+            scope = self.scope[u] = self.ev.topo_scope(u[1])
+            for n in scope:
+                self.scoped_by.setdefault(n, set()).add(u)
         # A failed evaluation keeps the choices made before its failing pod: the failure can
         # only change if those choices change (the failing pod's options never grow).
         for i, (p, to, key) in enumerate(ev.moves):
@@ -355,7 +403,8 @@ class Planner:
 
     def _evaluation(self, u):
         ev = self.cache.get(u)
-        if ev is None or ev.interpod:
+        if ev is None or ev.interpod or (u in self.pending and u in self.scope):
+            # topology units are evaluated afresh, never repaired: their trace may try HyperNodes in turn
             self._forget(u)
             self.pending.pop(u, None)
             ev = self.ev.evaluate_unit(u)
@@ -367,7 +416,7 @@ class Planner:
         return ev
 
     def feasible_now(self, c) -> bool:
-        if c in self.prep.interpod:
+        if c in self.prep.interpod or c in self.prep.topo:
             return self._evaluation(("node", c)).feasible
         ev = self._evaluation(("sig", self.ev.sig_of[c]))
         own = self.ev.repriced_by(self.prep.groups_of[c], c)
@@ -424,6 +473,13 @@ class Planner:
         replay = set(self.by_receiver.get(chosen, ()))
         for n in repriced:
             replay |= self.by_receiver.get(n, set())
+        if self.scope:
+            # hard network topology: a node a topology unit may use changed, or its gang moved
+            for n in [chosen, *touched, *repriced]:
+                replay |= self.scoped_by.get(n, set())
+            for p in self.prep.r_pods[chosen]:
+                for con in self.prep.snapshot.constraints.get(p.key, ()):
+                    replay |= {("node", c) for c in self.gang_nodes.get(con, ()) if ("node", c) in self.cache}
         for t, old in touched.items():
             new = ev.key(t)
             replay |= self.by_receiver.get(t, set())

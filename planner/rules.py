@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Mapping
 
 from .model import opt_out
+from .topology import has_network_topology
 from .verdicts import VerdictReason
 
 
@@ -104,9 +105,22 @@ def local_volume(pod, ctx):
             return Blocked(VerdictReason.LOCAL_VOLUME, f"pod {pod.key} uses local volume {pv.name} (claim {claim})")
 
 
+def topology_unavailable(pod, ctx):
+    """A cycle or a second parent in the HyperNode tree makes vc-scheduler place no gang with network
+    topology (hard or soft, PodGroup or SubGroup level): an evicted pod of one would stay Pending."""
+    problems = ctx.snapshot.topology.problems
+    if not problems or not pod.group_name:
+        return None
+    pg = ctx.snapshot.podgroup_by_key.get(f"{pod.namespace}/{pod.group_name}")
+    if has_network_topology(pg, ctx.snapshot):
+        return Blocked(VerdictReason.TOPOLOGY_UNAVAILABLE,
+                       f"pod {pod.key}: PodGroup {pg.key} has network topology, and vc-scheduler places no such "
+                       f"gang while the HyperNode tree is broken ({'; '.join(problems)})")
+
+
 # Intrinsic objections first: a pod the run may not evict is named so only when nothing else pins it.
 RULES = (mirror_pod, terminating, not_volcano, daemonset_pod, bare_pod, no_podgroup, out_of_scope, do_not_disrupt,
-         local_volume, not_evictable)
+         local_volume, topology_unavailable, not_evictable)
 
 
 def check_movable(pod, ctx):

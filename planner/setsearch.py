@@ -119,6 +119,9 @@ class SetSearch:
         # hardest pods first: fewest receivers, then most R
         self.order = {c: sorted((p.key for p in prep.r_pods[c]), key=lambda k: (len(self.elig[k]), -self.r_need[k], k))
                       for c in self.cands}
+        self._keep_in_domains(snap, base)
+        self.blocks = prep.blocks
+        self.block_rank = {}              # candidate -> rank of its HyperNode in a block-first order
         run = prep.run
         self.max_groups, self.max_cards = run.max_podgroups, run.max_resource
         self.room = max(len(prep.occupied) - prep.minimum.value, 0)
@@ -132,6 +135,16 @@ class SetSearch:
         self.log = []
         self.open_large = False           # a recreate that opens the largest idle node first
         self.jitter, self.rng = 0, None   # a recreate whose best fit is only roughly best
+
+    def _keep_in_domains(self, snap, base):
+        """A pod of a gang with hard network topology (TOPO-2) may only go where its whole gang as it
+        is now lies within its allowed tier: a state of the search then never breaks it, whichever
+        of the gang's pods move (the round loop realising the state checks it again)."""
+        topo = snap.topology
+        for k in self.elig:
+            for c in snap.constraints.get(k, ()):
+                _, allowed = topo.anchor_domain({base.node_of[m] for m in c.members if m in base.node_of}, c.tier)
+                self.elig[k] = [m for m in self.elig[k] if m in allowed]
 
     # -- state changes, logged so that a ruin-and-recreate can be undone --------------------------
     def _place(self, k, m):
@@ -254,6 +267,12 @@ class SetSearch:
     def net(self):
         return len(self.S) - len(self.opened)
 
+    def score(self) -> tuple:
+        """What the walks maximise: (net,), or with a block goal (blocks, net) (TOPO-3)."""
+        if self.blocks is None:
+            return (self.net(),)
+        return (self.blocks.blocks(self.S, self.opened), self.net())
+
     def disruption(self):
         moved = {}
         for c in self.S:
@@ -333,6 +352,10 @@ class SetSearch:
             self.repack(tiers)
         if cheap and rng.random() < 0.7:
             cost = self._marginals().__getitem__
+        elif self.blocks is not None and rng.random() < 0.5:
+            # a block goal: one HyperNode's candidates after another, nearest to a block first
+            rank = self._block_order(rng)
+            cost = lambda c: rank.get(c, len(rank)) * 10_000 + self.prep.cards_of[c]  # noqa: E731
         elif rng.random() < LARGE_FIRST:
             # the largest first: big pods take the big holes before small ones split them
             cost = lambda c: -self.prep.cards_of[c]  # noqa: E731
@@ -344,6 +367,15 @@ class SetSearch:
             self.add(c, allow_open, tiers)
         if self.opened:
             self.drain(tiers)
+
+    def _block_order(self, rng) -> dict:
+        """{candidate: rank of its HyperNode}: HyperNodes fewest nodes short of their next block on
+        the current state first, ties at random."""
+        counter = self.blocks
+        free = counter.free(self.S, self.opened)
+        order = sorted(counter.hypernodes, key=lambda h: (counter.size - free[h] % counter.size, rng.random()))
+        pos = {h: i for i, h in enumerate(order)}
+        return {c: pos[counter.where[c]] for c in self.cands if c in counter.where}
 
     def drain(self, tiers):
         """Close opened idle nodes whose pods all fit elsewhere without opening another (the
@@ -391,7 +423,7 @@ class SetSearch:
         -disruption) state seen. goal "net": a state is kept when it frees at least as many net
         nodes as the current one; "disruption": when it frees as many and disrupts no more."""
         rng = self.rng = random.Random(seed)
-        cur = (self.net(), -self.disruption())
+        cur = (self.score(), -self.disruption())
         floor = cur[0]
         cur_w = (cur[0], -self.waste())
         best, best_state = cur, self.snapshot()
@@ -400,13 +432,13 @@ class SetSearch:
             if goal == "net" and stale >= patience:
                 # stuck: start again from an empty plan (the best state is kept)
                 self.clear()
-                cur, cur_w, stale = (0, 0.0), (0, 0), 0
+                cur, cur_w, stale = (self.score(), 0.0), (self.score(), 0), 0
             stale += 1
             mark = len(self.log)
             if rng.random() >= NO_RUIN:
                 self._ruin(rng)
             self._recreate(rng, goal == "disruption")
-            net = self.net()
+            net = self.score()
             if goal == "net":
                 w = self.waste()
                 keep = (net, -w) >= cur_w or rng.random() < ESCAPE

@@ -16,6 +16,9 @@ class SimulatedState:
         self.used = {n.name: {} for n in snapshot.nodes}
         self.ports = {n.name: {} for n in snapshot.nodes}
         self._log = []
+        # planner.topology.Constraint -> HyperNode a trace places that gang in while none of it is
+        # bound (vc-scheduler places such a gang as one unit in one HyperNode)
+        self.domains = {}
         for p in snapshot.pods:
             if p.node_name and not p.terminal and p.node_name in self.pods_on:
                 self._add(p, p.node_name)

@@ -29,6 +29,7 @@ class VerdictReason(str, Enum):
     DO_NOT_DISRUPT = "DoNotDisrupt"
     LOCAL_VOLUME = "LocalVolume"
     EVICTION_NOT_AUTHORIZED = "EvictionNotAuthorized"   # planner.plan's `not_evictable`
+    TOPOLOGY_UNAVAILABLE = "TopologyUnavailable"        # broken HyperNode tree: no topology gang is placed
 
     __str__ = str.__str__
     __format__ = str.__format__

@@ -63,15 +63,37 @@ def pod(name, cards=1, on=None, group=None, ns="default", cpu="1", memory="1Gi",
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": phase}}
 
 
-def podgroup(name, ns="default", min_member=1, labels=None, owner=None):
+def podgroup(name, ns="default", min_member=1, labels=None, owner=None, topology=None, subgroups=None):
+    """`topology`: the PodGroup's spec.networkTopology, e.g. {"mode": "hard", "highestTierAllowed": 1};
+    `subgroups`: its spec.subGroupPolicy list."""
     meta = {"name": name, "namespace": ns, "labels": dict(labels or {})}
     if owner:
         kind, oname = owner[0], owner[1]
         api = owner[2] if len(owner) > 2 else "batch.volcano.sh/v1alpha1"
         meta["ownerReferences"] = [{"apiVersion": api, "kind": kind, "name": oname, "uid": f"uid-{oname}",
                                     "controller": True}]
-    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": meta,
-            "spec": {"minMember": min_member, "queue": "default"}}
+    spec = {"minMember": min_member, "queue": "default"}
+    if topology is not None:
+        spec["networkTopology"] = dict(topology)
+    if subgroups is not None:
+        spec["subGroupPolicy"] = [dict(s) for s in subgroups]
+    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": meta, "spec": spec}
+
+
+def hypernode(name, tier, nodes=(), children=(), regex=None, labels=None, tier_name=None):
+    """A HyperNode: `nodes` and `children` are exactMatch members of type Node and HyperNode;
+    `regex` (a pattern) and `labels` (matchLabels) add one Node member each."""
+    members = [{"type": "Node", "selector": {"exactMatch": {"name": n}}} for n in nodes]
+    members += [{"type": "HyperNode", "selector": {"exactMatch": {"name": c}}} for c in children]
+    if regex is not None:
+        members.append({"type": "Node", "selector": {"regexMatch": {"pattern": regex}}})
+    if labels is not None:
+        members.append({"type": "Node", "selector": {"labelMatch": {"matchLabels": dict(labels)}}})
+    spec = {"tier": tier, "members": members}
+    if tier_name:
+        spec["tierName"] = tier_name
+    return {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": name},
+            "spec": spec}
 
 
 def vcjob(name, ns="default", labels=None, policies=None, task_policies=None):
@@ -83,17 +105,20 @@ def vcjob(name, ns="default", labels=None, policies=None, task_policies=None):
             "metadata": {"name": name, "namespace": ns, "labels": dict(labels or {})}, "spec": spec}
 
 
-def gang(name, ns="default", workers=(), min_member=None, labels=None, cards=1, owner=None, **kw):
-    """A Volcano job's PodGroup and its worker pods: `workers` lists the node of each worker."""
+def gang(name, ns="default", workers=(), min_member=None, labels=None, cards=1, owner=None, topology=None, **kw):
+    """A Volcano job's PodGroup and its worker pods: `workers` lists the node of each worker;
+    `topology` the PodGroup's networkTopology (see podgroup)."""
     owner = owner or ("Job", name)
-    objs = [podgroup(f"{name}-pg", ns, min_member if min_member is not None else len(workers), labels, owner)]
+    objs = [podgroup(f"{name}-pg", ns, min_member if min_member is not None else len(workers), labels, owner,
+                     topology)]
     for i, n in enumerate(workers):
         objs.append(pod(f"{name}-worker-{i}", cards=cards, on=n, group=f"{name}-pg", ns=ns, owner=owner,
                         labels=labels, **kw))
     return objs
 
 
-def spec(resource=R, min_improvement=None, scope=None, max_podgroups=None, max_cards=None):
+def spec(resource=R, min_improvement=None, scope=None, max_podgroups=None, max_cards=None, topology=None):
+    """A DryRun spec; `topology` its spec.networkTopology (a block goal)."""
     goal = {"resource": resource}
     if min_improvement is not None:
         goal["minFragImprovementPercent"] = min_improvement
@@ -107,4 +132,6 @@ def spec(resource=R, min_improvement=None, scope=None, max_podgroups=None, max_c
         mpr["resources"] = {resource: max_cards}
     if mpr:
         s["maxPerRun"] = mpr
+    if topology is not None:
+        s["networkTopology"] = dict(topology)
     return s

@@ -37,11 +37,12 @@ def test_at_the_same_net_freed_a_pass_that_reoccupies_no_idle_node_wins():
     from planner.improve import plan_key
     gangs = {"default/g": GangInfo("default/g", "default/Job/g", 2, 0, 2, {"default/p": 1, "default/q": 1})}
     pod = SimpleNamespace(namespace="default", group_name="g", key="default/p")
+    prep = SimpleNamespace(blocks=None)      # no block goal
     plain = SimpleNamespace(freed=["a", "b"], reoccupied=[], moves=[SimpleNamespace(pod=pod)], gangs=gangs,
-                            weights=DEFAULT_WEIGHTS)
+                            weights=DEFAULT_WEIGHTS, prep=prep)
     filling = SimpleNamespace(freed=["a", "b", "c"], reoccupied=["spare"], moves=[], gangs=gangs,
-                              weights=DEFAULT_WEIGHTS)
+                              weights=DEFAULT_WEIGHTS, prep=prep)
     assert plan_key(plain) < plan_key(filling)
     more = SimpleNamespace(freed=["a", "b", "c", "d"], reoccupied=["spare"], moves=[], gangs=gangs,
-                           weights=DEFAULT_WEIGHTS)
+                           weights=DEFAULT_WEIGHTS, prep=prep)
     assert plan_key(more) < plan_key(plain)       # it does when it raises net freed

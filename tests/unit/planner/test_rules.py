@@ -8,7 +8,7 @@ import planner
 from planner import load_objects
 from planner.rules import RULES, RuleContext, check_movable
 from planner.scope import Scope
-from tests.builders import gang, node, pod, podgroup, spec
+from tests.builders import gang, hypernode, node, pod, podgroup, spec
 
 
 def pvc(name, volume):
@@ -73,6 +73,17 @@ CASES += [
 ]
 NOT_EVICTABLE = {"not-evictable-namespace": DENIED, "evictable-namespace": {"other": "may not"}}
 
+# a cycle in the HyperNode tree: vc-scheduler places no gang with network topology (TOPO-1)
+CYCLE = (hypernode("a", 1, nodes=["n1"], children=["b"]), hypernode("b", 2, children=["a"]))
+CASES += [
+    ("topology-gang-broken-tree", pod("p", on="n1", group="topo-pg"),
+     (podgroup("topo-pg", topology={"mode": "soft"}),) + CYCLE, None, "TopologyUnavailable"),
+    ("plain-gang-broken-tree", pod("p", **MOVABLE), CYCLE, None, None),
+    ("topology-gang-sound-tree", pod("p", on="n1", group="topo-pg"),
+     (podgroup("topo-pg", topology={"mode": "hard", "highestTierAllowed": 1}), hypernode("a", 1, nodes=["n1"])),
+     None, None),
+]
+
 
 @pytest.mark.parametrize("p,others,scope,reason,name", [c[1:] + (c[0],) for c in CASES], ids=[c[0] for c in CASES])
 def test_rule_reason(p, others, scope, reason, name):
@@ -94,7 +105,7 @@ def test_messages_name_pod_and_cause():
 
 def test_every_rule_has_a_case():
     covered = {"mirror_pod", "terminating", "not_volcano", "daemonset_pod", "bare_pod", "no_podgroup", "out_of_scope",
-               "do_not_disrupt", "local_volume", "not_evictable"}
+               "do_not_disrupt", "local_volume", "topology_unavailable", "not_evictable"}
     assert {r.__name__ for r in RULES} == covered
 
 
