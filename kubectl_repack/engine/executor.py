@@ -223,7 +223,8 @@ class Executor:
         st = run.status
         ver = None
         if any(r.eviction.evicted for r in run.relocations):
-            ver = verify(self.reader.snapshot_objects(), run.goal_resource, run.plan.get("freedNodes") or [])
+            ver = verify(self.reader.snapshot_objects(), run.goal_resource, run.plan.get("freedNodes") or [],
+                         run.spec)
         if self._refused:
             stopped = decide_outcome(st, ver, timed_out, cancelled=self._refused[1])
             return self._finish(name, Outcome(PHASE_FAILED, self._refused[0], stopped.message, stopped.result))

@@ -7,8 +7,10 @@ from typing import Optional, Sequence
 
 import planner
 from planner import frag as fragmod
+from planner.errors import RepackError
 
 from kubectl_repack.api.run import EVICTION_REJECTED, PHASE_FAILED, PHASE_SUCCEEDED, Reason, Relocation, relocations
+from kubectl_repack.api.view import as_map
 
 
 @dataclass(frozen=True)
@@ -19,10 +21,15 @@ class Verification:
     occupied: int
     minimum: int
     exact: bool
+    # spec.networkTopology (TOPO-3): the blocks on live state (planner.blocks_on), or why they could
+    # not be counted (the HyperNodes of the goal's tier are gone, the tree became invalid...)
+    node_blocks: Optional[dict] = None
+    blocks_problem: str = ""
 
 
-def verify(objects: list, resource: str, planned_freed: list) -> Verification:
-    """Live fragmentation and freed nodes from a fresh snapshot, with planner.frag's metric."""
+def verify(objects: list, resource: str, planned_freed: list, spec: Optional[dict] = None) -> Verification:
+    """Live fragmentation and freed nodes from a fresh snapshot, with planner.frag's metric; with a
+    `spec` that has networkTopology, the blocks its goal counts on the same snapshot."""
     snapshot = planner.load_objects(objects)
     alloc, used, items = fragmod.usage(snapshot, resource)
     caps = sorted(alloc.values(), reverse=True)
@@ -32,7 +39,37 @@ def verify(objects: list, resource: str, planned_freed: list) -> Verification:
     # A node outside the providers (allocatable dropped to 0) counts as not freed: it can't host R.
     freed = tuple(sorted(n for n in planned_freed if n in alloc and used.get(n, 0) == 0))
     not_freed = tuple(sorted(n for n in planned_freed if n not in freed))
-    return Verification(frag, freed, not_freed, occupied, minimum.value, minimum.exact)
+    blocks, problem = None, ""
+    if as_map(spec).get("networkTopology") is not None:
+        try:
+            blocks = planner.blocks_on(snapshot, dict(spec))
+        except RepackError as e:   # what was planned on can no longer be counted: no block is verified
+            problem = str(e)
+    return Verification(frag, freed, not_freed, occupied, minimum.value, minimum.exact, blocks, problem)
+
+
+def result_blocks(status: dict, ver: Optional[Verification]) -> Optional[dict]:
+    """status.result.nodeBlocks: the plan's tier, size and blocks before, and the blocks counted on
+    live state after (0 when they could not be counted); None without a block goal."""
+    if ver is None or (ver.node_blocks is None and not ver.blocks_problem):
+        return None
+    planned = as_map(as_map(as_map(status.get("plan")).get("summary")).get("nodeBlocks"))
+    live = as_map(ver.node_blocks)
+    base = planned or live
+    if not base:
+        return None
+    return {"tier": base.get("tier"), "nodeBlockSize": base.get("nodeBlockSize"),
+            "before": planned.get("before", live.get("before")), "after": live.get("after", 0)}
+
+
+def _blocks_short(status: dict, blocks: Optional[dict], ver: Verification) -> str:
+    """Why the live blocks fall short of what the plan promised ("" when they do not)."""
+    promised = as_map(as_map(as_map(status.get("plan")).get("summary")).get("nodeBlocks")).get("after")
+    if blocks is None or not isinstance(promised, int) or blocks["after"] >= promised:
+        return ""
+    why = f" ({ver.blocks_problem})" if ver.blocks_problem else ""
+    return (f"{blocks['after']} block(s) of {blocks['nodeBlockSize']} free node(s) in tier-{blocks['tier']} "
+            f"HyperNodes on live state, the plan promised {promised}{why}")
 
 
 def validate_records(status: dict) -> list:
@@ -166,6 +203,9 @@ def _decide(status: dict, relocs: list, ver: Optional[Verification], timed_out: 
                   "movedCardCount": moved, "metricsVerified": bool(verified)}
         if ver and ver.freed_nodes:
             result["freedNodes"] = list(ver.freed_nodes)
+    blocks = result_blocks(status, ver)
+    if result is not None and blocks is not None:
+        result["nodeBlocks"] = blocks
     if not_started:
         names = [relocs[i].victim for i in not_started if i < len(relocs)]
         deadline = status.get("executionDeadline") or "?"
@@ -187,6 +227,7 @@ def _decide(status: dict, relocs: list, ver: Optional[Verification], timed_out: 
         return Outcome(PHASE_FAILED, Reason.TIMED_OUT,
                        f"{len(waiting)} replacement(s) not bound before status.executionDeadline: "
                        + ", ".join(waiting[:5]), result)
+    short = _blocks_short(status, blocks, ver) if ver is not None else ""
     if ver is not None and ver.not_freed:
         back = [f"{r.namespace}/{r.placement.replacement_pod_name or None} on {r.placement.actual_node_name or None}"
                 for r in placed if r.placement.actual_node_name in ver.not_freed]
@@ -194,10 +235,16 @@ def _decide(status: dict, relocs: list, ver: Optional[Verification], timed_out: 
                "placement webhook nothing hints the planned node)") if back else ""
         return Outcome(PHASE_FAILED, Reason.NOT_FREED,
                        f"planned node(s) {', '.join(ver.not_freed)} still hold the resource after all "
-                       f"replacements were bound; live frag {ver.frag_after}%{why}", result)
+                       f"replacements were bound; live frag {ver.frag_after}%{why}" + (f"; {short}" if short else ""),
+                       result)
+    if short:   # as with a planned node still in use: the run did not leave what it promised
+        return Outcome(PHASE_FAILED, Reason.NOT_FREED,
+                       f"{short} after all replacements were bound; live frag {ver.frag_after}%", result)
     alternative = [r for r in placed if r.placement.actual_node_name != r.planned_node_name]
     summary = (f"freed {len(planned_freed)} node(s) ({', '.join(planned_freed)}), moved {moved} card(s), "
-               f"live frag {ver.frag_after if ver else '?'}%")
+               f"live frag {ver.frag_after if ver else '?'}%"
+               + (f", {blocks['after']} block(s) of {blocks['nodeBlockSize']} in tier-{blocks['tier']} HyperNodes"
+                  if blocks else ""))
     if alternative:
         return Outcome(PHASE_SUCCEEDED, Reason.COMPLETED_ALTERNATIVE,
                        f"{summary}; {len(alternative)} of {len(placed)} replacement(s) bound off their planned node",
