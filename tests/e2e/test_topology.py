@@ -27,12 +27,16 @@ import time
 import uuid
 
 import pytest
+import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tests.e2e.execute_helpers import PROTECTED, SCHEDULE_TIMEOUT, running_on
-from tests.e2e.helpers import vcjob, wait_for
-from tests.harness import npu_node
+from tests.e2e.execute_helpers import (ELIGIBLE, GROUP, PROTECTED, SCHEDULE_TIMEOUT, VERSION, delete_runs,
+                                       get_run, reason_of, running_on)
+from tests.e2e.helpers import absent, vcjob, wait_for
+from tests.harness import NPU_RESOURCE, npu_node
+from tests.harness.realnode import NODE_LABEL
+from tests.e2e.test_installed import audit_evictions, built_image, pod_logs, repack
 
 pytestmark = pytest.mark.e2e
 
@@ -128,8 +132,7 @@ class Tree:
                 ns, label_selector=f"volcano.sh/job-name={job}").items if p.spec.node_name}
             assert not bound, f"{job} was scheduled although {why}: {bound}"
             time.sleep(0.5)
-        group = self.podgroup(ns, job)
-        return group
+        return self.podgroup(ns, job)
 
     def gang_domain(self, placed):
         """The one tier-1 HyperNode holding every node of `placed` ({pod: (node, uid)}), or fail."""
@@ -139,7 +142,8 @@ class Tree:
 
 
 @pytest.fixture
-def tree(control_plane, fake_nodes, request):
+def tree(control_plane, fake_nodes):
+    """tree(prefix) -> a new Tree; its HyperNodes are deleted when the test ends."""
     made = []
 
     def make(prefix):
@@ -177,3 +181,188 @@ def test_scheduler_keeps_a_hard_topology_job_pending_until_one_hypernode_has_roo
           f"{json.dumps(pending_status.get('conditions') or pending_status.get('phase'))}); "
           f"ran on {sorted(n for n, _ in placed.values())} in {t.s0} once it was free; "
           f"{FIGURES['scheduler_seconds']}s")
+
+
+# ---- the installed product ----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def installed(real_node, control_plane, request):
+    """`kubectl repack install --image <the built image> --node-selector <the real node>` (as
+    test_installed.py does), uninstalled when the module ends."""
+    t0 = time.monotonic()
+    out = repack(control_plane.kubeconfig, "install", "--namespace", NAMESPACE, "--image", built_image(),
+                 "--node-selector", f"{NODE_LABEL}=true", "--timeout", "240s")
+    FIGURES["install_seconds"] = round(time.monotonic() - t0, 1)
+    assert out.returncode == 0, out.stdout + out.stderr
+    failed_before = request.session.testsfailed
+    try:
+        yield
+    finally:
+        if request.session.testsfailed > failed_before:
+            print(pod_logs(control_plane))
+        out = repack(control_plane.kubeconfig, "uninstall", "--namespace", NAMESPACE)
+        assert out.returncode == 0, out.stdout + out.stderr
+        # The modules after this one install into the same namespace: it must be gone, not Terminating.
+        core = client.CoreV1Api(control_plane.api_client)
+        wait_for(f"namespace {NAMESPACE} gone", lambda: absent(lambda: core.read_namespace(NAMESPACE)), timeout=120)
+
+
+def execute(control_plane, tmp_path, name, tree, network_topology=None):
+    """`kubectl apply` of an Execute run over the tree's pool (eligible PodGroups only, 4 cards and one
+    PodGroup at most, no fragmentation threshold, no cooldown); waits for it to end."""
+    spec = {
+        "mode": "Execute",
+        "scope": {"podGroups": {"include": {"selector": {"matchLabels": {"repack.volcano.sh/eligible": "true"}}},
+                                "exclude": {"selector": {"matchLabels": {"repack.volcano.sh/protected": "true"}}}},
+                  "nodes": {"include": {"selector": {"matchLabels": {"accelerator-pool": tree.pool}}}}},
+        "goals": [{"resource": NPU_RESOURCE, "minFragImprovementPercent": 0}],
+        "maxPerRun": {"podGroups": 1, "resources": {NPU_RESOURCE: 4}},
+        "eviction": {"gracePeriodSeconds": 0},
+    }
+    if network_topology is not None:
+        spec["networkTopology"] = network_topology
+    run = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "RepackRun",
+           "metadata": {"name": name, "annotations": {"repack.volcano.sh/execute-cooldown": "0s"}}, "spec": spec}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(run))
+    out = control_plane.kubectl("apply", "-f", str(path), check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+    def finished():
+        r = get_run(control_plane.api_client, name)
+        return r if (r.get("status") or {}).get("phase") in ("Succeeded", "Failed") else None
+    return wait_for(f"RepackRun {name} to end", finished, timeout=300)
+
+
+def _status(run) -> str:
+    return json.dumps(run.get("status"), indent=1)
+
+
+def seed_block_layout(t, ns):
+    """s0: n0 idle, n1 holds the movable `mover` (1 card); s1: n2 idle, n3 holds a protected job of 6
+    cards. Free nodes: n0 and n2, one in each tier-1 HyperNode: no block of two. Moving `mover` onto
+    n3 frees n1, and with it all of s0. Returns mover's {pod: (node, uid)}."""
+    t.add_nodes(1)                               # alone first: vc-scheduler must put mover there
+    mover = t.job(ns, "mover", ELIGIBLE, [("worker", 1, 1)])
+    placed = t.running(ns, mover)
+    assert {n for n, _ in placed.values()} == {t.nodes[1]}, placed
+    t.add_nodes(0, 2, 3)
+    t.running(ns, t.job(ns, "protected-n3", PROTECTED, [("worker", 1, 6)], pin=3))
+    wait_for("the PodGroups of both jobs", lambda: len(t.custom.list_namespaced_custom_object(
+        "scheduling.volcano.sh", "v1beta1", ns, "podgroups")["items"]) >= 2)
+    return placed
+
+
+# ---- 2. a block goal frees one HyperNode for a pending hard-topology job -----------------------
+def test_block_goal_frees_a_hypernode_and_the_pending_hard_job_runs_there(
+        installed, real_node, control_plane, tree, make_namespace, tmp_path):
+    t0 = time.monotonic()
+    api = control_plane.api_client
+    t = tree("hn-block")
+    t.create_hypernodes()
+    ns = make_namespace("topo-block")
+    mover = seed_block_layout(t, ns)
+    big = t.job(ns, "hard-2x8", {"workload-type": "training", "repack.volcano.sh/protected": "true"},
+                [("worker", 2, 8)], hard_tier=1)
+    t.assert_pending(ns, big, 2, f"the free nodes {t.nodes[0]} and {t.nodes[2]} are in different tier-1 HyperNodes")
+    name = f"topo-block-{uuid.uuid4().hex[:6]}"
+    try:
+        run = execute(control_plane, tmp_path, name, t,
+                      {"hyperNodeTier": 1, "nodeBlockSize": 2, "requiredNodeBlocks": 1})
+        st = run["status"]
+        # The job first: where it runs is what the block was for (and explains a failed verification).
+        placed = t.running(ns, big)
+        assert {node for node, _ in placed.values()} == set(t.nodes[:2]), placed
+        assert reason_of(run, "Complete") == ("True", "ExecutionCompleted"), _status(run)
+        assert st["plan"]["summary"].get("nodeBlocks") == {"tier": 1, "nodeBlockSize": 2, "before": 0, "after": 1}, \
+            st["plan"]["summary"]
+        assert st["plan"]["freedNodes"] == [t.nodes[1]], st["plan"]
+        for rec in st["relocations"]:
+            assert rec["placement"]["phase"] == "Placed", rec
+            assert rec["placement"]["actualNodeName"] == rec["plannedNodeName"] != t.nodes[1], rec
+        assert {r["victimPodName"] for r in st["relocations"]} == set(mover)
+        FIGURES["block_seconds"] = round(time.monotonic() - t0, 1)
+        print(f"\nplan: {json.dumps(st['plan']['moves'])}; nodeBlocks {st['plan']['summary']['nodeBlocks']}; "
+              f"result: {json.dumps(st.get('result'))}; {big} then ran on {sorted(n for n, _ in placed.values())}; "
+              f"{FIGURES['block_seconds']}s")
+    finally:
+        delete_runs(api, [name])
+
+
+# ---- 3. a hard-topology gang is moved only inside its HyperNode --------------------------------
+def test_hard_gang_on_a_vacated_node_stays_inside_its_hypernode(
+        installed, real_node, control_plane, tree, make_namespace, tmp_path):
+    """The gang (2 pods x 2 cards, hard tier 1) has a pod on n0 and one on n1 (both s0). n1 has 3
+    cards of room, n2 and n3 (s1) 2 each: a best fit that ignores topology would take n2 or n3, and
+    vc-scheduler v1.14.1 would bind the nominated replacement there, splitting the gang."""
+    t0 = time.monotonic()
+    api = control_plane.api_client
+    t = tree("hn-gang")
+    t.create_hypernodes()
+    ns = make_namespace("topo-gang")
+    t.add_nodes(0, 1)                            # s1's nodes come later: the gang must go to s0
+    temp = {i: t.job(ns, f"temp-{i}", PROTECTED, [("worker", 1, 6)], pin=i) for i in (0, 1)}
+    for job in temp.values():
+        t.running(ns, job)
+    # 2 cards of room on each of n0 and n1: one pod on each.
+    gang = t.job(ns, "hard-gang", ELIGIBLE, [("worker", 2, 2)], hard_tier=1)
+    before = t.running(ns, gang)
+    assert sorted(n for n, _ in before.values()) == list(t.nodes[:2]), before
+    for job in temp.values():
+        t.delete_job(ns, job)
+    t.running(ns, t.job(ns, "protected-n1", PROTECTED, [("worker", 1, 3)], pin=1))
+    t.add_nodes(2, 3)
+    for i in (2, 3):
+        t.running(ns, t.job(ns, f"protected-n{i}", PROTECTED, [("worker", 1, 6)], pin=i))
+    wait_for("the PodGroups", lambda: len(t.custom.list_namespaced_custom_object(
+        "scheduling.volcano.sh", "v1beta1", ns, "podgroups")["items"]) == 4)
+    name = f"topo-gang-{uuid.uuid4().hex[:6]}"
+    try:
+        run = execute(control_plane, tmp_path, name, t)
+        st = run["status"]
+        assert run["status"]["phase"] == "Succeeded", _status(run)
+        after = t.running(ns, gang, timeout=60)
+        domain = t.gang_domain(after)
+        for rec in st.get("relocations") or ():
+            assert rec["placement"]["phase"] == "Placed", rec       # bound, never left Pending
+            assert rec["placement"]["actualNodeName"] == rec["plannedNodeName"], rec
+            assert t.hypernode_of(rec["plannedNodeName"]) == domain, rec
+        pending = [p.metadata.name for p in t.core.list_namespaced_pod(ns).items
+                   if not p.spec.node_name and p.metadata.deletion_timestamp is None]
+        assert not pending, pending
+        if st.get("relocations"):
+            assert reason_of(run, "Complete") == ("True", "ExecutionCompleted"), _status(run)
+            assert t.nodes[0] in st["result"]["freedNodes"], st["result"]
+        FIGURES["gang_seconds"] = round(time.monotonic() - t0, 1)
+        print(f"\nrun {reason_of(run, 'Complete')}: moves {json.dumps(st['plan'].get('moves'))}; gang before "
+              f"{sorted(n for n, _ in before.values())}, after {sorted(n for n, _ in after.values())} (all in "
+              f"{domain}); {FIGURES['gang_seconds']}s")
+    finally:
+        delete_runs(api, [name])
+
+
+# ---- 4. an unreachable block goal evicts nothing -----------------------------------------------
+def test_unreachable_required_node_blocks_evicts_nothing(
+        installed, real_node, control_plane, tree, make_namespace, tmp_path):
+    t0 = time.monotonic()
+    api = control_plane.api_client
+    t = tree("hn-unreachable")
+    t.create_hypernodes()
+    ns = make_namespace("topo-unreachable")
+    mover = seed_block_layout(t, ns)
+    name = f"topo-unreachable-{uuid.uuid4().hex[:6]}"
+    try:
+        # Two tier-1 HyperNodes of two nodes: two blocks of two at most, three asked for.
+        run = execute(control_plane, tmp_path, name, t,
+                      {"hyperNodeTier": 1, "nodeBlockSize": 2, "requiredNodeBlocks": 3})
+        st = run["status"]
+        assert st["phase"] == "Succeeded", _status(run)
+        assert reason_of(run, "Complete") == ("True", "RequiredNodeBlocksNotMet"), _status(run)
+        assert not st.get("relocations"), st["relocations"]
+        assert not (st.get("plan") or {}).get("moves"), st["plan"]
+        counts = audit_evictions(control_plane, {uid for _, uid in mover.values()})
+        assert all(codes == [] for codes in counts.values()), counts
+        assert running_on(t.core, ns, "mover") == mover          # the same pod, never evicted
+        FIGURES["unreachable_seconds"] = round(time.monotonic() - t0, 1)
+        print(f"\n{st['conditions']}\nmessage: {st.get('message')}; {FIGURES['unreachable_seconds']}s")
+    finally:
+        delete_runs(api, [name])
