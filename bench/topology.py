@@ -431,7 +431,7 @@ def evaluate(inst, time_limit, milp=None):
         err = None
     except Exception as e:   # the planner side may not have landed; record and go on
         p, err = None, f"{type(e).__name__}: {e}"
-        row["planner_traceback"] = traceback.format_exc(limit=4)
+        row["planner_traceback"] = traceback.format_exc(limit=-6)
     secs = time.perf_counter() - t0
     if p is not None:
         moves = [(m.pod.key, m.to_node) for m in p.moves]
@@ -440,12 +440,16 @@ def evaluate(inst, time_limit, milp=None):
         state = SimulatedState(snap)
         for m in p.moves:
             state.move(m.pod, m.to_node)
-        met = s.metrics([(m.pod, m.from_node, m.to_node) for m in p.moves], p.freed_nodes, state)
+        used = free_after(objs, moves)        # freed = occupied providers left with no R, counted here
+        freed = sorted(n for n in s.occupied if used.get(n, 0) == 0)
+        claimed = sorted(n for n in p.freed_nodes if used.get(n, 0) > 0)
+        met = s.metrics([(m.pod, m.from_node, m.to_node) for m in p.moves], freed, state)
         nb = p.node_blocks
         row["planner"] = {"outcome": p.outcome, "message": p.message, "moves": moves, "blocks": pb, "free": pfree,
                           "reported_blocks": None if nb is None else {"before": nb.before, "after": nb.after},
                           "net": met["net"], "freed": met["freed"], "idle_occupied": met["idle_occupied"],
                           "weighted": met["weighted"], "dims": met["dims"], "podgroups": met["podgroups"],
+                          "claimed_not_free": {n: used[n] for n in claimed},
                           "violations": ck["violations"], "violating_gangs": ck["gangs"], "violation_details": ck["details"],
                           "seconds": round(secs, 3)}
         row["gangs_outside_before"] = ck["before"]
@@ -525,6 +529,10 @@ def aggregate(rows):
         "disruption_over": [r["id"] for r, ref in disr if r["planner"]["weighted"] > DISRUPTION_TARGET * ref["value"] + 1e-6],
         "violations": sum(r["planner"].get("violations", 0) for r in done),
         "violating": [r["id"] for r in done if r["planner"].get("violations")],
+        "claimed_not_free": [r["id"] for r in done if r["planner"].get("claimed_not_free")],
+        "reported_mismatch": [r["id"] for r in done if r["planner"].get("reported_blocks")
+                              and r["planner"]["reported_blocks"]["after"] != r["planner"]["blocks"]
+                              and r["planner"]["moves"]],
         "hard_gangs": sum(r["hard_gangs"] for r in rows),
         "moves_checked": sum(len(r["planner"].get("moves", [])) for r in done),
         "hard_moves": sum(1 for r in done for _ in r["planner"].get("moves", [])),
@@ -578,6 +586,25 @@ def markdown(doc):
         f"objects: **{a['violations']}**{' (' + ', '.join(a['violating']) + ')' if a['violating'] else ''}. "
         f"MILP proven optimal in all three stages on {a['proven']} of {n}"
         + (f"; time-limit hits: {', '.join(a['limit_hits'])}." if a["limit_hits"] else "."))
+    if a["planner_errors"]:
+        lines += ["", "Instances where `planner.plan` raised (counted as misses):", ""]
+        for r in rows:
+            if "error" in r["planner"]:
+                where = r.get("planner_traceback", "").strip().splitlines()
+                at = next((x.strip() for x in reversed(where) if x.strip().startswith("File ")), "")
+                lines.append(f"- **{r['id']}** ({r['nodes']} nodes, seed {r['seed']}): {r['planner']['error']}"
+                             + (f" at {at}" if at else ""))
+    if a["claimed_not_free"]:
+        lines += ["", "Plans that list a node as freed while, after their own moves, it still holds R (pods it "
+                      "received earlier in the plan; blocks and net above are counted from the final placement, "
+                      "so such a node counts as not freed):", ""]
+        for r in rows:
+            c = r["planner"].get("claimed_not_free")
+            if c:
+                lines.append(f"- **{r['id']}**: " + ", ".join(f"{n} ({v} R left)" for n, v in sorted(c.items())))
+    if a["reported_mismatch"]:
+        lines += ["", f"Plans whose `node_blocks.after` differs from the blocks counted on their final placement: "
+                      f"{', '.join(a['reported_mismatch'])}."]
     if a["misses"]:
         lines += ["", "Instances where the planner misses (blocks per HyperNode of the goal tier: free nodes before → "
                       "planner → MILP):", ""]
@@ -626,6 +653,68 @@ def markdown(doc):
 def blocks_free_before(r):
     objs = generate(r["nodes"], r["seed"])
     return blocks(objs, Tree(objs), r["goal"]["tier"], r["goal"]["size"])[1]
+
+
+# -- diagnosis of a miss -------------------------------------------------------------------------------
+def diagnose(iid, time_limit):
+    """For one instance: the planner's and the MILP's block-optimal plans side by side (free nodes
+    per HyperNode of the goal tier, nodes vacated, idle nodes filled), and whether the planner's own
+    filters (NetworkTopology included) accept the MILP's plan, replayed node by node."""
+    inst = next(i for i in instances() if i[0] == iid)
+    _, nodes, seed = inst
+    objs = generate(nodes, seed)
+    spec = goal_spec(seed, tiers_of(objs))
+    tree = Tree(objs)
+    gangs = hard_gangs(objs, tree)
+    snap = planner.load_objects(objs)
+    run = RunSpec.from_spec(spec)
+    s = quality.Setting(snap, run)
+    goal = _goal(run, tree)
+    p = planner.plan(snap, run)
+    pmoves = [(m.pod.key, m.to_node) for m in p.moves]
+    m = TopoModel(s, tree, gangs, goal, time_limit)
+    b = m.stage_blocks()
+    _, before = blocks(objs, tree, goal["tier"], goal["size"])
+    pb, pfree = blocks(objs, tree, goal["tier"], goal["size"], pmoves)
+    mb, mfree = blocks(objs, tree, goal["tier"], goal["size"], b["moves"])
+    print(f"{iid}: spec {json.dumps(spec)}")
+    print(f"planner {p.outcome}: {pb} blocks, freed {sorted(p.freed_nodes)}, reoccupied {sorted(p.reoccupied)}; "
+          f"{p.message}")
+    print(f"MILP: {mb} blocks, freed {b['freed_nodes']}, idle filled {b['idle_nodes']}")
+    relocated = []
+    for g, h in sorted(gangs.items()):
+        ks = [k for k, (gg, _, _) in raw_pods(objs).items() if gg == g]
+        mv = dict(b["moves"])
+        if ks and all(k in mv for k in ks):
+            src = {tree.domain(m.pods[k][1], h) for k in ks}
+            dst = {tree.domain(mv[k], h) for k in ks}
+            if src != dst:
+                relocated.append(f"{g} (tier {h}) {'/'.join(sorted(map(str, src)))} -> {'/'.join(sorted(map(str, dst)))}")
+    print(f"  MILP relocates {len(relocated)} wholly vacated hard gang(s) to another HyperNode: "
+          f"{'; '.join(relocated) or '-'}")
+    used = free_after(objs, pmoves)
+    print(f"  planner lists as freed but R still in use: {sorted(n for n in p.freed_nodes if used.get(n, 0) > 0) or '-'}")
+    at = tree.at_tier(goal["tier"])
+    for h in sorted(at):
+        prov = [n for n in sorted(at[h]) if n in set(s.providers)]
+        print(f"  {h}: {len(prov)} providers, free {before[h]} -> planner {pfree[h]} / MILP {mfree[h]}; "
+              f"idle {sorted(n for n in prov if n in s.idle)}; candidates {sorted(n for n in prov if n in s.candidates)}")
+    # every pod of the vacated nodes is evicted first, then the replacements bind (so a wholly
+    # vacated gang has no anchor when its first replacement binds)
+    state = SimulatedState(snap)
+    for pk, _ in b["moves"]:
+        state.unbind(m.pods[pk][0])
+    rejected = 0
+    for pk, to in sorted(b["moves"], key=lambda x: (m.pods[x[0]][0].group_name, x[0])):
+        pod = m.pods[pk][0]
+        why = run_filters(pod, snap.node_by_name[to], state, {})
+        if why is not None:
+            rejected += 1
+            print(f"  planner filters reject the MILP's {pk} ({m.pods[pk][1]} -> {to}): {why}")
+        state.bind(pod, to)
+    print(f"  planner filters accept the MILP's {len(b['moves']) - rejected} of {len(b['moves'])} moves "
+          f"(all evicted first, then bound PodGroup by PodGroup)")
+    return p, b
 
 
 # -- sanity: without topology the model is bench.quality's ------------------------------------------
@@ -783,6 +872,7 @@ def main(argv=None):
     ap.add_argument("--sanity", type=int, metavar="K", help="check the model against bench.quality on K instances")
     ap.add_argument("--scale", action="store_true", help="measure the planner at 10,000 nodes (one run) into the output")
     ap.add_argument("--scale-child", help=argparse.SUPPRESS)
+    ap.add_argument("--diagnose", nargs="+", metavar="ID", help="the planner's and the MILP's plans side by side")
     ap.add_argument("--milp-from", help="reuse the MILP results of this earlier topology.json or --rows file "
                                         "(same instances and model); only the planner is rerun")
     ap.add_argument("--rows", help="also append each instance's result to this JSON-lines file as it is done")
@@ -795,6 +885,10 @@ def main(argv=None):
         return
     if args.sanity:
         sanity(args.sanity, args.time_limit)
+        return
+    if args.diagnose:
+        for iid in args.diagnose:
+            diagnose(iid, args.time_limit)
         return
     from bench.scale import _git_head
     if args.no_instances:
