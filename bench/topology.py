@@ -643,7 +643,9 @@ def markdown(doc):
                       f"(planner {sc.get('commit', '')}, load average {sc['loadavg_at_start'][0]:.1f} at start): "
                       f"load {sc['load_s']:.2f} s + plan {sc['plan_s']:.2f} s = **{sc['total_s']:.2f} s** wall "
                       f"({sc['total_cpu_s']:.2f} s CPU), peak RSS {sc['peak_rss_mb']:.0f} MB; {sc['moves']} moves, "
-                      f"{sc['freed']} nodes freed, blocks {sc.get('blocks_before')} → {sc.get('blocks_after')}, "
+                      f"{sc['freed']} nodes listed as freed"
+                      + (f" ({sc['claimed_not_free']} of them still holding R after the moves)" if sc.get("claimed_not_free") else "")
+                      + f", blocks {sc.get('blocks_before')} → {sc.get('blocks_after')}, "
                       f"outcome {sc['outcome']}, hard-topology violations {sc.get('violations')}."]
     lines += ["", f"Generated {doc['generated']} in {doc['seconds']:.0f} s (planner {doc['commit']}; MILP time limit "
                   f"{doc['time_limit']:.0f} s per solve)."]
@@ -830,7 +832,7 @@ def scale_child(path):
     print(json.dumps({"load_s": t_load, "plan_s": t_plan, "total_s": t_load + t_plan, "load_cpu_s": c_load,
                       "plan_cpu_s": c_plan, "total_cpu_s": c_load + c_plan, "peak_rss_mb": rss,
                       "nodes": len(snap.nodes), "pods": len(snap.pods), "outcome": p.outcome, "rounds": p.rounds,
-                      "freed": len(p.freed_nodes), "moves_list": [(m.pod.key, m.to_node) for m in p.moves],
+                      "freed": len(p.freed_nodes), "freed_list": list(p.freed_nodes), "moves_list": [(m.pod.key, m.to_node) for m in p.moves],
                       "moves": len(p.moves),
                       "reported_blocks": None if p.node_blocks is None else
                       {"before": p.node_blocks.before, "after": p.node_blocks.after}}))
@@ -852,6 +854,8 @@ def run_scale():
     tree = Tree(objs)
     moves = [tuple(m) for m in out.pop("moves_list")]
     ck = check(objs, moves, tree)
+    used = free_after(objs, moves)
+    out["claimed_not_free"] = len([n for n in out.pop("freed_list") if used.get(n, 0) > 0])
     g = SCALE_SPEC["networkTopology"]
     out.update({"process_s": wall, "loadavg_at_start": load, "commit": _git_head(), "spec": SCALE_SPEC,
                 "hypernodes": len(tree.names), "hard_gangs": len(hard_gangs(objs, tree)),
