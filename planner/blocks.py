@@ -125,17 +125,18 @@ def rows(prep, counter, freed, reoccupied) -> tuple:
                  for h in topo.names if topo.tier[h] == tier)
 
 
-def blocks_on(snapshot, spec):
+def blocks_on(snapshot, spec, taken=()):
     """status.result.nodeBlocks of a snapshot as it is: {"tier", "nodeBlockSize", "before", "after"}
     with before = after = the blocks its idle provider nodes make (the caller keeps the plan's
-    before), or None when `spec` (a RunSpec or spec dict) has no networkTopology. SpecError when the
-    snapshot has no HyperNode of the goal's tier."""
+    before), or None when `spec` (a RunSpec or spec dict) has no networkTopology. `taken`: nodes a
+    run freed that a waiting workload took since (they count as free: the block did its job).
+    SpecError when the snapshot has no HyperNode of the goal's tier."""
     run = spec if isinstance(spec, RunSpec) else RunSpec.from_spec(spec)
     goal = run.network_topology
     if goal is None:
         return None
     tier = goal_tier(goal, snapshot.topology)
     alloc, used, _ = usage(snapshot, run.resource)
-    idle = [n for n in alloc if used.get(n, 0) == 0]
+    idle = [n for n in alloc if used.get(n, 0) == 0 or n in taken]
     blocks, _ = count_blocks(idle, snapshot.topology, tier, goal.size)
     return {"tier": tier, "nodeBlockSize": goal.size, "before": blocks, "after": blocks}

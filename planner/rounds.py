@@ -23,6 +23,7 @@ from .verdicts import VerdictReason
 CONSOLIDATION_TRACES_PER_CANDIDATE = 2
 CONSOLIDATION_TRACES_MIN = 400
 MAX_IDLE_OPENED = 3          # idle nodes one consolidation may fill
+SWAP_CANDIDATES = 200        # with a block goal, consolidations that only move free nodes run up to this many candidates
 
 
 class Planner:
@@ -69,9 +70,10 @@ class Planner:
                 self._rounds_fast()
             else:
                 self._rounds_reference()
-            if self.live and not self._minimum_reached() and self._consolidate():
+            # the stages first; consolidation onto idle nodes once every stage has had its turn
+            if self.stages and self.occupied_now > self.prep.minimum.value and self._next_stage():
                 continue
-            if self.occupied_now <= self.prep.minimum.value or not self._next_stage():
+            if not self.live or self._minimum_reached() or not self._consolidate():
                 break
         for c in self.prep.candidates:
             if c in self.verdicts:
@@ -358,7 +360,11 @@ class Planner:
         # blocks, or net freed without costing a block.
         before = counter.blocks(self.freed, self.reoccupied)
         after = counter.blocks(self.freed + [c for c, _ in donors], self.reoccupied + opened)
-        if after > before or (after == before and len(donors) > len(opened)):
+        if after == before and len(donors) > len(opened):
+            return donors, opened
+        # a swap (as many donors as idle nodes filled) only for a block, and only on clusters small
+        # enough: each one re-opens every failed evaluation
+        if after > before and (len(donors) > len(opened) or len(self.prep.candidates) <= SWAP_CANDIDATES):
             return donors, opened
         return [], []
 

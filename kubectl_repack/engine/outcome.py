@@ -2,7 +2,7 @@
 check to the run's end (EXEC-6). (A plan becomes records in api.status.)"""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 import planner
@@ -16,8 +16,8 @@ from kubectl_repack.api.view import as_map
 @dataclass(frozen=True)
 class Verification:
     frag_after: int
-    freed_nodes: tuple        # plan.freedNodes verified empty of R
-    not_freed: tuple          # plan.freedNodes still holding R
+    freed_nodes: tuple        # plan.freedNodes verified empty of R, or taken by other workloads
+    not_freed: tuple          # plan.freedNodes where the run's own pods (victims, replacements) hold R
     occupied: int
     minimum: int
     exact: bool
@@ -25,27 +25,44 @@ class Verification:
     # not be counted (the HyperNodes of the goal's tier are gone, the tree became invalid...)
     node_blocks: Optional[dict] = None
     blocks_problem: str = ""
+    # plan.freedNodes another workload took since the evictions: node -> its pods holding R (a
+    # pending job that got the capacity it waited for; the run freed them)
+    taken: dict = field(default_factory=dict)
 
 
-def verify(objects: list, resource: str, planned_freed: list, spec: Optional[dict] = None) -> Verification:
+def verify(objects: list, resource: str, planned_freed: list, spec: Optional[dict] = None,
+           run_groups=None) -> Verification:
     """Live fragmentation and freed nodes from a fresh snapshot, with planner.frag's metric; with a
-    `spec` that has networkTopology, the blocks its goal counts on the same snapshot."""
+    `spec` that has networkTopology, the blocks its goal counts on the same snapshot.
+
+    `run_groups` ("namespace/PodGroup" of the run's moves and replacements): a planned node whose R
+    is held only by pods of other PodGroups was freed and then taken (the scheduler binds a waiting
+    job there as soon as the evictions land, which is what the node was freed for); it counts as
+    freed, and the blocks count it as free. Without `run_groups` any R on it counts as not freed."""
     snapshot = planner.load_objects(objects)
     alloc, used, items = fragmod.usage(snapshot, resource)
     caps = sorted(alloc.values(), reverse=True)
     minimum = fragmod.theoretical_min(items, caps)
     occupied = sum(1 for n in alloc if used.get(n, 0) > 0)
     frag = fragmod.percent_int(fragmod.frag_percent(occupied, minimum.value, len(alloc)))
+    taken = {}
+    if run_groups is not None:
+        for n in planned_freed:
+            if n not in alloc or used.get(n, 0) == 0:
+                continue
+            holders = [p for p in snapshot.pods_by_node.get(n, ()) if not p.terminal and p.requests.get(resource, 0) > 0]
+            if holders and not any(f"{p.namespace}/{p.group_name}" in run_groups for p in holders):
+                taken[n] = tuple(p.key for p in holders)
     # A node outside the providers (allocatable dropped to 0) counts as not freed: it can't host R.
-    freed = tuple(sorted(n for n in planned_freed if n in alloc and used.get(n, 0) == 0))
+    freed = tuple(sorted(n for n in planned_freed if n in alloc and (used.get(n, 0) == 0 or n in taken)))
     not_freed = tuple(sorted(n for n in planned_freed if n not in freed))
     blocks, problem = None, ""
     if as_map(spec).get("networkTopology") is not None:
         try:
-            blocks = planner.blocks_on(snapshot, dict(spec))
+            blocks = planner.blocks_on(snapshot, dict(spec), taken=tuple(taken))
         except RepackError as e:   # what was planned on can no longer be counted: no block is verified
             problem = str(e)
-    return Verification(frag, freed, not_freed, occupied, minimum.value, minimum.exact, blocks, problem)
+    return Verification(frag, freed, not_freed, occupied, minimum.value, minimum.exact, blocks, problem, taken)
 
 
 def result_blocks(status: dict, ver: Optional[Verification]) -> Optional[dict]:
@@ -241,10 +258,13 @@ def _decide(status: dict, relocs: list, ver: Optional[Verification], timed_out: 
         return Outcome(PHASE_FAILED, Reason.NOT_FREED,
                        f"{short} after all replacements were bound; live frag {ver.frag_after}%", result)
     alternative = [r for r in placed if r.placement.actual_node_name != r.planned_node_name]
+    taken = ver.taken if ver is not None else {}
     summary = (f"freed {len(planned_freed)} node(s) ({', '.join(planned_freed)}), moved {moved} card(s), "
                f"live frag {ver.frag_after if ver else '?'}%"
                + (f", {blocks['after']} block(s) of {blocks['nodeBlockSize']} in tier-{blocks['tier']} HyperNodes"
-                  if blocks else ""))
+                  if blocks else "")
+               + (f"; taken since by waiting workloads: " + ", ".join(
+                   f"{n} ({', '.join(pods[:3])})" for n, pods in sorted(taken.items())) if taken else ""))
     if alternative:
         return Outcome(PHASE_SUCCEEDED, Reason.COMPLETED_ALTERNATIVE,
                        f"{summary}; {len(alternative)} of {len(placed)} replacement(s) bound off their planned node",

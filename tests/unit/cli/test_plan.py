@@ -493,3 +493,22 @@ def test_missing_keys_fail_only_when_asked():
     assert run("plan", "--snapshot", SEED3, "-f", GUARDED, "-o", fmt).stdout == ""
     r = run("plan", "--snapshot", SEED3, "-f", GUARDED, "-o", fmt, "--allow-missing-template-keys=false")
     assert r.exit_code == 1 and "nothing is not found" in r.stderr
+
+
+def test_topology_example_frees_a_block_and_keeps_the_hard_gang_in_its_rack():
+    """examples/topology-8-nodes.yaml with topology-dryrun.yaml (issue 21): blocks of 2 free nodes in
+    one rack; allreduce-a (hard, tier 1) moves only inside rack-a."""
+    path = os.path.join(os.path.dirname(SEED3), "topology-8-nodes.yaml")
+    run_path = os.path.join(os.path.dirname(SEED3), "topology-dryrun.yaml")
+    obj = as_json(run("plan", "--snapshot", path, "-f", run_path, "-o", "json", "--now", NOW))
+    st = obj["status"]
+    assert st["conditions"][0]["reason"] == "RepackRecommended"
+    blocks = st["plan"]["summary"]["nodeBlocks"]
+    assert (blocks["tier"], blocks["nodeBlockSize"], blocks["before"]) == (1, 2, 0) and blocks["after"] >= 1
+    rack_a = {f"ascend-node-0{i}" for i in range(1, 5)}
+    for group in st["plan"].get("moves", []):
+        if group["podGroupName"].startswith("allreduce-a"):
+            assert all(p["toNode"] in rack_a for p in group["pods"])
+    text = run("plan", "--snapshot", path, "-f", run_path).stdout
+    assert "HYPERNODES (tier 1: free nodes and blocks of 2, before -> after)" in text
+    assert "Node blocks:    0 -> " in text

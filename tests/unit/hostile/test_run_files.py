@@ -27,7 +27,7 @@ BASE = json.loads(json.dumps({
     "apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun", "metadata": {"name": "hostile"},
     "spec": {"mode": "DryRun", "goals": [{"resource": R, "minFragImprovementPercent": 10}],
              "scope": {"podGroups": PODGROUPS, "nodes": NODES},
-             "networkTopology": {"hyperNodeTierName": "leaf", "nodeBlockSize": 2, "requiredNodeBlocks": 1,
+             "networkTopology": {"hyperNodeTierName": "rack", "nodeBlockSize": 2, "requiredNodeBlocks": 1,
                                  "mode": "binpack"},
              "maxPerRun": {"podGroups": 2, "resources": {R: 8}},
              "eviction": {"gracePeriodSeconds": 30}, "ttlSecondsAfterFinished": 600}}))
@@ -105,7 +105,8 @@ def _set(obj, path, value):
 
 
 def test_the_base_run_plans_cleanly(tmp_path, recorder):
-    r = invoke(["plan", "-f", _write(tmp_path, BASE), "--snapshot", "examples/seed-3-nodes.yaml"])
+    # its block goal needs HyperNodes: the topology example has tier-1 HyperNodes named "rack"
+    r = invoke(["plan", "-f", _write(tmp_path, BASE), "--snapshot", "examples/topology-8-nodes.yaml"])
     assert r.exit_code == 0, r.output
     assert recorder.calls == []
 
