@@ -269,17 +269,17 @@ def neighbours(best, initial):
 FOCUS_SMALL = 200   # candidates up to which every focus order is tried; above it, the first only
 
 
-def focused(best, make_planner):
-    """With a block goal (TOPO-3): passes that vacate the candidates of one HyperNode of the goal's
-    tier after another, the most promising first, then the rest (`Planner` stages), so that freed
-    nodes complete blocks instead of scattering one per HyperNode. Orders: fewest nodes short of a
-    block; fewest cards to move to complete one; and the first again with the other candidates of
-    the first HyperNode closed as receivers (they stay free to be vacated). The best pass by
-    `plan_key` (blocks first)."""
-    prep = best.prep
+def focus_variants(prep) -> list:
+    """With a block goal (TOPO-3): the (stages, closed) of the focus passes, best first. A focus pass
+    vacates the candidates of one HyperNode of the goal's tier after another, the most promising
+    first, then the rest (`Planner` stages), so that freed nodes complete blocks instead of
+    scattering one per HyperNode. Orders: fewest nodes short of a block; fewest cards to move to
+    complete one; and the first again with the candidates of the first HyperNode closed as
+    receivers (they stay free to be vacated). On clusters above FOCUS_SMALL candidates, the first
+    only. Empty without a goal or a HyperNode that could complete a block."""
     counter = prep.blocks
     if counter is None:
-        return best
+        return []
     within = {}
     for c in prep.candidates:
         h = counter.where.get(c)
@@ -287,7 +287,7 @@ def focused(best, make_planner):
             within.setdefault(h, []).append(c)
     reachable = [h for h in counter.hypernodes if len(within.get(h, ())) >= counter.deficit(h)]
     if not reachable:
-        return best
+        return []
 
     def cards_to_complete(h):
         return sum(sorted(prep.cards_of[c] for c in within[h])[:counter.deficit(h)])
@@ -307,8 +307,17 @@ def focused(best, make_planner):
         variants.append((stages, frozenset()))
         if small and i == 0:
             variants.append((stages, frozenset(within[order[0]])))
+    return variants
+
+
+def focused(best, make_planner):
+    """The best of `best` and the focus passes (`focus_variants`) by `plan_key` (blocks first). On
+    large clusters the first pass already was the first focus pass (planner.plan), so none runs."""
+    prep = best.prep
+    if len(prep.candidates) > FOCUS_SMALL:
+        return best
     best_key = plan_key(best)
-    for stages, closed in variants:
+    for stages, closed in focus_variants(prep):
         alt = make_planner(stages[0], closed, frozenset(), stages=tuple(stages[1:])).run_rounds()
         if plan_key(alt) < best_key:
             best, best_key = alt, plan_key(alt)

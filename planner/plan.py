@@ -15,7 +15,7 @@ pass into a `Plan` with the outcome and its reasons. Where the parts live:
 from . import blocks as block_view
 from .cost import DEFAULT_WEIGHTS
 from .frag import frag_percent, percent_int
-from .improve import SIZE_ORDER, improve
+from .improve import FOCUS_SMALL, SIZE_ORDER, focus_variants, improve
 from .plan_types import (ABOVE_BUDGET, ABOVE_NO_GAIN, ABOVE_NO_RECEIVER, ABOVE_SCOPE, REASON_BLOCKS_NOT_MET,
                          REASON_INSUFFICIENT, REASON_NO_FRAGMENTATION, REASON_RECOMMENDED, NodeVerdict, Plan, PodMove,
                          RunSpec)
@@ -47,6 +47,12 @@ def plan(snapshot, spec, weights=DEFAULT_WEIGHTS, optimized=True, progress=None,
             p.verdicts[c] = NodeVerdict(c, False, VerdictReason.MINIMUM_REACHED, "no fragmentation: nothing to vacate")
         return finish(p)
     first = Planner(prep, weights, optimized)
+    if prep.blocks is not None and len(prep.candidates) > FOCUS_SMALL:
+        # at scale one pass is all there is time for: with a block goal, the first focus pass
+        variants = focus_variants(prep)
+        if variants:
+            (stage, *later), closed = variants[0]
+            first = Planner(prep, weights, optimized, stage, closed, stages=tuple(later))
     first.progress = progress
     greedy = first.run_rounds()
     passes = 0

@@ -100,7 +100,9 @@ class Planner:
     def _next_stage(self) -> bool:
         """Open the next non-empty stage of candidates (those without a verdict yet)."""
         while self.stages:
-            new = sorted(c for c in self.stages.pop(0) if c not in self.verdicts and c not in self.live)
+            # a node that took pods in an earlier stage stays occupied: never vacated by a later one
+            new = sorted(c for c in self.stages.pop(0)
+                         if c not in self.verdicts and c not in self.live and c not in self.ev.receiving)
             if new:
                 self.live.update(new)
                 if self.optimized:

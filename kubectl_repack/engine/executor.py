@@ -226,7 +226,7 @@ class Executor:
             groups = {f"{r.namespace}/{g}" for r in run.relocations
                       for g in (r.pod_group_name, r.replacement_pod_group_name) if g}
             ver = verify(self.reader.snapshot_objects(), run.goal_resource, run.plan.get("freedNodes") or [],
-                         run.spec, groups)
+                         run.spec, groups, parse_time(st.get("startTime")))
         if self._refused:
             stopped = decide_outcome(st, ver, timed_out, cancelled=self._refused[1])
             return self._finish(name, Outcome(PHASE_FAILED, self._refused[0], stopped.message, stopped.result))

@@ -10,7 +10,8 @@ from planner import frag as fragmod
 from planner.errors import RepackError
 
 from kubectl_repack.api.run import EVICTION_REJECTED, PHASE_FAILED, PHASE_SUCCEEDED, Reason, Relocation, relocations
-from kubectl_repack.api.view import as_map
+from kubectl_repack.api.times import parse_time
+from kubectl_repack.api.view import ObjectView, as_map
 
 
 @dataclass(frozen=True)
@@ -25,20 +26,39 @@ class Verification:
     # not be counted (the HyperNodes of the goal's tier are gone, the tree became invalid...)
     node_blocks: Optional[dict] = None
     blocks_problem: str = ""
-    # plan.freedNodes another workload took since the evictions: node -> its pods holding R (a
-    # pending job that got the capacity it waited for; the run freed them)
+    # nodes a waiting workload took since the run started (see verify): node -> its pods holding R
     taken: dict = field(default_factory=dict)
 
 
+def _scheduled_since(objects: list, since) -> set:
+    """Keys ("namespace/name") of the pods whose PodScheduled condition turned True at or after `since`."""
+    out = set()
+    if since is None:
+        return out
+    for obj in objects:
+        if as_map(obj).get("kind") != "Pod":
+            continue
+        view = ObjectView(obj)
+        for c in view.status.get("conditions") or ():
+            c = as_map(c)
+            if c.get("type") == "PodScheduled" and c.get("status") == "True":
+                at = parse_time(c.get("lastTransitionTime"))
+                if at is not None and at >= since:
+                    out.add(f"{view.namespace or 'default'}/{view.name}")
+    return out
+
+
 def verify(objects: list, resource: str, planned_freed: list, spec: Optional[dict] = None,
-           run_groups=None) -> Verification:
+           run_groups=None, since=None) -> Verification:
     """Live fragmentation and freed nodes from a fresh snapshot, with planner.frag's metric; with a
     `spec` that has networkTopology, the blocks its goal counts on the same snapshot.
 
-    `run_groups` ("namespace/PodGroup" of the run's moves and replacements): a planned node whose R
-    is held only by pods of other PodGroups was freed and then taken (the scheduler binds a waiting
-    job there as soon as the evictions land, which is what the node was freed for); it counts as
-    freed, and the blocks count it as free. Without `run_groups` any R on it counts as not freed."""
+    `run_groups` ("namespace/PodGroup" of the run's moves and replacements): a node whose R is held
+    only by pods of other PodGroups was taken by a waiting workload (the scheduler binds the job a
+    block was freed for as soon as the evictions land, before this check) when it is a planned node,
+    or when all those pods were scheduled at or after `since` (the run's start: an idle node of the
+    block taken by the same job). A taken planned node counts as freed, and every taken node as free
+    for the blocks; `taken` names them. Without `run_groups` any R on a node counts as in use."""
     snapshot = planner.load_objects(objects)
     alloc, used, items = fragmod.usage(snapshot, resource)
     caps = sorted(alloc.values(), reverse=True)
@@ -47,11 +67,14 @@ def verify(objects: list, resource: str, planned_freed: list, spec: Optional[dic
     frag = fragmod.percent_int(fragmod.frag_percent(occupied, minimum.value, len(alloc)))
     taken = {}
     if run_groups is not None:
-        for n in planned_freed:
-            if n not in alloc or used.get(n, 0) == 0:
+        planned, arrived = set(planned_freed), _scheduled_since(objects, since)
+        for n in sorted(alloc):
+            if used.get(n, 0) == 0:
                 continue
             holders = [p for p in snapshot.pods_by_node.get(n, ()) if not p.terminal and p.requests.get(resource, 0) > 0]
-            if holders and not any(f"{p.namespace}/{p.group_name}" in run_groups for p in holders):
+            if not holders or any(f"{p.namespace}/{p.group_name}" in run_groups for p in holders):
+                continue
+            if n in planned or all(p.key in arrived for p in holders):
                 taken[n] = tuple(p.key for p in holders)
     # A node outside the providers (allocatable dropped to 0) counts as not freed: it can't host R.
     freed = tuple(sorted(n for n in planned_freed if n in alloc and (used.get(n, 0) == 0 or n in taken)))

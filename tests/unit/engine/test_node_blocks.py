@@ -94,6 +94,28 @@ def test_a_planned_node_still_holding_the_runs_own_pod_is_not_freed():
     assert ver.node_blocks["after"] == 1
 
 
+def test_an_idle_node_of_the_block_taken_by_a_pod_scheduled_since_the_start_counts_as_free():
+    """The waiting job takes the whole block: the freed n1 and the idle n4. n4 counts as free for the
+    blocks only when its pod was scheduled at or after the run's start (a pod of unknown or earlier
+    scheduling time is any other workload's)."""
+    import datetime as dt
+    start = dt.datetime(2026, 12, 2, 5, 0, tzinfo=dt.timezone.utc)
+
+    def waiting(name, node, at):
+        p = b.pod(name, cards=8, on=node, ns=NS, group="waiting-pg", owner=("Job", "waiting"))
+        p["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": at}]
+        return p
+    base = [o for o in topology_objects() if not (o["kind"] == "Pod" and o["spec"].get("nodeName") == "n1"
+                                                  and o["spec"].get("schedulerName") == "volcano")]
+    spec, groups = blocks_run()["spec"], {f"{NS}/train-pg"}
+    after = base + [waiting("w-0", "n1", "2026-12-02T05:00:07Z"), waiting("w-1", "n4", "2026-12-02T05:00:07Z")]
+    ver = verify(after, b.R, ["n1"], spec, groups, start)
+    assert ver.node_blocks["after"] == 1 and set(ver.taken) == {"n1", "n4"}
+    before = base + [waiting("w-0", "n1", "2026-12-02T05:00:07Z"), waiting("w-1", "n4", "2026-12-02T04:59:00Z")]
+    ver = verify(before, b.R, ["n1"], spec, groups, start)
+    assert ver.node_blocks["after"] == 0 and set(ver.taken) == {"n1"}
+
+
 def test_without_a_block_goal_the_result_has_no_node_blocks():
     clock = FakeClock()
     cluster = FakeCluster(topology_objects(), rebind=PLANNED, clock=clock)
