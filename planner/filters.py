@@ -247,8 +247,11 @@ def topology_domain(c, pod_key, state):
     """(HyperNode name or "", the nodes a pod of constraint `c` (planner.topology.Constraint) may take
     on `state` now, is any other pod of it bound?)."""
     topo = state.snapshot.topology
-    node_of = state.node_of
-    bound = {node_of[k] for k in c.members if k != pod_key and k in node_of}
+    node_of, leaving, home = state.node_of, state.leaving, state.home
+    # a pod the plan moves anyway (a pass realising a known placement) does not anchor its gang while
+    # it is still on its own node: the executor evicts a PodGroup's pods together
+    bound = {node_of[k] for k in c.members
+             if k != pod_key and k in node_of and not (k in leaving and node_of[k] == home.get(k))}
     if bound:
         name, allowed = topo.anchor_domain(bound, c.tier)
         return name, allowed, True

@@ -40,6 +40,8 @@ class Planner:
         self.allowed, self.closed, self.opened = allowed, closed, opened
         self.state = SimulatedState(prep.snapshot)
         self.pins = pins
+        if pins:
+            self.state.leaving = frozenset(pins)
         self.ev = CandidateEvaluator(prep, self.state, optimized, closed, opened, pins)
         self.gangs = prep.gangs
         self.verdicts = dict(prep.blocked)

@@ -119,7 +119,7 @@ class SetSearch:
         # hardest pods first: fewest receivers, then most R
         self.order = {c: sorted((p.key for p in prep.r_pods[c]), key=lambda k: (len(self.elig[k]), -self.r_need[k], k))
                       for c in self.cands}
-        self._keep_in_domains(snap, base)
+        self._topology(snap, base)
         self.blocks = prep.blocks
         self.block_rank = {}              # candidate -> rank of its HyperNode in a block-first order
         run = prep.run
@@ -136,15 +136,37 @@ class SetSearch:
         self.open_large = False           # a recreate that opens the largest idle node first
         self.jitter, self.rng = 0, None   # a recreate whose best fit is only roughly best
 
-    def _keep_in_domains(self, snap, base):
-        """A pod of a gang with hard network topology (TOPO-2) may only go where its whole gang as it
-        is now lies within its allowed tier: a state of the search then never breaks it, whichever
-        of the gang's pods move (the round loop realising the state checks it again)."""
-        topo = snap.topology
-        for k in self.elig:
-            for c in snap.constraints.get(k, ()):
-                _, allowed = topo.anchor_domain({base.node_of[m] for m in c.members if m in base.node_of}, c.tier)
-                self.elig[k] = [m for m in self.elig[k] if m in allowed]
+    def _topology(self, snap, base):
+        """Hard network topology (TOPO-2) in the search: the gangs of each moving pod, and where the
+        pods of those gangs that never move sit."""
+        self.topo = snap.topology
+        self.cons = {k: snap.constraints[k] for k in self.pod if k in snap.constraints}
+        self.fixed = {}                   # pod key -> node, for members on no candidate
+        for cons in self.cons.values():
+            for c in cons:
+                for j in c.members:
+                    if j not in self.pod and j in base.node_of:
+                        self.fixed[j] = base.node_of[j]
+
+    def _topology_ok(self, k, m):
+        """Would `k` on `m` keep each of its gangs inside one HyperNode of the gang's tier, with the
+        gang's other pods where the state has them (placed, at home on a node not vacated, or on
+        no candidate)? Pods of a vacated node waiting for a receiver do not count: as the executor
+        evicts a PodGroup's pods together, only where they land matters."""
+        for c in self.cons.get(k, ()):
+            nodes = {m}
+            for j in c.members:
+                if j == k:
+                    continue
+                at = self.where.get(j)
+                if at is None:
+                    home = self.home.get(j)
+                    at = self.fixed.get(j) if home is None else (home if home not in self.S else None)
+                if at is not None:
+                    nodes.add(at)
+            if not self.topo.anchor_domain(nodes, c.tier)[0]:
+                return False
+        return True
 
     # -- state changes, logged so that a ruin-and-recreate can be undone --------------------------
     def _place(self, k, m):
@@ -208,8 +230,9 @@ class SetSearch:
         that follow), then the node more pods may use."""
         best, best_key = None, None
         R, need, S, free = self.prep.resource, self.r_need[k], self.S, self.free
+        hard = k in self.cons
         for m in self.elig[k]:
-            if m in S or free[m].get(R, 0) < need or not self._fits(k, m):
+            if m in S or free[m].get(R, 0) < need or not self._fits(k, m) or (hard and not self._topology_ok(k, m)):
                 continue
             kind = OCCUPIED if m not in self.idle else (OPENED if m in self.opened else NEW)
             if kind == NEW and not allow_open:
@@ -259,10 +282,20 @@ class SetSearch:
         return True
 
     def remove(self, c):
-        """Keep `c`: its pods stay home."""
-        for p in self.prep.r_pods[c]:
-            self._unplace(p.key)
-        self._mark(c, False)
+        """Keep `c`: its pods stay home. A pod of a gang with hard network topology back home anchors
+        its gang there, so every other vacated node holding a pod of that gang is kept too (the
+        gang's pods placed elsewhere could otherwise lie outside its HyperNode)."""
+        todo = [c]
+        while todo:
+            x = todo.pop()
+            if x not in self.S:
+                continue
+            for p in self.prep.r_pods[x]:
+                self._unplace(p.key)
+            self._mark(x, False)
+            for p in self.prep.r_pods[x]:
+                for con in self.cons.get(p.key, ()):
+                    todo.extend(h for h in (self.home.get(j) for j in con.members) if h in self.S)
 
     def net(self):
         return len(self.S) - len(self.opened)
@@ -291,17 +324,24 @@ class SetSearch:
 
     # -- the search -------------------------------------------------------------------------------
     def start(self, vacated, pins):
-        """Load a plan: `vacated` nodes in order, each pod to its pinned node when that still fits
-        (else wherever it fits). Returns False when the model cannot hold it."""
+        """Load a plan: `vacated` nodes, each pod to its pinned node when that still fits (else
+        wherever it fits). Every node is marked vacated before any pod is placed, so a gang that
+        leaves whole may land in another HyperNode whatever the order. Returns False (and changes
+        nothing) when the model cannot hold it."""
+        mark = len(self.log)
         for c in vacated:
             if not self.budget_ok(c):
+                self.undo(mark)
                 return False
             self._mark(c, True)
+        for c in vacated:
             for k in self.order[c]:
                 m = pins.get(k)
-                if m is None or m in self.S or m not in self.elig[k] or not self._fits(k, m):
+                if m is None or m in self.S or m not in self.elig[k] or not self._fits(k, m) \
+                        or not self._topology_ok(k, m):
                     m = self._receiver(k, True)
                 if m is None:
+                    self.undo(mark)
                     return False
                 self._place(k, m)
         self.log.clear()
@@ -409,6 +449,19 @@ class SetSearch:
         self.start(sorted(vacated), pins)
         return max(best, self.walk(third, seed + 2, "disruption"), key=lambda r: r[0])
 
+    def gathered(self) -> int:
+        """With a block goal: how close the free nodes short of a block are to completing one,
+        Σ over HyperNodes of (free mod size)², so the walk for net freed keeps states that gather
+        free nodes into fewer HyperNodes on the way to a further block (the plateau between two
+        block counts is otherwise crossed only by chance)."""
+        counter = self.blocks
+        return sum((v % counter.size) ** 2 for v in counter.free(self.S, self.opened).values())
+
+    def _walk_key(self, neg_waste):
+        """What the walk for net freed compares states by (see `walk`)."""
+        sc = self.score()
+        return (sc[0], self.gathered(), *sc[1:], neg_waste) if self.blocks is not None else (sc, neg_waste)
+
     def _marginals(self):
         """What vacating each remaining candidate adds to the GANG-3 weighted cost of the plan
         of S (exact: the round loop's own PlanCost increments)."""
@@ -425,14 +478,14 @@ class SetSearch:
         rng = self.rng = random.Random(seed)
         cur = (self.score(), -self.disruption())
         floor = cur[0]
-        cur_w = (cur[0], -self.waste())
+        cur_w = self._walk_key(-self.waste())
         best, best_state = cur, self.snapshot()
         stale, patience = 0, max(PATIENCE, iterations // 4)
         for _ in range(iterations):
             if goal == "net" and stale >= patience:
                 # stuck: start again from an empty plan (the best state is kept)
                 self.clear()
-                cur, cur_w, stale = (self.score(), 0.0), (self.score(), 0), 0
+                cur, cur_w, stale = (self.score(), 0.0), self._walk_key(0), 0
             stale += 1
             mark = len(self.log)
             if rng.random() >= NO_RUIN:
@@ -441,9 +494,10 @@ class SetSearch:
             net = self.score()
             if goal == "net":
                 w = self.waste()
-                keep = (net, -w) >= cur_w or rng.random() < ESCAPE
+                here = self._walk_key(-w)
+                keep = here >= cur_w or rng.random() < ESCAPE
                 if keep:
-                    cur_w = (net, -w)
+                    cur_w = here
                 new = (net, -self.disruption()) if keep else None
             else:
                 new = (net, -self.disruption()) if net >= floor else None

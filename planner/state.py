@@ -19,9 +19,14 @@ class SimulatedState:
         # planner.topology.Constraint -> HyperNode a trace places that gang in while none of it is
         # bound (vc-scheduler places such a gang as one unit in one HyperNode)
         self.domains = {}
+        # pods the plan moves in any case (a pass realising a known placement) and where each bound
+        # pod started: planner.filters.topology_domain does not let them anchor their gang at home
+        self.leaving = frozenset()
+        self.home = {}
         for p in snapshot.pods:
             if p.node_name and not p.terminal and p.node_name in self.pods_on:
                 self._add(p, p.node_name)
+                self.home[p.key] = p.node_name
 
     # -- primitive changes -------------------------------------------------------------------
     def _add(self, pod, node):

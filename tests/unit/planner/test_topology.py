@@ -348,3 +348,37 @@ def test_optimized_plan_identical_to_bruteforce_with_topology(seed, with_goal):
     assert plan_status(fast, now="t") == plan_status(slow, now="t")
     assert fast.verdicts == slow.verdicts and fast.rounds == slow.rounds
     assert fast.freed_nodes and snap.constraints
+
+
+@pytest.mark.parametrize("seed", [21000, 21002, 21009, 21017, 21023])
+def test_block_plans_free_what_they_say_on_their_final_placement(seed):
+    """Independent of the planner's bookkeeping: apply the plan's moves to the snapshot; every freed
+    node then holds none of the resource, every hard gang lies in one HyperNode of its tier, and the
+    blocks the plan reports are the blocks of the final placement (the bench's instances)."""
+    import random
+
+    from bench.hypernodes import generate as hn_generate
+    from bench.hypernodes import goal_spec, tiers_of
+    from planner.topology import count_blocks
+    objs = hn_generate(random.Random(seed).randint(16, 60), seed)
+    s = goal_spec(seed, tiers_of(objs))
+    snap = load_objects(objs)
+    p = plan(snap, s)
+    R = s["goals"][0]["resource"]
+    where = {pd.key: pd.node_name for pd in snap.pods if pd.node_name and not pd.terminal}
+    for m in p.moves:
+        assert where[m.pod.key] == m.from_node
+        where[m.pod.key] = m.to_node
+    used = {}
+    for pd in snap.pods:
+        if pd.key in where and pd.requests.get(R, 0):
+            used[where[pd.key]] = used.get(where[pd.key], 0) + pd.requests[R]
+    assert not [n for n in p.freed_nodes if used.get(n, 0)]
+    for cons in snap.constraints.values():
+        for c in cons:
+            final = {where[k] for k in c.members if k in where}
+            assert any(final <= snap.topology.nodes[h] for h in snap.topology.domains(c.tier)), (c, final)
+    if p.node_blocks is not None and p.outcome != "RequiredNodeBlocksNotMet":
+        providers = [n.name for n in snap.nodes if n.allocatable.get(R, 0) > 0]
+        free = [n for n in providers if not used.get(n, 0)]
+        assert p.node_blocks.after == count_blocks(free, snap.topology, p.node_blocks.tier, p.node_blocks.size)[0]
