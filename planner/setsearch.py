@@ -59,6 +59,7 @@ LARGE_FIRST = 0.3          # share of recreates that add the nodes with the most
 PATIENCE = 60              # iterations without a better state before a walk for net freed restarts
 NO_RUIN = 0.2              # share of iterations that only add to the current state
 ESCAPE = 0.04              # chance to keep a state that is worse than the current one
+BLOCK_RESTART = 0.1        # with a block goal: share of ruins that start over aiming at one HyperNode
 
 
 def budget_for(candidates: int) -> int:
@@ -121,7 +122,17 @@ class SetSearch:
                       for c in self.cands}
         self._topology(snap, base)
         self.blocks = prep.blocks
-        self.block_rank = {}              # candidate -> rank of its HyperNode in a block-first order
+        self.target = None                # a HyperNode the next recreate fills with free nodes first
+        # HyperNodes whose idle nodes and candidates could make a block
+        self.block_targets = []
+        if self.blocks is not None:
+            cands = {}
+            for c in self.cands:
+                h = self.blocks.where.get(c)
+                if h is not None:
+                    cands[h] = cands.get(h, 0) + 1
+            self.block_targets = [h for h in self.blocks.hypernodes
+                                  if cands.get(h, 0) >= self.blocks.deficit(h)]
         run = prep.run
         self.max_groups, self.max_cards = run.max_podgroups, run.max_resource
         self.room = max(len(prep.occupied) - prep.minimum.value, 0)
@@ -259,8 +270,11 @@ class SetSearch:
 
     def add(self, c, allow_open, tiers=TIERS[0]):
         """Vacate `c`: its pods, and those placed on it, each to a receiver; False (and nothing
-        changed) when one finds none, the budget does not allow it, or the plan is at the minimum."""
-        if c in self.S or not self.budget_ok(c) or self.net() >= self.room:
+        changed) when one finds none, the budget does not allow it, or the plan is at the minimum.
+        With a block goal, at the minimum a node may still be vacated onto idle nodes it opens (net
+        freed stays, and which nodes are free is what makes blocks)."""
+        swap = self.blocks is not None
+        if c in self.S or not self.budget_ok(c) or (not swap and self.net() >= self.room):
             return False
         mark = len(self.log)
         self._mark(c, True)
@@ -268,7 +282,12 @@ class SetSearch:
         for k in sorted(self.on.get(c, ())):
             self._unplace(k)
             moving.append(k)
-        return self._place_all(moving, allow_open, tiers, mark)
+        if not self._place_all(moving, allow_open, tiers, mark):
+            return False
+        if swap and self.net() > self.room:
+            self.undo(mark)
+            return False
+        return True
 
     def _place_all(self, pods, allow_open, tiers, mark):
         """Each of `pods` (unplaced) to its receiver in turn; when one finds none, everything since
@@ -349,6 +368,14 @@ class SetSearch:
 
     def _ruin(self, rng):
         S = sorted(self.S)
+        if self.blocks is not None and rng.random() < BLOCK_RESTART:
+            # a block goal: start over aiming at one HyperNode that could hold a block (its
+            # candidates are added first, idle nodes may open): a block several nodes away is
+            # otherwise reached only through states no better than the current one
+            for c in S:
+                self.remove(c)
+            self.target = rng.choice(self.block_targets) if self.block_targets else None
+            return
         if not S:
             return
         how = rng.random()
@@ -383,18 +410,19 @@ class SetSearch:
     def _recreate(self, rng, cheap=False):
         """Add candidates while they fit: fewest cards first, most cards first, or (`cheap`) the
         least marginal disruption first, with noise; then close the opened idle nodes it can."""
-        allow_open = rng.random() < 0.6
+        target, self.target = self.target, None
+        allow_open = target is not None or rng.random() < 0.6
         self.open_large = rng.random() < 0.5
         self.jitter = rng.choice((0, 0, JITTER))
-        tiers = rng.choice(TIERS)
-        noise = rng.choice((0.0, 0.3, 1.0))
+        tiers = TIERS[0] if target is not None else rng.choice(TIERS)
+        noise = 0.0 if target is not None else rng.choice((0.0, 0.3, 1.0))
         if rng.random() < REPACK:
             self.repack(tiers)
         if cheap and rng.random() < 0.7:
             cost = self._marginals().__getitem__
-        elif self.blocks is not None and rng.random() < 0.5:
+        elif self.blocks is not None and (target is not None or rng.random() < 0.5):
             # a block goal: one HyperNode's candidates after another, nearest to a block first
-            rank = self._block_order(rng)
+            rank = self._block_order(rng, target)
             cost = lambda c: rank.get(c, len(rank)) * 10_000 + self.prep.cards_of[c]  # noqa: E731
         elif rng.random() < LARGE_FIRST:
             # the largest first: big pods take the big holes before small ones split them
@@ -408,12 +436,13 @@ class SetSearch:
         if self.opened:
             self.drain(tiers)
 
-    def _block_order(self, rng) -> dict:
-        """{candidate: rank of its HyperNode}: HyperNodes fewest nodes short of their next block on
-        the current state first, ties at random."""
+    def _block_order(self, rng, target=None) -> dict:
+        """{candidate: rank of its HyperNode}: `target` first, then HyperNodes fewest nodes short of
+        their next block on the current state, ties at random."""
         counter = self.blocks
         free = counter.free(self.S, self.opened)
-        order = sorted(counter.hypernodes, key=lambda h: (counter.size - free[h] % counter.size, rng.random()))
+        order = sorted(counter.hypernodes, key=lambda h: (h != target, counter.size - free[h] % counter.size,
+                                                          rng.random()))
         pos = {h: i for i, h in enumerate(order)}
         return {c: pos[counter.where[c]] for c in self.cands if c in counter.where}
 
@@ -441,13 +470,15 @@ class SetSearch:
         for the least disruption at the best net found, from the best state. Returns the best
         (net, -disruption) state seen: ((net, -weighted), (vacated, opened idle, pod -> node))."""
         third = iterations // 3
-        loaded = self.walk(iterations - 2 * third, seed, "net")
+        # with a block goal the plateau at the best blocks is wide: half the work lowers disruption
+        last = iterations // 2 if self.blocks is not None else third
+        loaded = self.walk(iterations - third - last, seed, "net")
         self.clear()
         empty = self.walk(third, seed + 1, "net")
         (net, _), (vacated, _, pins) = best = max(loaded, empty, key=lambda r: r[0])
         self.clear()
         self.start(sorted(vacated), pins)
-        return max(best, self.walk(third, seed + 2, "disruption"), key=lambda r: r[0])
+        return max(best, self.walk(last, seed + 2, "disruption"), key=lambda r: r[0])
 
     def gathered(self) -> int:
         """With a block goal: how close the free nodes short of a block are to completing one,
