@@ -15,6 +15,8 @@ from .receivers import IDLE, MAYBE, OPENED, SURE, ReceiverIndex, receiver_key
 END = ("end",)   # a start key after every receiver: only changed nodes can take the pod
 # HyperNodes one trace tries for a wholly vacated hard-topology gang (TOPO-2), lowest tier first
 MAX_DOMAINS_TRIED = 32
+# A pod whose HyperNode holds at most this many nodes takes its receivers from their keys directly
+DIRECT_DOMAIN = 512
 
 
 @dataclass
@@ -142,8 +144,16 @@ class CandidateEvaluator:
         own = [k for n, k in repriced.items() if n not in stale]
         own += [self.key(n, extra) for n in stale if n in self.receivers and n != vacating]
         own = sorted(k for k in own if (start is None or k >= start) and k[2] >= need)
+        if domain is not None and len(domain) <= DIRECT_DOMAIN:
+            # a pod held to a small HyperNode: its receivers in order, straight from the index's keys
+            # (the same keys the walk yields, without visiting every class of every bucket)
+            key_of, class_of = self.index.key_of, self.prep.class_of
+            walk = sorted(k for k in (key_of.get(n) for n in domain)
+                          if k is not None and k[2] >= need and (start is None or k >= start) and class_ok(class_of[k[3]]))
+        else:
+            walk = self.index.walk(need, class_ok, start)
         fi = 0
-        for k in self.index.walk(need, class_ok, start):
+        for k in walk:
             while fi < len(own) and own[fi] < k:
                 yield own[fi], False
                 fi += 1
