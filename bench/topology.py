@@ -408,16 +408,20 @@ def _strip(sol):
     return {k: v for k, v in sol.items() if k not in ("moves", "cols", "rows")}
 
 
-def evaluate(inst, time_limit, milp=None):
-    iid, nodes, seed = inst
+def _instance(nodes, seed):
+    """One instance read every way the bench looks at it: (objects, spec, tree, hard gangs, snapshot,
+    RunSpec, quality.Setting, goal)."""
     objs = generate(nodes, seed)
     spec = goal_spec(seed, tiers_of(objs))
     tree = Tree(objs)
-    gangs = hard_gangs(objs, tree)
     snap = planner.load_objects(objs)
     run = RunSpec.from_spec(spec)
-    s = quality.Setting(snap, run)
-    goal = _goal(run, tree)
+    return objs, spec, tree, hard_gangs(objs, tree), snap, run, quality.Setting(snap, run), _goal(run, tree)
+
+
+def evaluate(inst, time_limit, milp=None):
+    iid, nodes, seed = inst
+    objs, spec, tree, gangs, snap, run, s, goal = _instance(nodes, seed)
     row = {"id": iid, "nodes": nodes, "seed": seed, "spec": spec, "tiers": sorted(set(tree.tier.values())),
            "hypernodes": len(tree.names), "hard_gangs": len(gangs), "providers": len(s.providers),
            "occupied": len(s.occupied), "idle": len(s.idle), "candidates": len(s.candidates),
@@ -664,14 +668,7 @@ def diagnose(iid, time_limit):
     filters (NetworkTopology included) accept the MILP's plan, replayed node by node."""
     inst = next(i for i in instances() if i[0] == iid)
     _, nodes, seed = inst
-    objs = generate(nodes, seed)
-    spec = goal_spec(seed, tiers_of(objs))
-    tree = Tree(objs)
-    gangs = hard_gangs(objs, tree)
-    snap = planner.load_objects(objs)
-    run = RunSpec.from_spec(spec)
-    s = quality.Setting(snap, run)
-    goal = _goal(run, tree)
+    objs, spec, tree, gangs, snap, run, s, goal = _instance(nodes, seed)
     p = planner.plan(snap, run)
     pmoves = [(m.pod.key, m.to_node) for m in p.moves]
     m = TopoModel(s, tree, gangs, goal, time_limit)
