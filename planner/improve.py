@@ -339,7 +339,7 @@ def searched(best, make_planner):
     (`setsearch.budget_for`); its best state realised as a pass restricted to its nodes with every
     pod pinned to its receiver, or None when it found nothing better than `best`."""
     prep = best.prep
-    iterations = setsearch.budget_for(len(prep.candidates))
+    iterations = setsearch.budget_for(len(prep.candidates), prep.blocks is not None)
     if not iterations:
         return None
     search = setsearch.SetSearch(prep, best.weights)

@@ -22,7 +22,7 @@ def net(p):
 
 
 def without_search(monkeypatch):
-    monkeypatch.setattr(setsearch, "budget_for", lambda candidates: 0)
+    monkeypatch.setattr(setsearch, "budget_for", lambda candidates, blocks=False: 0)
 
 
 def replay(snapshot, p):
@@ -76,6 +76,9 @@ def test_the_search_is_bounded_by_candidates():
     assert setsearch.budget_for(setsearch.MAX_CANDIDATES + 1) == 0
     assert setsearch.budget_for(setsearch.MAX_CANDIDATES) >= setsearch.MIN_ITERATIONS
     assert setsearch.budget_for(10) == setsearch.MAX_ITERATIONS
+    # a block goal searches longer (which nodes are free matters, not only how many)
+    assert setsearch.budget_for(10, blocks=True) == setsearch.MAX_ITERATIONS * setsearch.BLOCK_WORK
+    assert setsearch.budget_for(setsearch.MAX_CANDIDATES + 1, blocks=True) == 0
 
 
 @pytest.mark.parametrize("seed,profile,spec", [
