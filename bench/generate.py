@@ -325,12 +325,17 @@ def main(argv=None):
     ap.add_argument("--profile", choices=PROFILES, default="base")
     ap.add_argument("-o", "--output", default="-")
     args = ap.parse_args(argv)
-    doc = {"apiVersion": "v1", "kind": "List", "metadata": {},
-           "items": generate(args.nodes, args.seed, args.utilisation, args.profile)}
-    out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")
+    write_list(generate(args.nodes, args.seed, args.utilisation, args.profile), args.output,
+               compact=args.nodes > 500)
+
+
+def write_list(items, output, compact=False):
+    """`items` as one `v1 List` (what `kubectl repack snapshot` writes) to the file `output` ("-":
+    stdout); `compact` drops the indentation large clusters do not need."""
+    doc = {"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items}
+    out = sys.stdout if output == "-" else open(output, "w", encoding="utf-8")
     try:
-        json.dump(doc, out, separators=(",", ":") if args.nodes > 500 else (",", ": "),
-                  indent=None if args.nodes > 500 else 1)
+        json.dump(doc, out, separators=(",", ":") if compact else (",", ": "), indent=None if compact else 1)
         out.write("\n")
     finally:
         if out is not sys.stdout:

@@ -21,11 +21,9 @@ separate family, used by `bench.topology` only.
     python -m bench.hypernodes --nodes 40 --seed 21000 -o /tmp/hn.json
 """
 import argparse
-import json
 import random
-import sys
 
-from bench.generate import R, _base_objects, _node, _pod
+from bench.generate import R, _base_objects, _node, _pod, write_list
 
 HN_API = "topology.volcano.sh/v1alpha1"
 RACK_POOLS = (  # name, cards per node, cpu, memory Gi, taint
@@ -221,14 +219,7 @@ def main(argv=None):
     ap.add_argument("--utilisation", type=float, default=None)
     ap.add_argument("-o", "--output", default="-")
     args = ap.parse_args(argv)
-    doc = {"apiVersion": "v1", "kind": "List", "metadata": {}, "items": generate(args.nodes, args.seed, args.utilisation)}
-    out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")
-    try:
-        json.dump(doc, out, indent=1)
-        out.write("\n")
-    finally:
-        if out is not sys.stdout:
-            out.close()
+    write_list(generate(args.nodes, args.seed, args.utilisation), args.output)
 
 
 if __name__ == "__main__":
