@@ -726,7 +726,8 @@ def test_gates_are_lifted_within_the_promise_while_the_coordinator_is_down(insta
                                                                PLACEMENT_GATE_OWNER_ANNOTATION: "some-run/uid"}},
                     "spec": {"schedulingGates": [{"name": PLACEMENT_GATE}, {"name": "example.com/hold"}],
                              "containers": [{"name": "c", "image": "registry.invalid/never:1"}]}}
-        gated_at = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=20)
+        # whole seconds: the annotation holds seconds (rfc3339), so the controller counts from there
+        gated_at = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=20)).replace(microsecond=0)
         core.create_namespaced_pod(ns, gated_pod("old", gated_at))
         core.create_namespaced_pod(ns, gated_pod("fresh", dt.datetime.now(dt.timezone.utc)))
 
@@ -754,8 +755,14 @@ def test_gates_are_lifted_within_the_promise_while_the_coordinator_is_down(insta
 def test_uninstall_removes_everything_install_created(installed, real_node, control_plane):
     api = control_plane.api_client
     core = client.CoreV1Api(api)
-    pods = [installed_pod(core, name) for name in (manifests.NAME, manifests.COORDINATOR_NAME, manifests.CONTROLLER_NAME)]
-    containers = [cs.container_id.split("://", 1)[1] for pod in pods for cs in pod.status.container_statuses]
+    def container_ids():
+        # every installed container running (a test before may have just restarted one of them)
+        pods = [installed_pod(core, name) for name in (manifests.NAME, manifests.COORDINATOR_NAME,
+                                                       manifests.CONTROLLER_NAME)]
+        ids = [cs.container_id for pod in pods if pod is not None for cs in pod.status.container_statuses or ()]
+        return ids if all(p is not None for p in pods) and ids and all(ids) else None
+    containers = [c.split("://", 1)[1] for c in wait_for("every installed container running", container_ids,
+                                                        timeout=120)]
     out = repack(control_plane.kubeconfig, "uninstall", "--namespace", NAMESPACE)
     assert out.returncode == 0, out.stdout + out.stderr
     installed["uninstalled"] = True

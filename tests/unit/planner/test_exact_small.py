@@ -136,7 +136,7 @@ def test_planner_matches_the_exhaustive_optimum(seed):
 
 
 def test_without_the_set_search_some_of_these_fall_short(monkeypatch):
-    monkeypatch.setattr(setsearch, "budget_for", lambda candidates: 0)
+    monkeypatch.setattr(setsearch, "budget_for", lambda candidates, blocks=False: 0)
     worse = []
     for seed in SEEDS:
         objs, sp = cluster(seed)
