@@ -12,6 +12,8 @@ pass into a `Plan` with the outcome and its reasons. Where the parts live:
 - improve: alternative passes within a binding budget, and the search on small clusters;
 - setsearch: ruin and recreate over which nodes to vacate, realised as a pass with pinned pods.
 """
+import dataclasses
+
 from . import blocks as block_view
 from .cost import DEFAULT_WEIGHTS
 from .frag import frag_percent, percent_int
@@ -208,4 +210,4 @@ def _blocks_not_met(p, best, fb, notes) -> Plan:
     return Plan(prep.resource, REASON_BLOCKS_NOT_MET, msg, len(prep.alloc), len(prep.occupied), len(prep.occupied),
                 prep.minimum.value, prep.minimum.exact, fb, fb, (), (), verdicts, p.rounds, prep.resolved_podgroups,
                 prep.resolved_nodes, tuple(notes), {}, cards, (), "", "",
-                type(best)(best.tier, best.size, best.required, best.mode, best.before, best.before), nothing)
+                dataclasses.replace(best, after=best.before), nothing)
