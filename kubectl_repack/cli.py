@@ -10,6 +10,8 @@ Exit codes (for scripts):
   2  usage or validation error: bad flags, invalid RepackRun (every violation is printed), a
      snapshot file whose content is not valid (the object and field are named)
   3  with --exit-code: the evaluation succeeded but did not recommend a repack
+  130  interrupted (Ctrl-C): `error: interrupted`, for every command (status -w and apply say first
+     that the run goes on in the cluster)
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import click
 
 from kubectl_repack import __version__, commands
 from kubectl_repack.commands.options import cluster_options
+from kubectl_repack.commands.status import EXIT_INTERRUPTED
 from kubectl_repack.errors import InvalidSnapshotFile, RepackError, SpecError, ValidationError
 from kubectl_repack.printing import JSONPathError
 
@@ -65,14 +68,31 @@ class RepackGroup(click.Group):
     def make_context(self, info_name, args, parent=None, **extra):
         try:
             return super().make_context(info_name, args, parent=parent, **extra)
+        except click.exceptions.NoArgsIsHelpError as e:  # bare `kubectl repack`: help, as kubectl does
+            click.echo(e.ctx.get_help())
+            raise click.exceptions.Exit(0) from None
         except click.UsageError as e:  # the group's own flags, or an unknown command
             raise usage_failed(e) from e
+        except KeyboardInterrupt:
+            raise CommandFailed(["interrupted"], EXIT_INTERRUPTED) from None
+
+    def format_commands(self, ctx, formatter):
+        """Each command's whole first sentence (wrapped, as kubectl lists its commands); click cuts
+        it to the terminal width with "..."."""
+        rows = [(name, cmd.get_short_help_str(limit=1000)) for name, cmd in
+                ((name, self.get_command(ctx, name)) for name in self.list_commands(ctx))
+                if cmd is not None and not cmd.hidden]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except CommandFailed:
             raise
+        except KeyboardInterrupt:  # Ctrl-C: one line and 130, as a shell reports SIGINT (not click's `Aborted!`)
+            raise CommandFailed(["interrupted"], EXIT_INTERRUPTED) from None
         except click.UsageError as e:  # a command's flags and arguments
             raise usage_failed(e) from e
         except ValidationError as e:

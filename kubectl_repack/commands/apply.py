@@ -28,6 +28,7 @@ from kubectl_repack.errors import ClusterAPIError, ValidationError
 from .options import (OUTPUT_JSON, OUTPUT_YAML, RUN_NAME, cluster_options, duration, output_option, settings, stamp,
                       template_options)
 from .runspec import QuickFlags, build_run
+from .status import EXIT_INTERRUPTED
 
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, EXIT_NOT_RECOMMENDED, EXIT_WAITING, EXIT_RUN_FAILED = 0, 1, 2, 3, 4, 5
 
@@ -290,7 +291,7 @@ def _apply_in_cluster(api, name, spec_run, wait, timeout, cooldown, output, allo
         run = follow(store, name, timeout, info, tty=not quiet and sys.stderr.isatty())
     except KeyboardInterrupt:
         click.echo(f"\nstopped following; the run goes on in the cluster: kubectl repack status {name} -w", err=True)
-        raise click.exceptions.Exit(130)
+        raise click.exceptions.Exit(EXIT_INTERRUPTED)
     note = "" if is_finished(run) else (f"repackrun {name} is not finished after --timeout {format_duration(timeout)}; "
                                         f"it goes on in the cluster: kubectl repack status {name} -w")
     _emit(run, output, note, allow_missing)
