@@ -24,13 +24,20 @@ those that filled one opened idle node — then recreates, with choices drawn pe
 - a pod goes to the best fit within tiers of receivers (occupied nodes, opened idle nodes, new
   idle nodes) taken in one of three orders, new idle nodes only in some recreates and then either
   the tightest or the largest first, the one more pods may use on a tie, sometimes with noise;
+- the pods of a hard-topology gang that leaves whole (none of its pods keeps a place) go together,
+  into the HyperNode of the gang's tier with the least room that holds them all (`_place_gang`);
+  one pod at a time, the first would anchor the gang wherever it alone fits best;
+- in some recreates a node that cannot be vacated alone is vacated with its unit, the other
+  candidates holding its hard-topology gangs (`add_unit`): only so can such a gang move to
+  another HyperNode;
 - last, opened idle nodes whose pods all fit elsewhere are closed again.
 
 Budgets (maxPerRun) hold at every step. `run` makes three walks: two for net nodes freed (from the
 plan of the passes, and from an empty plan), which keep a state that frees at least as many net
 nodes and, of equal ones, leaves less room unused on opened idle nodes, and start again from an
 empty plan when stuck; then one from the best state that keeps its net freed and lowers the GANG-3
-weighted sum of the whole plan. Each now and then keeps a worse state, to leave a plateau.
+weighted sum of the whole plan (half of its ruins keep one of the three nodes whose pods cost the
+plan most). Each now and then keeps a worse state, to leave a plateau.
 
 Nothing here is a plan: the best state is handed back as (S, opened idle nodes, pod -> node), and
 `improve` runs the round loop restricted to S with each pod pinned to its node, so the plan's order
@@ -60,6 +67,9 @@ PATIENCE = 60              # iterations without a better state before a walk for
 NO_RUIN = 0.2              # share of iterations that only add to the current state
 ESCAPE = 0.04              # chance to keep a state that is worse than the current one
 BLOCK_RESTART = 0.1        # with a block goal: share of ruins that start over aiming at one HyperNode
+COSTLY_RUIN = 0.5          # share of the disruption walk's ruins that keep one of the dearest nodes
+UNITS = 0.3                # share of recreates that, where a node cannot be vacated alone, try its unit
+MAX_UNIT = 6               # nodes in one unit at most
 BLOCK_WORK = 3             # with a block goal: the search's iterations, times this
 
 
@@ -170,12 +180,7 @@ class SetSearch:
         for c in self.cons.get(k, ()):
             nodes = {m}
             for j in c.members:
-                if j == k:
-                    continue
-                at = self.where.get(j)
-                if at is None:
-                    home = self.home.get(j)
-                    at = self.fixed.get(j) if home is None else (home if home not in self.S else None)
+                at = self._located(j) if j != k else None
                 if at is not None:
                     nodes.add(at)
             if not self.topo.anchor_domain(nodes, c.tier)[0]:
@@ -237,7 +242,7 @@ class SetSearch:
         f = self.free[m]
         return all(v <= f.get(r, 0) for r, v in self.need[k].items())
 
-    def _receiver(self, k, allow_open, tiers=TIERS[0]):
+    def _receiver(self, k, allow_open, tiers=TIERS[0], within=None):
         """Best fit within tiers of receivers: occupied nodes, opened idle nodes and new idle
         nodes (only if `allow_open`), in the order `tiers` gives them; within a tier the least R
         left after the pod (among new idle nodes, the most when `open_large`: room for the pods
@@ -246,7 +251,8 @@ class SetSearch:
         R, need, S, free = self.prep.resource, self.r_need[k], self.S, self.free
         hard = k in self.cons
         for m in self.elig[k]:
-            if m in S or free[m].get(R, 0) < need or not self._fits(k, m) or (hard and not self._topology_ok(k, m)):
+            if m in S or free[m].get(R, 0) < need or (within is not None and m not in within) \
+                    or not self._fits(k, m) or (hard and not self._topology_ok(k, m)):
                 continue
             kind = OCCUPIED if m not in self.idle else (OPENED if m in self.opened else NEW)
             if kind == NEW and not allow_open:
@@ -292,16 +298,116 @@ class SetSearch:
             return False
         return True
 
+    def unit(self, c):
+        """`c` and the candidates not yet vacated that hold a pod of a hard-topology gang of a pod
+        on them, transitively: vacated together, such gangs leave whole and may land in another
+        HyperNode as one unit (TOPO-2), which vacating the nodes one at a time never allows. None
+        when a gang has a pod that stays (on a node that is no candidate) or the unit grows above
+        MAX_UNIT nodes."""
+        unit, todo = {c}, [c]
+        while todo:
+            x = todo.pop()
+            for p in self.prep.r_pods[x]:
+                for con in self.cons.get(p.key, ()):
+                    for j in con.members:
+                        if j in self.fixed:
+                            return None
+                        h = self.home.get(j)
+                        if h is not None and h not in self.S and h not in unit:
+                            if len(unit) >= MAX_UNIT:
+                                return None
+                            unit.add(h)
+                            todo.append(h)
+        return sorted(unit)
+
+    def add_unit(self, c, allow_open, tiers=TIERS[0]):
+        """Vacate `c`'s unit (`unit`) at once: every node marked first, then every pod placed,
+        the largest first. False (and nothing changed) as `add`."""
+        unit = self.unit(c)
+        if unit is None or len(unit) < 2:
+            return False
+        mark = len(self.log)
+        moving = []
+        for x in unit:
+            if not self.budget_ok(x):
+                self.undo(mark)
+                return False
+            self._mark(x, True)
+            moving += self.order[x]
+        for x in unit:
+            for k in sorted(self.on.get(x, ())):
+                self._unplace(k)
+                moving.append(k)
+        moving.sort(key=lambda k: (-self.r_need[k], len(self.elig[k]), k))
+        if not self._place_all(moving, allow_open, tiers, mark):
+            return False
+        if self.net() > self.room:
+            self.undo(mark)
+            return False
+        return True
+
     def _place_all(self, pods, allow_open, tiers, mark):
         """Each of `pods` (unplaced) to its receiver in turn; when one finds none, everything since
-        `mark` is undone and False returned."""
+        `mark` is undone and False returned. The first pod of a hard-topology gang none of whose
+        pods has a place yet brings its gang's other pods among `pods` with it (`_place_gang`)."""
+        pending = set(pods)
         for k in pods:
+            if k in self.where:
+                continue
+            pending.discard(k)
+            if k in self.cons and self._place_gang(k, pending, allow_open, tiers):
+                continue
             m = self._receiver(k, allow_open, tiers)
             if m is None:
                 self.undo(mark)
                 return False
             self._place(k, m)
         return True
+
+    def _located(self, j):
+        """Where pod `j` is in the state: placed, at home on a node not vacated, or on no
+        candidate; None while it waits for a receiver."""
+        at = self.where.get(j)
+        if at is None:
+            home = self.home.get(j)
+            at = self.fixed.get(j) if home is None else (home if home not in self.S else None)
+        return at
+
+    def _place_gang(self, k, pending, allow_open, tiers) -> bool:
+        """Place `k` and the pods of its tightest hard-topology gang still in `pending`, all in one
+        HyperNode, when no pod of that gang has a place yet (the gang leaves whole, TOPO-2): the
+        HyperNodes of the gang's tier tried from the one with the least room for them that is
+        enough. One pod after another (best fit), the first pod's choice would anchor the gang
+        wherever that pod fits best, often where the rest do not. False (nothing changed) when the
+        gang has a placed pod or no HyperNode takes it all: then each pod is placed on its own."""
+        con = min(self.cons[k], key=lambda c: (c.tier, c.what))
+        if any(self._located(j) is not None for j in con.members if j != k):
+            return False
+        group = [k] + sorted((j for j in con.members if j in pending),
+                             key=lambda j: (-self.r_need[j], len(self.elig[j]), j))
+        if len(group) < 2:
+            return False
+        R = self.prep.resource
+        need = sum(self.r_need[j] for j in group)
+        room = {}
+        for h in self.topo.domains(con.tier):
+            nodes = self.topo.nodes[h]
+            have = sum(self.free[m].get(R, 0) for m in nodes
+                       if m in self.free and m not in self.S and (allow_open or m not in self.idle or m in self.opened))
+            if have >= need:
+                room[h] = have
+        for h in sorted(room, key=lambda h: (room[h], h)):
+            within, mark = self.topo.nodes[h], len(self.log)
+            for j in group:
+                m = self._receiver(j, allow_open, tiers, within)
+                if m is None:
+                    self.undo(mark)
+                    break
+                self._place(j, m)
+            else:
+                pending.difference_update(group)
+                return True
+        return False
 
     def remove(self, c):
         """Keep `c`: its pods stay home. A pod of a gang with hard network topology back home anchors
@@ -356,16 +462,18 @@ class SetSearch:
                 self.undo(mark)
                 return False
             self._mark(c, True)
+        rest = []
         for c in vacated:
             for k in self.order[c]:
                 m = pins.get(k)
                 if m is None or m in self.S or m not in self.elig[k] or not self._fits(k, m) \
                         or not self._topology_ok(k, m):
-                    m = self._receiver(k, True)
-                if m is None:
-                    self.undo(mark)
-                    return False
-                self._place(k, m)
+                    rest.append(k)
+                else:
+                    self._place(k, m)
+        rest.sort(key=lambda k: (-self.r_need[k], len(self.elig[k]), k))
+        if not self._place_all(rest, True, TIERS[0], mark):
+            return False
         self.log.clear()
         return True
 
@@ -399,6 +507,24 @@ class SetSearch:
                 c = rng.choice(sorted(self.S)) if self.S else None
                 if c is not None:
                     self.remove(c)
+
+    def _ruin_costly(self, rng):
+        """For the walk that lowers disruption: keep one of the vacated nodes whose pods cost the
+        plan most (the GANG-3 weighted sum falls most without them), one of the three dearest at
+        random, and sometimes one more at random; the recreate then looks for cheaper nodes."""
+        S = sorted(self.S)
+        whole = self._weighted_of(S)
+        saving = sorted(((whole - self._weighted_of([x for x in S if x != c]), c) for c in S), reverse=True)
+        self.remove(rng.choice(saving[:3])[1])
+        if rng.random() < 0.5 and self.S:
+            self.remove(rng.choice(sorted(self.S)))
+
+    def _weighted_of(self, nodes):
+        moved = {}
+        for c in nodes:
+            for g, keys in self.prep.groups_of[c].items():
+                moved.setdefault(g, set()).update(keys)
+        return sum(w * d for w, d in zip(self.weights, plan_dimensions(self.prep.gangs, moved)))
 
     def repack(self, tiers):
         """Place every pod of S again, largest first (then fewest receivers): best-fit decreasing
@@ -434,8 +560,10 @@ class SetSearch:
             cost = self.prep.cards_of.__getitem__
         order = sorted((c for c in self.cands if c not in self.S),
                        key=lambda c: (cost(c) * (1 + noise * rng.random()), c))
+        units = bool(self.cons) and rng.random() < UNITS
         for c in order:
-            self.add(c, allow_open, tiers)
+            if not self.add(c, allow_open, tiers) and units and c not in self.S:
+                self.add_unit(c, allow_open, tiers)
         if self.opened:
             self.drain(tiers)
 
@@ -522,7 +650,9 @@ class SetSearch:
                 cur, cur_w, stale = (self.score(), 0.0), self._walk_key(0), 0
             stale += 1
             mark = len(self.log)
-            if rng.random() >= NO_RUIN:
+            if goal == "disruption" and self.S and rng.random() < COSTLY_RUIN:
+                self._ruin_costly(rng)
+            elif rng.random() >= NO_RUIN:
                 self._ruin(rng)
             self._recreate(rng, goal == "disruption")
             net = self.score()

@@ -168,6 +168,25 @@ def test_wholly_vacated_gang_is_placed_as_one_unit_in_another_hypernode():
     assert "n0" in p.freed_nodes and dest and dest <= {"n2", "n3"}
 
 
+def test_set_search_places_a_wholly_vacated_gang_where_all_of_it_fits():
+    """The search's model (planner.setsearch) places a gang that leaves whole as one unit: pod by
+    pod, best fit would put the first pod on n1 (2 cards free: the tightest) and anchor the gang in
+    s0, where the second finds no room; the model then could not vacate n0 at all, nor reach the
+    plans (blocks, least disruption) that need such a gang moved to another HyperNode."""
+    from planner import setsearch
+    from planner.cost import DEFAULT_WEIGHTS
+    from planner.plan import RunSpec
+    from planner.prepare import prepare
+    objs = nodes(4) + tree()
+    objs += gang("a", workers=["n0", "n0"], cards=2, topology=HARD1)
+    objs += gang("b", workers=["n1"], cards=6) + gang("c", workers=["n2"], cards=4) + gang("d", workers=["n3"], cards=4)
+    prep = prepare(load_objects(objs), RunSpec.from_spec(spec()), None)
+    search = setsearch.SetSearch(prep, DEFAULT_WEIGHTS)
+    assert search.start(["n0"], {})
+    where = {k: m for k, m in search.where.items() if k.startswith("default/a-")}
+    assert len(where) == 2 and set(where.values()) <= {"n2", "n3"}, where
+
+
 def test_gang_split_only_by_capacity_is_not_moved():
     """E21b: each tier-1 HyperNode has room for one of the two replacements only."""
     def cluster(topology):
