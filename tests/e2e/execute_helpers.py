@@ -19,6 +19,7 @@ import threading
 import time
 import uuid
 
+import pytest
 import yaml
 from click.testing import CliRunner
 from kubernetes import client, watch
@@ -53,6 +54,34 @@ def foreign_providers(core, mine):
 SCHEDULE_TIMEOUT = 240.0
 
 
+def wait_running(api, ns, job):
+    """`job`'s pods, all Running: {pod: (node, uid)}. On a timeout the failure says what the pods and
+    the PodGroup showed last (phase, node, conditions), so a slow or stuck vc-scheduler can be told
+    from a node that never runs the pods."""
+    core = client.CoreV1Api(api)
+    try:
+        return wait_for(f"{job} Running", lambda: running_on(core, ns, job), timeout=SCHEDULE_TIMEOUT)
+    except pytest.fail.Exception as e:
+        pytest.fail(f"{e}\n{pending_state(api, ns, job)}")
+
+
+def pending_state(api, ns, job):
+    """What the API server says about `job`'s pods and PodGroup, one line each."""
+    lines = []
+    for p in client.CoreV1Api(api).list_namespaced_pod(ns, label_selector=f"volcano.sh/job-name={job}").items:
+        conds = "; ".join(f"{c.type}={c.status} {c.reason or ''} {c.message or ''}".strip()
+                          for c in (p.status.conditions or []))
+        lines.append(f"pod {p.metadata.name}: phase {p.status.phase}, node {p.spec.node_name or '-'}; {conds}")
+    for pg in client.CustomObjectsApi(api).list_namespaced_custom_object(
+            "scheduling.volcano.sh", "v1beta1", ns, "podgroups")["items"]:
+        if (pg["metadata"].get("ownerReferences") or [{}])[0].get("name") == job:
+            st = pg.get("status") or {}
+            conds = "; ".join(f"{c.get('type')}={c.get('status')} {c.get('reason', '')} {c.get('message', '')}".strip()
+                              for c in st.get("conditions") or [])
+            lines.append(f"podgroup {pg['metadata']['name']}: phase {st.get('phase')}; {conds}")
+    return "\n".join(lines) or f"no pods and no PodGroup of {job}"
+
+
 def seed_nodes():
     """The seed's three node names (ascend-node-01..03), made unique to one test. Volcano's
     scheduler can keep a deleted node's pods, and a node entry without its Node, when a node of the
@@ -72,8 +101,7 @@ def build_seed_layout(api, fake_nodes, ns, nodes):
     custom.create_namespaced_custom_object(
         "batch.volcano.sh", "v1alpha1", ns, "jobs",
         vcjob("ascend-batch-training", ELIGIBLE, [("worker", 2, 1)], {"accelerator-pool": "ascend-npu"}))
-    batch = wait_for("ascend-batch-training Running", lambda: running_on(core, ns, "ascend-batch-training"),
-                     timeout=SCHEDULE_TIMEOUT)
+    batch = wait_running(api, ns, "ascend-batch-training")
     assert {n for n, _ in batch.values()} == {nodes[0]}, batch
     protected = {}
     for node, job, tasks in ((nodes[1], "online-serving-critical", [("entry", 1, 4), ("worker", 1, 3)]),
@@ -82,7 +110,7 @@ def build_seed_layout(api, fake_nodes, ns, nodes):
         custom.create_namespaced_custom_object(
             "batch.volcano.sh", "v1alpha1", ns, "jobs",
             vcjob(job, PROTECTED, tasks, {"kubernetes.io/hostname": node}))
-        placed = wait_for(f"{job} Running", lambda job=job: running_on(core, ns, job), timeout=SCHEDULE_TIMEOUT)
+        placed = wait_running(api, ns, job)
         assert {n for n, _ in placed.values()} == {node}, placed
         protected.update(placed)
     # The PodGroups must carry the jobs' labels before the planner reads them.
