@@ -19,8 +19,12 @@ class Ctx:
         meta = meta if isinstance(meta, dict) else {}
         ns, name = meta.get("namespace"), meta.get("name")
         ns = ns if isinstance(ns, str) else ""
-        name = name if isinstance(name, str) and name else f"#{index}"
-        self.label = f"{self.kind} {ns + '/' if ns else ''}{name}"
+        named = isinstance(name, str) and name
+        name = name if named else f"#{index}"
+        if self.kind == "?":   # no kind (a values file, a stray mapping): its place in the input names it
+            self.label = f"item #{index}" + (f" ({ns + '/' if ns else ''}{name})" if named else "")
+        else:
+            self.label = f"{self.kind} {ns + '/' if ns else ''}{name}"
 
     def fail(self, path, msg):
         raise SnapshotError(f"{self.label}: {path}: {msg}")

@@ -357,7 +357,7 @@ _LOADERS = {"Node": ("nodes", _load_node), "Pod": ("pods", _load_pod), "PodGroup
             "HyperNode": ("hypernodes", _load_hypernode)}
 
 
-def _flatten(objs):
+def flatten(objs):
     """The objects in order, with Lists, nested Lists and JSON arrays opened (without recursion,
     so nesting depth costs memory, not the interpreter's stack)."""
     stack = [iter(objs)]
@@ -393,9 +393,9 @@ def load_objects(objects) -> ClusterSnapshot:
     buckets = {k: [] for k, _ in _LOADERS.values()}
     seen = set()
     pod_uids = {}
-    for i, obj in enumerate(_flatten(objects)):
+    for i, obj in enumerate(flatten(objects)):
         if not isinstance(obj, dict):
-            raise SnapshotError(f"object #{i}: expected a Kubernetes object, got {type(obj).__name__}")
+            raise SnapshotError(f"item #{i}: expected a Kubernetes object, got {type(obj).__name__}")
         kind, api = obj.get("kind"), obj.get("apiVersion")
         ctx = Ctx(obj, i)
         for field_name, value in (("kind", kind), ("apiVersion", api)):

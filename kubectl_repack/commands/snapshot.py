@@ -68,8 +68,5 @@ def command(out, fmt):
         if tmp and os.path.exists(tmp):
             os.unlink(tmp)
         raise RepackError(f"cannot write snapshot {out}: {e.strerror}") from e
-    counts = {}
-    for o in objects:
-        counts[o["kind"]] = counts.get(o["kind"], 0) + 1
-    summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+    summary = kube_objects.kind_summary(objects)
     click.echo(f"wrote {out}: {len(objects)} objects ({summary or 'none'})", err=True)

@@ -226,14 +226,40 @@ class FileSource:
 
     def snapshot(self):
         """The file's objects as the planner's snapshot; anything wrong in them is the input's
-        fault (InvalidSnapshotFile, a usage error), not the cluster's."""
+        fault (InvalidSnapshotFile, a usage error, naming the file and the object), not the
+        cluster's, and so is a file without a Node (empty, a RepackRun given as --snapshot, an
+        error the API server answered instead of a List): nothing could be planned on it."""
         import planner
 
         objects = self.objects()
         try:
-            return planner.load_objects(objects)
+            snapshot = planner.load_objects(objects)
         except planner.SnapshotError as e:
-            raise InvalidSnapshotFile(str(e)) from e
+            raise InvalidSnapshotFile(f"{self.description}: {e}") from e
+        if not snapshot.nodes:
+            raise InvalidSnapshotFile(self._no_node(objects))
+        return snapshot
+
+    def _no_node(self, objects) -> str:
+        """What the file holds instead of a snapshot, and the likely mix-up."""
+        from planner.load import flatten
+
+        items = list(flatten(objects))
+        if not items:
+            held = "is empty" if not objects else "holds an empty List"
+            return (f"{self.description} {held}: a snapshot holds the cluster's Nodes and pods "
+                    "(`kubectl repack snapshot -o FILE` writes one)")
+        hint = ("did you swap -f and --snapshot?" if any(o.get("kind") == "RepackRun" for o in items) else
+                "a snapshot holds the cluster's Nodes and pods (`kubectl repack snapshot -o FILE` writes one)")
+        return f"{self.description} holds {kind_summary(items)} and no Node: {hint}"
+
+
+def kind_summary(objects) -> str:
+    """`2 Pod, 1 RepackRun`: how many objects of each kind, kinds sorted."""
+    counts: dict = {}
+    for o in objects:
+        counts[o["kind"]] = counts.get(o["kind"], 0) + 1
+    return ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
 
 
 # ---------- pods and PDBs ----------

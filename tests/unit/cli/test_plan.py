@@ -326,7 +326,8 @@ def test_malformed_snapshot_object_exits_2_naming_object_and_field(tmp_path):
          "spec": {"nodeName": "n1", "containers": [{"name": "c", "resources": {"requests": {R: "lots"}}}]}}]}))
     r = run("plan", "--snapshot", snap, "--resource", R)
     assert r.exit_code == 2
-    assert r.stderr.startswith("error: Pod team-a/p1: spec.containers[0].resources.requests.huawei.com/ascend-1980")
+    assert r.stderr.startswith(f"error: {snap}: Pod team-a/p1: spec.containers[0].resources.requests."
+                               "huawei.com/ascend-1980")
     assert "lots" in r.stderr and "Traceback" not in r.output
 
 

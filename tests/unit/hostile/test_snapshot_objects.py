@@ -153,7 +153,7 @@ def test_mutated_field_is_refused_naming_it(tmp_path, recorder, index, path, bad
     r = invoke(["plan", "--snapshot", _snapshot(tmp_path, objects), "--resource", R])
     # The field itself, or an object that contains it (a selector's map, a list of strings).
     prefixes = [_render(path[:n]) for n in range(len(path), 0, -1)]
-    names = re.compile(r"^error: [^:]+: (" + "|".join(re.escape(p) for p in prefixes) + r")(:| )")
+    names = re.compile(r"^error: [^:]+: [^:]+: (" + "|".join(re.escape(p) for p in prefixes) + r")(:| )")
     assert_refused(r, recorder, names)
 
 
@@ -181,14 +181,22 @@ def test_two_pods_with_one_uid_are_refused(tmp_path, recorder):
 
 
 @pytest.mark.parametrize("objects, says", [
-    ([], "the snapshot has no Nodes; nothing can be planned for huawei.com/ascend-1980"),
-    ([BASE[0]], "the snapshot has no Nodes; nothing can be planned for huawei.com/ascend-1980"),
+    ([], "holds an empty List: a snapshot holds the cluster's Nodes and pods"),
+    ([BASE[0]], "holds 1 Namespace and no Node: a snapshot holds the cluster's Nodes and pods"),
+], ids=["empty", "no-nodes"])
+def test_a_snapshot_without_nodes_is_refused(tmp_path, recorder, objects, says):
+    """Nothing could be planned on it: the wrong file, not an empty cluster."""
+    path = _snapshot(tmp_path, objects)
+    assert_refused(invoke(["plan", "--snapshot", path, "--resource", R]), recorder, f"error: {path} {says}")
+
+
+@pytest.mark.parametrize("objects, says", [
     ([BASE[1]], "no node advertises huawei.com/ascend1980; extended resources found: huawei.com/ascend-1980 (1 node)"),
-], ids=["empty", "no-nodes", "typo-in-goal"])
+], ids=["typo-in-goal"])
 def test_a_goal_no_node_advertises_is_no_fragmentation_with_a_warning(tmp_path, recorder, objects, says):
     """Not an error (the cluster may simply have none yet), but never silent: exit 0, outcome
     NoFragmentation, and a warning listing what the nodes do advertise."""
-    resource = "huawei.com/ascend1980" if objects == [BASE[1]] else R
+    resource = "huawei.com/ascend1980"
     r = invoke(["plan", "--snapshot", _snapshot(tmp_path, objects), "--resource", resource])
     assert r.exit_code == 0, r.output
     assert r.stderr == f"warning: {says}\n"

@@ -38,7 +38,7 @@ def test_raw_podgrouplist_items_take_the_list_apiversion():
 
 def test_plain_list_item_without_kind_is_an_error():
     item = {k: v for k, v in pod("p1").items() if k != "kind"}
-    with pytest.raises(SnapshotError, match=r"^\? default/p1: kind: required field is missing$"):
+    with pytest.raises(SnapshotError, match=r"^item #0 \(default/p1\): kind: required field is missing$"):
         load_objects([{"apiVersion": "v1", "kind": "List", "items": [item]}])
 
 
@@ -163,7 +163,7 @@ MALFORMED = [
      "Job default/j: spec.policies[0].events: expected a list of strings"),
     ("vcjob-event-not-string", vcjob("j", task_policies={"t": [{"event": ["PodEvicted"], "action": "RestartJob"}]}),
      "Job default/j: spec.tasks[0].policies[0].event: expected a string"),
-    ("missing-kind", {"apiVersion": "v1", "metadata": {"name": "x"}}, "? x: kind: required field is missing"),
+    ("missing-kind", {"apiVersion": "v1", "metadata": {"name": "x"}}, "item #0 (x): kind: required field is missing"),
     ("missing-apiversion", {"kind": "Pod", "metadata": {"name": "x"}}, "Pod x: apiVersion: required field is missing"),
 ]
 
@@ -176,7 +176,7 @@ def test_malformed_objects(obj, message):
 
 
 def test_non_object_item():
-    with pytest.raises(SnapshotError, match=r"^object #1: expected a Kubernetes object, got str$"):
+    with pytest.raises(SnapshotError, match=r"^item #1: expected a Kubernetes object, got str$"):
         load_objects([node("n1"), "n2"])
 
 
