@@ -516,23 +516,41 @@ def run_status(obj: dict) -> str:
     return out
 
 
-__all__ = ["no_provider_warning", "node_pools", "pool_table", "hypernode_table", "node_blocks_text", "table", "canonical_run", "to_yaml", "to_json", "dump", "card_bar", "card_map", "moves_table",
+__all__ = ["no_provider_warning", "unknown_resource", "node_pools", "pool_table", "hypernode_table", "node_blocks_text", "table", "canonical_run", "to_yaml", "to_json", "dump", "card_bar", "card_map", "moves_table",
            "blocked_table", "plan_summary", "run_status", "wrap_names"]
 
 
+def _extended_resources(snapshot, nonzero: bool) -> str:
+    """`a.com/x (3 nodes), b.com/y (1 node)`: the extended resources nodes list in their allocatable
+    (with `nonzero`, only where the amount is not 0), and on how many nodes."""
+    found: dict = {}
+    for n in snapshot.nodes:
+        for name, amount in n.allocatable.items():
+            if "/" in name and (amount or not nonzero):
+                found[name] = found.get(name, 0) + 1
+    return ", ".join(f"{name} ({count} node{'s' if count != 1 else ''})" for name, count in sorted(found.items()))
+
+
+def unknown_resource(snapshot, resource: str) -> str:
+    """When no node lists `resource` at all (a typo, or the wrong cluster): what the nodes do list
+    instead, for an error on spec.goals[0].resource; "" when some node lists it, even as 0."""
+    if any(resource in n.allocatable for n in snapshot.nodes):
+        return ""
+    if not snapshot.nodes:
+        return f"no node advertises {resource} (there is no Node)"
+    listed = _extended_resources(snapshot, nonzero=False)
+    return f"no node advertises {resource} (nodes advertise: {listed or 'no extended resource'})"
+
+
 def no_provider_warning(snapshot, resource: str) -> str:
-    """When no node advertises `resource` (a typo, or the wrong cluster), say so and list the
-    extended resources that nodes do advertise; "" when some node advertises it."""
+    """When nodes list `resource` but none has any of it allocatable, say so and list the extended
+    resources that nodes do have; "" when some node has it. (A resource no node lists at all is an
+    error: unknown_resource.)"""
     if any(n.allocatable.get(resource) for n in snapshot.nodes):
         return ""
     if not snapshot.nodes:
         return f"the snapshot has no Nodes; nothing can be planned for {resource}"
-    found = {}
-    for n in snapshot.nodes:
-        for name, amount in n.allocatable.items():
-            if "/" in name and amount:
-                found[name] = found.get(name, 0) + 1
-    listed = ", ".join(f"{name} ({count} node{'s' if count != 1 else ''})" for name, count in sorted(found.items()))
+    listed = _extended_resources(snapshot, nonzero=True)
     return (f"no node advertises {resource}; extended resources found: {listed}" if listed else
             f"no node advertises {resource}, and no node advertises any extended resource")
 

@@ -118,6 +118,9 @@ def command(file, resource, min_improvement, max_podgroups, max_cards, podgroup_
         with paused_gc():  # many small immutable objects, no cycles: collector passes cost seconds
             snapshot = source.snapshot()
         progress.done()
+        unknown = render.unknown_resource(snapshot, spec.resource)
+        if unknown:   # a typo, or the wrong cluster: planning it would only say NoFragmentation
+            raise ValidationError([f"spec.goals[0].resource: {unknown}"])
         warning = render.no_provider_warning(snapshot, spec.resource)
         if warning:
             click.echo(f"warning: {warning}", err=True)

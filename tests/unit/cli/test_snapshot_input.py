@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from tests.unit.cli.conftest import GUARDED, R, REPO, run
+from tests.unit.cli.conftest import GUARDED, R, REPO, SEED3, run
 
 EXECUTE_SAMPLE = os.path.join(REPO, "config", "samples", "ascend-execute-001.yaml")
 NOT_A_SNAPSHOT = "a snapshot holds the cluster's Nodes and pods (`kubectl repack snapshot -o FILE` writes one)"
@@ -59,3 +59,23 @@ def test_an_unnamed_item_deeper_in_a_list_is_named_by_its_index(tmp_path):
     snap.write_text('{"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "v1", "kind": "Node", '
                     '"metadata": {"name": "n1"}, "status": {"allocatable": {"%s": "8"}}}, {"apiVersion": "v1"}]}' % R)
     refused(run("plan", "--snapshot", snap, "--resource", R), f"{snap}: item #1: kind: required field is missing")
+
+
+# ---------- a goal resource no node advertises ----------
+
+SEED3_HAS = "nodes advertise: huawei.com/ascend-1980 (3 nodes)"
+
+
+def test_a_resource_flag_no_node_advertises_is_refused_listing_what_they_do():
+    refused(run("plan", "--snapshot", SEED3, "--resource", "huawei.com/ascend-1908"),
+            f"spec.goals[0].resource: no node advertises huawei.com/ascend-1908 ({SEED3_HAS})")
+
+
+def test_a_run_file_goal_no_node_advertises_is_refused(tmp_path):
+    with open(GUARDED, encoding="utf-8") as f:
+        text = f.read()
+    assert text.count(R) >= 1
+    path = tmp_path / "typo.yaml"
+    path.write_text(text.replace(R, "huawei.com/ascend-1908"))
+    refused(run("plan", "--snapshot", SEED3, "-f", path),
+            f"spec.goals[0].resource: no node advertises huawei.com/ascend-1908 ({SEED3_HAS})")

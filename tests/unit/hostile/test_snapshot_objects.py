@@ -190,15 +190,21 @@ def test_a_snapshot_without_nodes_is_refused(tmp_path, recorder, objects, says):
     assert_refused(invoke(["plan", "--snapshot", path, "--resource", R]), recorder, f"error: {path} {says}")
 
 
-@pytest.mark.parametrize("objects, says", [
-    ([BASE[1]], "no node advertises huawei.com/ascend1980; extended resources found: huawei.com/ascend-1980 (1 node)"),
-], ids=["typo-in-goal"])
-def test_a_goal_no_node_advertises_is_no_fragmentation_with_a_warning(tmp_path, recorder, objects, says):
-    """Not an error (the cluster may simply have none yet), but never silent: exit 0, outcome
-    NoFragmentation, and a warning listing what the nodes do advertise."""
-    resource = "huawei.com/ascend1980"
-    r = invoke(["plan", "--snapshot", _snapshot(tmp_path, objects), "--resource", resource])
+def test_a_goal_no_node_advertises_is_refused_listing_what_the_nodes_advertise(tmp_path, recorder):
+    """A typo, or the wrong cluster: planning it would only say NoFragmentation."""
+    r = invoke(["plan", "--snapshot", _snapshot(tmp_path, [BASE[1]]), "--resource", "huawei.com/ascend1980"])
+    assert_refused(r, recorder, "error: spec.goals[0].resource: no node advertises huawei.com/ascend1980 "
+                                "(nodes advertise: huawei.com/ascend-1980 (1 node))")
+    assert r.stderr.count("\n") == 1
+
+
+def test_a_goal_nodes_list_with_nothing_allocatable_is_no_fragmentation_with_a_warning(tmp_path, recorder):
+    """Nodes that list the resource with 0 allocatable do provide it (none is free or usable now):
+    not an error, but never silent: exit 0, outcome NoFragmentation, and a warning."""
+    node = copy.deepcopy(BASE[1])
+    node["status"]["allocatable"][R] = "0"
+    r = invoke(["plan", "--snapshot", _snapshot(tmp_path, [node]), "--resource", R])
     assert r.exit_code == 0, r.output
-    assert r.stderr == f"warning: {says}\n"
+    assert r.stderr == f"warning: no node advertises {R}, and no node advertises any extended resource\n"
     assert "NoFragmentation" in r.stdout
     assert recorder.calls == []
