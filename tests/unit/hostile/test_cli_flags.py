@@ -31,6 +31,7 @@ BASE_ARGS = {
     "install": ["--dry-run"],
     "uninstall": ["--dry-run"],
     "completion": ["bash"],
+    "version": [],
 }
 
 DNS_NAMES = ["Bad_Name", "-leading-dash", "a" * 254, "has space", "UPPER", "a..b", "ends-", "x/y", ""]
