@@ -16,7 +16,7 @@ import click
 
 import planner
 from planner.gcpause import paused_gc
-from kubectl_repack import render, schema
+from kubectl_repack import render
 from kubectl_repack.api.control import COOLDOWN_ANNOTATION, EXECUTOR_ANNOTATION, EXECUTOR_LOCAL, TIMEOUT_ANNOTATION
 from kubectl_repack.api.run import (MODE_EXECUTE, NOT_RECOMMENDED, PHASE_FAILED, PHASE_SUCCEEDED, RunView,
                                     is_finished, run_reason)
@@ -25,8 +25,8 @@ from kubectl_repack.api.times import rfc3339, utcnow
 from kubectl_repack.api.view import as_map
 from kubectl_repack.errors import ClusterAPIError, ValidationError
 
-from .options import (OUTPUT_JSON, OUTPUT_YAML, RUN_NAME, cluster_options, duration, output_option, settings, stamp,
-                      template_options)
+from .options import (OUTPUT_JSON, OUTPUT_YAML, RUN_NAME, cluster_options, duration, mode_option, output_option,
+                      settings, stamp, template_options)
 from .runspec import QuickFlags, build_run
 from .status import EXIT_INTERRUPTED
 
@@ -147,8 +147,7 @@ def _emit(run: dict, output, note: str = "", allow_missing: bool = True) -> None
               help="The Execute RepackRun (YAML or JSON; '-' reads stdin).")
 @click.option("--resume", metavar="NAME", type=RUN_NAME,
               help="Follow the existing Execute RepackRun NAME again (with --local: continue it from its records).")
-@click.option("--mode", type=click.Choice([MODE_EXECUTE]),
-              help="Set spec.mode (lets a reviewed DryRun file be executed; use with --name).")
+@mode_option(MODE_EXECUTE, "Set spec.mode (lets a reviewed DryRun file be executed; use with --name).")
 @click.option("--name", metavar="NAME", type=RUN_NAME, help="metadata.name of the run (overrides the file's).")
 @click.option("--local", is_flag=True,
               help="Carry the run out from this process with your credentials, not in the cluster (for "
@@ -184,10 +183,8 @@ def command(file, resume, mode, name, local, wait, timeout, cooldown, eviction_r
     quiet = render.prints_object(output)
     spec_run = None
     if file:
-        run = build_run(file, QuickFlags(name=name), default_name=f"repack-execute-{stamp(rfc3339(utcnow()))}")
-        if mode:
-            run["spec"]["mode"] = mode
-            run = schema.validate_run(run)
+        run = build_run(file, QuickFlags(name=name, mode=mode),
+                        default_name=f"repack-execute-{stamp(rfc3339(utcnow()))}")
         if run["spec"].get("mode") != MODE_EXECUTE:
             raise ValidationError([f"spec.mode: {run['spec'].get('mode')!r}: `kubectl repack apply` executes "
                                    "Execute runs; set mode: Execute or pass --mode Execute (with a new --name)"])

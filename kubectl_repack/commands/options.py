@@ -234,6 +234,12 @@ def template_options(f):
                         type=bool, help="With -o jsonpath=: print nothing for a missing key instead of failing.")(f)
 
 
+def mode_option(mode: str, help_text: str):
+    """--mode: replaces the run file's spec.mode with the one mode the command takes (plan: DryRun,
+    apply: Execute), through QuickFlags.mode like the other overriding flags."""
+    return click.option("--mode", type=click.Choice([mode]), help=help_text)
+
+
 def _check_now(ctx, param, value):
     if value is None:
         return None
@@ -266,7 +272,7 @@ def stamp(now: str) -> str:
     return f"{digits[:8]}-{digits[8:14]}"
 
 
-__all__ = ["Template", "TEMPLATE_KINDS", "OUTPUT_NAME", "template_options", "IntRange", "RUN_NAME", "NAMESPACE", "IMAGE_REF", "Settings", "settings", "cluster_options", "output_option", "now_option", "now_or_current",
+__all__ = ["Template", "TEMPLATE_KINDS", "OUTPUT_NAME", "template_options", "mode_option", "IntRange", "RUN_NAME", "NAMESPACE", "IMAGE_REF", "Settings", "settings", "cluster_options", "output_option", "now_option", "now_or_current",
            "stamp", "OUTPUT_YAML", "OUTPUT_JSON", "OUTPUT_WIDE", "NOW_ENV"]
 
 

@@ -17,8 +17,8 @@ from kubectl_repack.api.status import plan_status
 from kubectl_repack.kube import objects, runs
 from kubectl_repack.errors import ValidationError
 
-from .options import (OUTPUT_JSON, OUTPUT_WIDE, OUTPUT_YAML, RUN_NAME, IntRange, cluster_options, now_option,
-                      now_or_current, output_option, settings, stamp, template_options)
+from .options import (OUTPUT_JSON, OUTPUT_WIDE, OUTPUT_YAML, RUN_NAME, IntRange, cluster_options, mode_option,
+                      now_option, now_or_current, output_option, settings, stamp, template_options)
 from .progress import Progress
 from .runspec import QuickFlags, build_run, read_stdin
 
@@ -48,6 +48,8 @@ Exit codes: 0 evaluated (any outcome), 1 runtime error (cluster, snapshot file),
 @click.option("-f", "--filename", "file", metavar="RUN.yaml",
               help="The RepackRun to evaluate (YAML or JSON; '-' reads stdin). Flags given as well "
                    "override the file's fields.")
+@mode_option(MODE_DRY_RUN, "Set spec.mode to DryRun: plans an Execute run file (-f) without executing it "
+                          "(`apply --mode Execute` is the way back).")
 @click.option("--resource", metavar="NAME", help="Target resource, e.g. huawei.com/ascend-1980 (goals[0].resource).")
 @click.option("--min-improvement", type=IntRange(0, 100), metavar="POINTS",
               help="Required drop of fragmentation in percentage points (goals[0].minFragImprovementPercent).")
@@ -82,7 +84,7 @@ Exit codes: 0 evaluated (any outcome), 1 runtime error (cluster, snapshot file),
 @template_options
 @cluster_options
 @now_option
-def command(file, resource, min_improvement, max_podgroups, max_cards, podgroup_selector,
+def command(file, mode, resource, min_improvement, max_podgroups, max_cards, podgroup_selector,
             exclude_podgroup_selector, node_selector, exclude_node_selector, name, snapshot_file, save,
             exit_code, output, allow_missing, now):
     """Plan a repack (DryRun): fragmentation before/after, moves, freed nodes.
@@ -97,12 +99,13 @@ def command(file, resource, min_improvement, max_podgroups, max_cards, podgroup_
         raise click.UsageError("-f - and --snapshot - cannot both read stdin")
     now = now_or_current(now)
     flags = QuickFlags(name, resource, min_improvement, max_podgroups, max_cards, podgroup_selector,
-                       exclude_podgroup_selector, node_selector, exclude_node_selector)
+                       exclude_podgroup_selector, node_selector, exclude_node_selector, mode)
     run = build_run(file, flags, default_name=f"repack-plan-{stamp(now)}")
     mode = run["spec"].get("mode")
     if mode != MODE_DRY_RUN:
         raise ValidationError([f"spec.mode: {mode!r}: `kubectl repack plan` evaluates DryRun runs only; "
-                               "set mode: DryRun (Execute runs are started by `kubectl repack apply`)"])
+                               "set mode: DryRun or pass --mode DryRun (Execute runs are started by "
+                               "`kubectl repack apply`)"])
     spec = planner.RunSpec.from_spec(run["spec"])  # SpecError exits 2, still before any read
 
     progress = Progress()  # stderr, and only on a terminal

@@ -1,7 +1,7 @@
 """The RepackRun a command acts on: read from -f (file or stdin) and/or built from quick flags.
 
 Flags given together with -f override the file's fields (documented in `plan --help`):
---resource replaces goals[0].resource, --min-improvement its threshold, --max-podgroups and
+--mode replaces spec.mode (plan: DryRun, apply: Execute), --resource replaces goals[0].resource, --min-improvement its threshold, --max-podgroups and
 --max-cards the budget, each selector flag the matching scope selector (names are kept), --name
 the object's name. The result is validated against the CRD schema before anything else happens.
 """
@@ -46,6 +46,7 @@ class QuickFlags:
     exclude_podgroup_selector: Optional[str] = None
     node_selector: Optional[str] = None
     exclude_node_selector: Optional[str] = None
+    mode: Optional[str] = None   # --mode of plan (DryRun) and apply (Execute): replaces spec.mode
 
 
 def read_run_file(path: str) -> dict:
@@ -87,6 +88,8 @@ def apply_flags(run: Optional[dict], flags: QuickFlags, default_name: str) -> di
     spec = run.setdefault("spec", {})
     if flags.name is not None:
         meta["name"] = flags.name
+    if flags.mode is not None:
+        spec["mode"] = flags.mode
     goals = spec.setdefault("goals", [{}])
     if not goals:
         goals.append({})

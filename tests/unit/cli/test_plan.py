@@ -289,6 +289,28 @@ def test_execute_runs_are_refused_by_plan(tmp_path):
     r = run("plan", "-f", path, "--snapshot", SEED3)
     assert r.exit_code == 2
     assert "spec.mode: 'Execute'" in r.stderr and "kubectl repack apply" in r.stderr
+    assert "--mode DryRun" in r.stderr
+
+
+EXECUTE_SAMPLE = os.path.join(os.path.dirname(os.path.dirname(SEED3)), "config", "samples", "ascend-execute-001.yaml")
+
+
+def test_mode_dry_run_plans_an_execute_file_offline():
+    """As `apply --mode Execute` executes a reviewed DryRun file, `plan --mode DryRun` previews an
+    Execute file: same spec, mode DryRun, nothing executed."""
+    r = run("plan", "-f", EXECUTE_SAMPLE, "--mode", "DryRun", "--snapshot", SEED3, "--now", NOW, "-o", "json")
+    obj = as_json(r)
+    sample = yaml.safe_load(open(EXECUTE_SAMPLE))
+    assert obj["metadata"]["name"] == "ascend-execute-001"
+    assert obj["spec"] == dict(sample["spec"], mode="DryRun")
+    assert obj["status"]["conditions"][0]["reason"] == "RepackRecommended"
+    assert obj["status"]["plan"]["freedNodes"] == ["ascend-node-01"]
+
+
+def test_mode_takes_dry_run_only():
+    r = run("plan", "-f", EXECUTE_SAMPLE, "--mode", "Execute", "--snapshot", SEED3)
+    assert r.exit_code == 2
+    assert r.stderr.startswith("error: Invalid value for '--mode': 'Execute' is not 'DryRun'.")
 
 
 def test_unparseable_run_file_exits_2_with_line(tmp_path):
