@@ -45,6 +45,13 @@ from .options import IMAGE_REF, NAMESPACE, OUTPUT_JSON, OUTPUT_YAML, RUN_NAME, c
 
 DRY_RUN_MODES = ("none", "client", "server")   # kubectl's --dry-run values; bare --dry-run is client
 
+
+def dry_run_option(help_text: str):
+    """kubectl's --dry-run, for install and uninstall alike: bare or =client, =server, none (the default)."""
+    return click.option("--dry-run", "dry_run", type=click.Choice(DRY_RUN_MODES), is_flag=False, flag_value="client",
+                        default="none", show_default=False, metavar="[=client|server]", help=help_text)
+
+
 def _check_url(ctx, param, value):
     if value is None:
         return None
@@ -192,13 +199,11 @@ def parse_timeout(ctx, param, value) -> float:
 @click.option("--cert-dir", default=None, type=click.Path(file_okay=False),
               help="With --webhook-url: also write tls.crt, tls.key and ca.crt here (for the webhook "
                    "served outside the cluster).")
-@click.option("--dry-run", "dry_run", type=click.Choice(DRY_RUN_MODES), is_flag=False, flag_value="client",
-              default="none", show_default=False, metavar="[=client|server]",
-              help="client (also bare --dry-run): print the objects, touching nothing. server: send each "
-                   "object to the API server as a server-side apply with dryRun=All and print what it "
-                   "would do, storing nothing; when the namespace does not exist yet, a server dry run "
-                   "cannot create it, so the objects inside it are listed as `would be created in the "
-                   "new namespace` without being checked by the server.")
+@dry_run_option("client (also bare --dry-run): print the objects, touching nothing. server: send each "
+                "object to the API server as a server-side apply with dryRun=All and print what it "
+                "would do, storing nothing; when the namespace does not exist yet, a server dry run "
+                "cannot create it, so the objects inside it are listed as `would be created in the "
+                "new namespace` without being checked by the server.")
 @output_option(OUTPUT_YAML, OUTPUT_JSON, help_text="yaml|json: with --dry-run, the format (default yaml); with "
                                                    "--dry-run=server, the objects as the API server returned them.")
 @cluster_options
@@ -301,15 +306,35 @@ def _no_policy(policy, stale: str, echo) -> None:
               help="Namespace the webhook was installed into.")
 @click.option("--include-crd", is_flag=True,
               help="Also delete the RepackRun CRD, and with it every RepackRun.")
-@click.option("--dry-run", is_flag=True, help="Print what would be deleted.")
+@dry_run_option("client (also bare --dry-run): print what would be deleted, reading nothing from the cluster: "
+                "the namespace is then listed as deleted only if install created it, as the real uninstall "
+                "decides from the namespace's label. server: decide as the real uninstall does (the "
+                "namespace's label, the gated pods, the runs' finalizers) and send each delete with "
+                "dryRun=All, changing nothing.")
 @cluster_options
 def uninstall_command(namespace, include_crd, dry_run):
-    """Remove the webhook and coordinator (and with --include-crd the RepackRun CRD)."""
+    """Remove what install created: the placement webhook and its coordinator, and the RepackRun controller.
+
+    \b
+    Deleted: the MutatingWebhookConfiguration (first, so no pod creation waits on a webhook going
+    away), the three Deployments, their Services, ServiceAccounts, RBAC and Leases (the Lease
+    repack-execute carries the stored cooldown setting), the admission policies, the NetworkPolicy,
+    the Secrets the controller made (TLS pair, seal key), and the namespace if install created it
+    (it carries the label app.kubernetes.io/part-of=kubectl-repack).
+    Released: pods still carrying the placement gate (nothing would lift it any more), and the
+    controller's finalizer on every RepackRun (an unfinished run is then carried on by nobody:
+    `kubectl repack apply --local --resume NAME`).
+    Kept: the RepackRun CRD and every RepackRun (with --include-crd both are deleted), and a
+    namespace install did not create, with everything else in it.
+
+    \b
+    Examples:
+      kubectl repack uninstall --dry-run
+      kubectl repack uninstall --dry-run=server -n repack-system
+      kubectl repack uninstall --include-crd
+    """
     from kubectl_repack.deploy import installer
 
     ordered = installer.uninstall_order(namespace, include_crd)
-    if dry_run:
-        for obj in ordered:
-            click.echo(f"{installer.describe(obj)} deleted (dry run)")
-        return
-    installer.uninstall(settings().api(), ordered, click.echo)
+    api = settings().api() if dry_run != "client" else None
+    installer.uninstall(api, ordered, click.echo, dry_run)

@@ -12,7 +12,7 @@ from typing import Callable, Optional
 from urllib.parse import urlparse
 
 from kubectl_repack.api.view import ObjectView
-from kubectl_repack.api.control import LEGACY_SIGNING_SECRET_NAME, SEAL_SECRET_NAME, finalizer_removal
+from kubectl_repack.api.control import FINALIZER, LEGACY_SIGNING_SECRET_NAME, SEAL_SECRET_NAME, finalizer_removal
 from kubectl_repack.api.gates import has_gate, ungate_patch
 from kubectl_repack.api.installed import PART_OF, PART_OF_LABEL, SOURCE_ENDPOINTS, SOURCE_FLAG
 from kubectl_repack.api.run import is_finished
@@ -342,29 +342,46 @@ def uninstall_order(namespace: str, include_crd: bool) -> list:
     return ordered
 
 
-def uninstall(api, ordered: list, echo: Echo) -> None:
+def uninstall(api, ordered: list, echo: Echo, dry_run: str = "none") -> None:
     """Delete `ordered` (uninstall_order); a Namespace install did not create is kept. Once the
     webhook configuration is gone, pods still gated are released; once the controller is, the
-    runs' finalizers."""
+    runs' finalizers.
+
+    `dry_run` as kubectl's: "server" decides as the real uninstall does (it reads the namespace's
+    label, the gated pods and the runs) and sends every delete with dryRun=All, patching nothing;
+    "client" reads nothing (`api` may be None), so what only the cluster knows (did install create
+    the namespace?) is said as the condition the real uninstall applies."""
+    suffix = {"none": "", "server": " (server dry run)", "client": " (dry run)"}[dry_run]
+    offline = dry_run == "client"
     for obj in ordered:
-        if obj["kind"] == "Namespace" and not ours(api, obj["metadata"]["name"], absent=False):
-            echo(f"{describe(obj)} kept (not created by install)")
-            continue
-        gone = delete_object(api, obj)
-        echo(f"{describe(obj)} {'deleted' if gone else 'not found'}")
+        if obj["kind"] == "Namespace":
+            if offline:
+                echo(f"{describe(obj)} deleted only if install created it (label {PART_OF_LABEL}={PART_OF}), "
+                     f"else kept{suffix}")
+                continue
+            if not ours(api, obj["metadata"]["name"], absent=False):
+                echo(f"{describe(obj)} kept (not created by install){suffix}")
+                continue
+        gone = True if offline else delete_object(api, obj, dry_run=dry_run == "server")
+        echo(f"{describe(obj)} {'deleted' if gone else 'not found'}{suffix}")
         if obj["kind"] == "MutatingWebhookConfiguration":
-            for pod in release_gates(api):
-                echo(f"pod/{pod} placement gate removed")
+            if offline:
+                echo(f"pods still carrying the placement gate: gate removed{suffix}")
+            for pod in ([] if offline else release_gates(api, dry_run=bool(suffix))):
+                echo(f"pod/{pod} placement gate removed{suffix}")
         if obj["kind"] == "Deployment" and obj["metadata"]["name"] == manifests.CONTROLLER_NAME:
-            for run, finished in release_finalizers(api):
-                echo(f"repackrun.repack.volcano.sh/{run} finalizer removed"
+            if offline:
+                echo(f"repackruns: finalizer {FINALIZER} removed{suffix}")
+            for run, finished in ([] if offline else release_finalizers(api, dry_run=bool(suffix))):
+                echo(f"repackrun.repack.volcano.sh/{run} finalizer removed{suffix}"
                      + ("" if finished else " (the run is not finished and nothing in the cluster "
                                             "carries it on now: `kubectl repack apply --local --resume`)"))
 
 
-def release_finalizers(api) -> list:
+def release_finalizers(api, dry_run: bool = False) -> list:
     """Remove the controller's finalizer from every RepackRun: with the controller gone nobody would,
-    and a delete would hang. Returns [(name, finished)]."""
+    and a delete would hang. Returns [(name, finished)]; with `dry_run`, of the runs that carry it,
+    patching none."""
     released = []
     found = get_path(api, RUN_KIND.path())
     if found is None:    # no CRD: no runs
@@ -372,20 +389,21 @@ def release_finalizers(api) -> list:
     runs = RunStore(api)
     for run in found.get("items") or []:
         ops = finalizer_removal(run)
-        if ops and runs.patch(run["metadata"]["name"], ops):   # not if changed or gone meanwhile
+        if ops and (dry_run or runs.patch(run["metadata"]["name"], ops)):   # not if changed or gone meanwhile
             released.append((run["metadata"]["name"], is_finished(run)))
     return released
 
 
-def release_gates(api) -> list[str]:
+def release_gates(api, dry_run: bool = False) -> list[str]:
     """Remove the placement gate from every pod still carrying it: with the coordinator gone,
-    nobody else would (fail open). Returns `namespace/name` of the pods released."""
+    nobody else would (fail open). Returns `namespace/name` of the pods released (with `dry_run`,
+    of the pods carrying it, patching none)."""
     released = []
     for pod in request(api, "GET", POD_KIND.path()).get("items") or []:
         if not has_gate(pod):
             continue
         meta = pod["metadata"]
         # not if gone meanwhile, or released by someone else
-        if json_patch(api, POD_KIND.path(meta["namespace"], meta["name"]), ungate_patch(pod)):
+        if dry_run or json_patch(api, POD_KIND.path(meta["namespace"], meta["name"]), ungate_patch(pod)):
             released.append(f"{meta['namespace']}/{meta['name']}")
     return released
