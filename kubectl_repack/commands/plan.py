@@ -40,7 +40,8 @@ Examples:
 
 \b
 Exit codes: 0 evaluated (any outcome), 1 runtime error (cluster, snapshot file),
-2 usage or validation error (nothing was read or sent), 3 with --exit-code: not RepackRecommended.
+2 usage or validation error (nothing was read or sent), a snapshot file that is not one (no Node),
+or a goal resource no node advertises, 3 with --exit-code: not RepackRecommended, 130 interrupted.
 """
 
 
