@@ -143,7 +143,7 @@ def _emit(run: dict, output, note: str = "", allow_missing: bool = True) -> None
 
 
 @click.command("apply", epilog=EPILOG)
-@click.option("-f", "--filename", "file", metavar="RUN.yaml",
+@click.option("-f", "--filename", "file", metavar="RUN.yaml", type=click.Path(dir_okay=False, allow_dash=True),
               help="The Execute RepackRun (YAML or JSON; '-' reads stdin).")
 @click.option("--resume", metavar="NAME", type=RUN_NAME,
               help="Follow the existing Execute RepackRun NAME again (with --local: continue it from its records).")

@@ -46,7 +46,7 @@ or a goal resource no node advertises, 3 with --exit-code: not RepackRecommended
 
 
 @click.command("plan", epilog=EPILOG)
-@click.option("-f", "--filename", "file", metavar="RUN.yaml",
+@click.option("-f", "--filename", "file", metavar="RUN.yaml", type=click.Path(dir_okay=False, allow_dash=True),
               help="The RepackRun to evaluate (YAML or JSON; '-' reads stdin). Flags given as well "
                    "override the file's fields.")
 @mode_option(MODE_DRY_RUN, "Set spec.mode to DryRun: plans an Execute run file (-f) without executing it "

@@ -27,6 +27,7 @@ def snapshot_list(objects) -> dict:
 
 @click.command("snapshot")
 @click.option("-o", "--output", "out", metavar="FILE", default="-", show_default=True,
+              type=click.Path(dir_okay=False, allow_dash=True),
               help="Where to write the snapshot ('-' = stdout).")
 @click.option("--format", "fmt", type=click.Choice(["json", "yaml"]), default="json", show_default=True,
               help="json: one v1 List; yaml: the same List as YAML.")

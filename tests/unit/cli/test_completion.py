@@ -5,6 +5,7 @@ kubectl-repack's scripts use, and `completion SHELL` scripts."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -28,12 +29,35 @@ def _lines(text):
     (["snapshot", "--format", "y"], ["yaml"], ":4"),
     (["completion", ""], ["bash", "zsh", "fish"], ":4"),
     (["plan", "--snapshot", ""], [], ":0"),        # a file: the shell completes file names
-    (["plan", "-f", ""], [], ":4"),                # -f takes '-' too, so it is a plain string
+    (["plan", "-f", "ex"], [], ":0"),              # a run file ('-' = stdin) is a file too
+    (["apply", "-f", ""], [], ":0"),
+    (["snapshot", "-o", ""], [], ":0"),            # where to write the snapshot
+    (["install", "--cert-dir", ""], [], ":16"),    # a directory: the shell completes directories
 ], ids=lambda v: " ".join(v) if isinstance(v, list) else None)
 def test_cobra_protocol(words, expected, directive):
     out = _lines(cobra_complete(words))
     assert out[-1] == directive
     assert out[:-1] == expected
+
+
+def _path_options():
+    """Every option of every command that takes a path: a click.Path, or a FILE/DIR/.yaml metavar."""
+    import click
+
+    from kubectl_repack.cli import main
+
+    for name, command in sorted(main.commands.items()):
+        for option in command.params:
+            if isinstance(option, click.Option) and not option.is_flag and (
+                    isinstance(option.type, click.Path)
+                    or re.search(r"FILE|DIR|\.ya?ml", option.metavar or "")):
+                long = max(option.opts, key=len)
+                yield pytest.param(name, long, id=f"{name} {long}")
+
+
+@pytest.mark.parametrize("command, option", list(_path_options()))
+def test_every_option_that_takes_a_path_completes_file_names(command, option):
+    assert _lines(cobra_complete([command, option, ""])) in ([":0"], [":16"])
 
 
 def test_flags_complete_with_their_help():
@@ -59,6 +83,14 @@ def test_kubectl_complete_repack_executable_speaks_kubectls_protocol():
     r = _run("kubectl_complete-repack", "plan", "-o", "w")
     assert r.returncode == 0, r.stderr
     assert r.stdout == "wide\n:4\n"
+
+
+@pytest.mark.parametrize("words", [["plan", "-f", "ex"], ["apply", "-f", ""], ["snapshot", "-o", ""],
+                                   ["plan", "--snapshot", "ex"]], ids=lambda words: " ".join(words))
+def test_kubectl_complete_repack_leaves_paths_to_the_shell(words):
+    r = _run("kubectl_complete-repack", *words)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == ":0\n"   # no candidates, directive 0: the shell completes file names
 
 
 def test_the_plugin_binary_speaks_it_too_for_krew():
