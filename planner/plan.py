@@ -10,11 +10,13 @@ pass into a `Plan` with the outcome and its reasons. Where the parts live:
 - candidates: the receiver order and one candidate's evaluation on a fork;
 - rounds: the round loop (reference and fast), consolidation onto idle nodes;
 - improve: alternative passes within a binding budget, and the search on small clusters;
-- setsearch: ruin and recreate over which nodes to vacate, realised as a pass with pinned pods.
+- setsearch: ruin and recreate over which nodes to vacate, realised as a pass with pinned pods;
+- relief: a run aimed at pending gangs (spec.target), which stops as soon as they fit.
 """
 import dataclasses
 
 from . import blocks as block_view
+from . import relief
 from .cost import DEFAULT_WEIGHTS
 from .frag import frag_percent, percent_int
 from .improve import FOCUS_SMALL, SIZE_ORDER, focus_variants, improve
@@ -41,7 +43,11 @@ def plan(snapshot, spec, weights=DEFAULT_WEIGHTS, optimized=True, progress=None,
     with "pod ns/name: why" (`movable_namespaces(snapshot, spec)` says which namespaces to ask about).
     """
     run = spec if isinstance(spec, RunSpec) else RunSpec.from_spec(spec)
+    if run.target is not None and not run.resource:
+        run = dataclasses.replace(run, resource=relief.Gangs(snapshot, run.target).resource())
     prep = prepare(snapshot, run, not_evictable)
+    if run.target is not None:
+        return relief.plan_target(prep, weights, optimized, finish)
     if frag_percent(len(prep.occupied), prep.minimum.value, len(prep.alloc)) == 0:
         p = Planner(prep, weights, optimized)
         p.rounds = 0

@@ -19,6 +19,11 @@ REASON_INSUFFICIENT = "InsufficientImprovement"
 # pass ends Succeeded with no moves (the Go API's state.ReasonRequiredNodeBlocksNotMet).
 REASON_BLOCKS_NOT_MET = "RequiredNodeBlocksNotMet"
 BLOCK_MODES = ("binpack", "spread")
+# RELIEF-2: a run aimed at pending gangs (spec.target) ends with one of these or RepackRecommended;
+# like InsufficientImprovement the two end the pass Succeeded with no moves.
+REASON_TARGET_FITS = "TargetAlreadyFits"
+REASON_TARGET_CANNOT_FIT = "TargetCannotFit"
+MAX_TARGETS = 16
 
 # Plan.above_minimum_reason: why a plan stops above theoreticalMin, for callers that act on it
 # (Plan.above_minimum is the sentence for people).
@@ -94,6 +99,51 @@ class BlockGoal:
 
 
 @dataclass(frozen=True)
+class Target:
+    """spec.target (RELIEF-2): the pending gangs a run makes room for, as "namespace/name" of
+    their PodGroups, in spec order."""
+    podgroups: tuple
+
+    @classmethod
+    def from_spec(cls, target) -> Optional["Target"]:
+        if target is None:
+            return None
+        where = "spec.target"
+        if not isinstance(target, dict):
+            raise SpecError(f"{where}: expected an object with podGroups")
+        unknown = sorted(set(target) - {"podGroups"})
+        if unknown:
+            raise SpecError(f"{where}.{unknown[0]}: unknown field (only podGroups)")
+        pgs = target.get("podGroups")
+        if not isinstance(pgs, list) or not 1 <= len(pgs) <= MAX_TARGETS:
+            raise SpecError(f"{where}.podGroups: a list of 1 to {MAX_TARGETS} PodGroups (namespace/name) is required")
+        seen = []
+        for i, key in enumerate(pgs):
+            ns, _, name = key.partition("/") if isinstance(key, str) else ("", "", "")
+            if not ns or not name or "/" in name:
+                raise SpecError(f"{where}.podGroups[{i}]: {key!r} is not namespace/name")
+            if key in seen:
+                raise SpecError(f"{where}.podGroups[{i}]: {key} is named twice")
+            seen.append(key)
+        return cls(tuple(seen))
+
+
+@dataclass(frozen=True)
+class TargetFit:
+    """Where a targeted plan (RELIEF-2) would put the target's pending pods on its final state."""
+    podgroups: tuple                  # "namespace/name", spec order
+    fits: bool
+    placements: tuple = ()            # (pod key, node), in placement order; empty when it does not fit
+    message: str = ""
+
+    def summary(self) -> dict:
+        out = {"podGroups": list(self.podgroups), "fits": self.fits}
+        if self.placements:
+            out["placements"] = [{"pod": k, "node": n} for k, n in self.placements]
+        return out
+
+
+@dataclass(frozen=True)
 class HyperNodeRow:
     """One HyperNode in a plan's topology view (TOPO-4): provider nodes of the goal resource in it,
     how many of them are free (none of the resource in use) before and after the plan, and the
@@ -130,20 +180,32 @@ class RunSpec:
     max_podgroups: Optional[int] = None
     max_resource: Optional[int] = None
     network_topology: Optional[BlockGoal] = None
+    # RELIEF-2: the pending gangs the run makes room for; with it `resource` may be "" until the
+    # planner reads it from the target's pods (planner.relief.target_resource)
+    target: Optional[Target] = None
 
     @classmethod
     def from_spec(cls, spec) -> "RunSpec":
         if not isinstance(spec, dict):
             raise SpecError("spec: expected an object")
+        target = Target.from_spec(spec.get("target"))
         goals = spec.get("goals") or []
-        if not goals:
+        if not goals and target is None:
             raise SpecError("spec.goals: one goal naming the resource to defragment is required")
         if len(goals) > 1:
             raise SpecError("spec.goals: at most one goal per run")
-        goal = goals[0]
+        goal = goals[0] if goals else {}
         resource = goal.get("resource") if isinstance(goal, dict) else None
-        if not isinstance(resource, str) or "/" not in resource:
+        if target is not None and goals == []:
+            resource = ""
+        elif not isinstance(resource, str) or "/" not in resource:
             raise SpecError("spec.goals[0].resource: a fully-qualified extended resource (e.g. nvidia.com/gpu) is required")
+        if target is not None and goal.get("minFragImprovementPercent") is not None:
+            raise SpecError("spec.goals[0].minFragImprovementPercent: not with spec.target: a targeted run succeeds when "
+                            "its target fits, not by how much fragmentation falls")
+        if target is not None and spec.get("networkTopology") is not None:
+            raise SpecError("spec.networkTopology: not with spec.target: a targeted run frees what its target needs "
+                            "(the target's own network topology is honoured); block goals are for untargeted runs")
         mi = goal.get("minFragImprovementPercent") or 0
         if not isinstance(mi, int) or not 0 <= mi <= 100:
             raise SpecError("spec.goals[0].minFragImprovementPercent: an integer from 0 to 100 is required")
@@ -155,6 +217,9 @@ class RunSpec:
         res = mpr.get("resources") or {}
         if not isinstance(res, dict):
             raise SpecError("spec.maxPerRun.resources: expected an object of quantities")
+        if res and not resource:
+            raise SpecError("spec.maxPerRun.resources: a targeted run without spec.goals reads its resource from the "
+                            "target's pods; name it in spec.goals[0].resource to limit it")
         for other in res:
             if other != resource:  # the CRD's CEL rule says the same; runs from elsewhere meet it here
                 raise SpecError(f"spec.maxPerRun.resources[{other}]: maxPerRun.resources may only limit the "
@@ -165,7 +230,7 @@ class RunSpec:
             except ValueError as e:
                 raise SpecError(f"spec.maxPerRun.resources[{resource}]: {e}") from e
         return cls(resource, mi, Scope.from_spec(spec.get("scope")), max_pg, max_r,
-                   BlockGoal.from_spec(spec.get("networkTopology")))
+                   BlockGoal.from_spec(spec.get("networkTopology")), target)
 
 
 @dataclass(frozen=True)
@@ -195,6 +260,7 @@ class Plan:
     above_minimum_reason: str = ""                    # its code, one of ABOVE_MINIMUM_REASONS ("" at the minimum)
     node_blocks: Optional[NodeBlocks] = None          # with spec.networkTopology (TOPO-4)
     hypernodes: tuple = ()                            # HyperNodeRow of the goal tier, else of the lowest tier
+    target: Optional[TargetFit] = None                # with spec.target (RELIEF-2)
 
     @property
     def moved_cards(self) -> int:
@@ -208,6 +274,7 @@ class Plan:
             "movedCardCount": self.moved_cards,
             "resolvedScope": {"podGroupCount": self.resolved_podgroups, "nodeCount": self.resolved_nodes},
             **({"nodeBlocks": self.node_blocks.summary()} if self.node_blocks is not None else {}),
+            **({"target": self.target.summary()} if self.target is not None else {}),
         }
 
     def moves_by_group(self) -> list:

@@ -57,6 +57,7 @@ class Planner:
         self.occupied_now = len(prep.occupied)
         self.rnd = 0
         self.progress = None          # progress("round", k, at most n): see planner.plan
+        self.stop = None              # stop(planner) -> True ends the pass after a round (planner.relief)
         self.consolidation_left = max(CONSOLIDATION_TRACES_MIN,
                                       CONSOLIDATION_TRACES_PER_CANDIDATE * len(prep.candidates))
 
@@ -73,6 +74,8 @@ class Planner:
             else:
                 self._rounds_reference()
             # the stages first; consolidation onto idle nodes once every stage has had its turn
+            if self.stop is not None and self.stop(self):
+                break
             if self.stages and self.occupied_now > self.prep.minimum.value and self._next_stage():
                 continue
             if not self.live or self._minimum_reached() or not self._consolidate():
@@ -226,6 +229,8 @@ class Planner:
             if not entries:
                 break
             self._commit(self._pick(entries))
+            if self.stop is not None and self.stop(self):
+                break
 
     # -- consolidation onto an idle node (PLAN-2 rule 1) --------------------------------------------
     def _consolidate(self) -> bool:
@@ -457,6 +462,8 @@ class Planner:
                 break
             touched, repriced = self._commit(chosen)
             self._after_commit(chosen, touched, repriced)
+            if self.stop is not None and self.stop(self):
+                break
 
     def _after_commit(self, chosen, touched, repriced):
         """The fast loop's bookkeeping after a commit: the pool and the cached evaluations."""
