@@ -26,7 +26,7 @@ from kubectl_repack.api.view import as_map
 from kubectl_repack.errors import ClusterAPIError, ValidationError
 
 from .options import (OUTPUT_JSON, OUTPUT_YAML, RUN_NAME, cluster_options, duration, mode_option, output_option,
-                      settings, stamp, template_options)
+                      repack_namespace_option, settings, stamp, template_options)
 from .runspec import QuickFlags, build_run
 from .status import EXIT_INTERRUPTED
 
@@ -50,7 +50,7 @@ Exit codes:
 
 \b
 Cooldown: one cluster-wide setting, stored as the annotation repack.volcano.sh/execute-cooldown
-on the Lease repack-system/repack-execute (namespace from $REPACK_NAMESPACE); --cooldown sets it
+on the Lease repack-execute in --repack-namespace (repack-system by default); --cooldown sets it
 for this and every later apply. The cooldown counts from the completion of the last Execute that
 evicted at least one pod.
 
@@ -168,12 +168,13 @@ def _emit(run: dict, output, note: str = "", allow_missing: bool = True) -> None
                help_text="yaml|json|name|jsonpath=...|jsonpath-as-json=...|custom-columns=...: the final "
                          "RepackRun object, no progress display. Default: a summary.")
 @template_options
+@repack_namespace_option()
 @cluster_options
 def command(file, resume, mode, name, local, wait, timeout, cooldown, eviction_retry_timeout, output,
-            allow_missing):
+            allow_missing, repack_namespace):
     """Execute a repack: re-plan on live state and move pods through the Eviction API.
 
-    One Execute runs at a time per cluster (a Lease in repack-system), with a cooldown after each.
+    One Execute runs at a time per cluster (a Lease in --repack-namespace), with a cooldown after each.
     Every relocation is recorded in the RepackRun before its eviction, so a stopped run is
     continued from its records without evicting any pod twice: by the in-cluster controller
     after a restart, or with --local by `apply --local --resume NAME`.
@@ -196,13 +197,14 @@ def command(file, resume, mode, name, local, wait, timeout, cooldown, eviction_r
     api = settings().api()
     if local:
         _apply_local(api, name, spec_run, wait, timeout, cooldown, eviction_retry_timeout, output, allow_missing,
-                     quiet)
+                     quiet, repack_namespace)
     else:
-        _apply_in_cluster(api, name, spec_run, wait, timeout, cooldown, output, allow_missing, quiet)
+        _apply_in_cluster(api, name, spec_run, wait, timeout, cooldown, output, allow_missing, quiet,
+                          repack_namespace)
 
 
 def _apply_local(api, name, spec_run, wait, timeout, cooldown, eviction_retry_timeout, output, allow_missing,
-                 quiet) -> None:
+                 quiet, repack_namespace) -> None:
     from kubectl_repack.engine.execute_lease import ExecuteLease
     from kubectl_repack.engine.workflow import ApplyRequest, apply_run
     from kubectl_repack.kube.objects import LiveCluster
@@ -210,7 +212,7 @@ def _apply_local(api, name, spec_run, wait, timeout, cooldown, eviction_retry_ti
 
     if spec_run is not None:   # an installed controller leaves a run this process carries out alone
         spec_run["metadata"].setdefault("annotations", {})[EXECUTOR_ANNOTATION] = EXECUTOR_LOCAL
-    warning = _no_webhook_warning(api)
+    warning = _no_webhook_warning(api, repack_namespace)
     if warning:   # stderr, also with -o (stdout then carries only the object)
         click.echo(f"warning: {warning}", err=True)
     cluster = LiveCluster(api)
@@ -218,21 +220,21 @@ def _apply_local(api, name, spec_run, wait, timeout, cooldown, eviction_retry_ti
     request = ApplyRequest(name, spec_run, wait=wait, timeout=timeout, cooldown=cooldown,
                            eviction_retry_timeout=eviction_retry_timeout)
     try:
-        result = apply_run(request, RunStore(api), ExecuteLease(api), cluster, cluster, reporter)
+        result = apply_run(request, RunStore(api), ExecuteLease(api, repack_namespace), cluster, cluster, reporter)
     finally:
         reporter.done()
     _emit(result.run, output, result.note, allow_missing)
     raise click.exceptions.Exit(EXIT_WAITING if result.pending else _exit_code(result.run))
 
 
-def _no_webhook_warning(api) -> str:
+def _no_webhook_warning(api, repack_namespace: str) -> str:
     """Why replacements will not be steered ('' when the placement webhook is installed, or when
     this user may not read webhook configurations: then nothing is known either way). The preflight's
     own webhook check decides."""
     from kubectl_repack.kube.preflight import FAIL, Preflight
 
     try:
-        check = Preflight(api).webhook()
+        check = Preflight(api, repack_namespace).webhook()
     except ClusterAPIError:
         return ""
     if check.ok is not FAIL:
@@ -241,7 +243,8 @@ def _no_webhook_warning(api) -> str:
             "which may land back on the nodes being emptied (NodesNotFreed); `kubectl repack install` adds it")
 
 
-def _apply_in_cluster(api, name, spec_run, wait, timeout, cooldown, output, allow_missing, quiet) -> None:
+def _apply_in_cluster(api, name, spec_run, wait, timeout, cooldown, output, allow_missing, quiet,
+                      repack_namespace) -> None:
     from kubectl_repack.api.control import executed_locally
     from kubectl_repack.api.times import format_duration
     from kubectl_repack.kube.objects import LiveSource
@@ -253,7 +256,7 @@ def _apply_in_cluster(api, name, spec_run, wait, timeout, cooldown, output, allo
     store = RunStore(api)
     info = SILENT if quiet else sys.stderr
     if spec_run is not None:
-        check = Preflight(api).controller()
+        check = Preflight(api, repack_namespace).controller()
         if check.ok is FAIL:
             raise ClusterAPIError(f"{check.detail}; `kubectl repack install` runs it, or carry the run out from here "
                                   f"with --local")

@@ -5,7 +5,7 @@ from typing import Sequence
 
 import click
 
-from .options import NAMESPACE, cluster_options, settings
+from .options import cluster_options, repack_namespace_option, settings
 
 EPILOG = """\b
 Checks:
@@ -34,7 +34,7 @@ Exit codes:
 \b
 Examples:
   kubectl repack doctor
-  kubectl repack doctor --context prod -n repack-system
+  kubectl repack doctor --context prod --repack-namespace repack-system
 """
 
 
@@ -51,11 +51,9 @@ def format_checks(checks: Sequence) -> str:
 
 
 @click.command("doctor", epilog=EPILOG)
-@click.option("-n", "--namespace", default=None, type=NAMESPACE, envvar="REPACK_NAMESPACE",
-              help="Namespace of the in-cluster parts and their Leases (default: $REPACK_NAMESPACE, else "
-                   "repack-system).")
+@repack_namespace_option()
 @cluster_options
-def command(namespace):
+def command(repack_namespace):
     """Check that the cluster is ready for in-cluster RepackRuns.
 
     One line per check, OK, FAIL or WARN, with what was seen and, when something is wrong, what to
@@ -65,7 +63,7 @@ def command(namespace):
     from kubectl_repack.kube.preflight import run_checks
     from kubectl_repack.kube.preflight.checks import failed
 
-    checks = run_checks(settings().api(), namespace)
+    checks = run_checks(settings().api(), repack_namespace)
     if checks and all(c.ok is False and "cannot reach the API server" in c.detail for c in checks):
         raise RepackError(checks[0].detail.removeprefix("cannot check: "))   # one error, not ten
     click.echo(format_checks(checks), nl=False)

@@ -39,9 +39,9 @@ from urllib.parse import urlparse
 import click
 
 from kubectl_repack import render
-from kubectl_repack.api.installed import NAMESPACE as DEFAULT_NAMESPACE
 
-from .options import IMAGE_REF, NAMESPACE, OUTPUT_JSON, OUTPUT_YAML, RUN_NAME, cluster_options, output_option, settings
+from .options import (IMAGE_REF, OUTPUT_JSON, OUTPUT_YAML, RUN_NAME, cluster_options, output_option,
+                      repack_namespace_option, settings)
 
 DRY_RUN_MODES = ("none", "client", "server")   # kubectl's --dry-run values; bare --dry-run is client
 
@@ -161,8 +161,7 @@ def parse_timeout(ctx, param, value) -> float:
 
 
 @click.command("install")
-@click.option("-n", "--namespace", default=DEFAULT_NAMESPACE, show_default=True, type=NAMESPACE,
-              help="Namespace of the webhook, the coordinator and their Lease.")
+@repack_namespace_option("--namespace")
 @click.option("--image", default=None, type=IMAGE_REF, metavar="REF",
               help="Container image of the webhook and coordinator; pin it with REF@sha256:<digest>.")
 @click.option("--node-selector", "node_selector", multiple=True, metavar="KEY=VALUE[,...]",
@@ -207,7 +206,7 @@ def parse_timeout(ctx, param, value) -> float:
 @output_option(OUTPUT_YAML, OUTPUT_JSON, help_text="yaml|json: with --dry-run, the format (default yaml); with "
                                                    "--dry-run=server, the objects as the API server returned them.")
 @cluster_options
-def command(namespace, image, node_selector, tolerations, priority_class, apiserver_cidrs, no_network_policy,
+def command(repack_namespace, image, node_selector, tolerations, priority_class, apiserver_cidrs, no_network_policy,
             replacement_creators, wait, timeout, webhook_url, cert_dir, dry_run, output):
     """Install the RepackRun CRD, the placement webhook and its coordinator, and the RepackRun controller.
 
@@ -228,6 +227,7 @@ def command(namespace, image, node_selector, tolerations, priority_class, apiser
     """
     from kubectl_repack.deploy import installer, manifests
 
+    namespace = repack_namespace
     if cert_dir and not webhook_url:
         raise click.UsageError("--cert-dir only applies with --webhook-url: in the cluster the controller "
                                "makes the webhook's certificates (Secret repack-webhook-tls)")
@@ -302,8 +302,7 @@ def _no_policy(policy, stale: str, echo) -> None:
 
 
 @click.command("uninstall")
-@click.option("-n", "--namespace", default=DEFAULT_NAMESPACE, show_default=True, type=NAMESPACE,
-              help="Namespace the webhook was installed into.")
+@repack_namespace_option("--namespace")
 @click.option("--include-crd", is_flag=True,
               help="Also delete the RepackRun CRD, and with it every RepackRun.")
 @dry_run_option("client (also bare --dry-run): print what would be deleted, reading nothing from the cluster: "
@@ -312,7 +311,7 @@ def _no_policy(policy, stale: str, echo) -> None:
                 "namespace's label, the gated pods, the runs' finalizers) and send each delete with "
                 "dryRun=All, changing nothing.")
 @cluster_options
-def uninstall_command(namespace, include_crd, dry_run):
+def uninstall_command(repack_namespace, include_crd, dry_run):
     """Remove what install created: the placement webhook and its coordinator, and the RepackRun controller.
 
     \b
@@ -330,11 +329,11 @@ def uninstall_command(namespace, include_crd, dry_run):
     \b
     Examples:
       kubectl repack uninstall --dry-run
-      kubectl repack uninstall --dry-run=server -n repack-system
+      kubectl repack uninstall --dry-run=server --repack-namespace repack-system
       kubectl repack uninstall --include-crd
     """
     from kubectl_repack.deploy import installer
 
-    ordered = installer.uninstall_order(namespace, include_crd)
+    ordered = installer.uninstall_order(repack_namespace, include_crd)
     api = settings().api() if dry_run != "client" else None
     installer.uninstall(api, ordered, click.echo, dry_run)

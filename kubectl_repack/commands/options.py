@@ -12,6 +12,9 @@ from typing import Optional
 
 import click
 
+from kubectl_repack.api.installed import NAMESPACE as DEFAULT_REPACK_NAMESPACE
+from kubectl_repack.api.installed import NAMESPACE_ENV
+
 OUTPUT_YAML, OUTPUT_JSON, OUTPUT_WIDE = "yaml", "json", "wide"
 NOW_ENV = "REPACK_NOW"
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
@@ -102,6 +105,18 @@ class IntRange(click.IntRange):
 RUN_NAME = _Checked("NAME", _name_problem)     # any object named by an RFC 1123 subdomain
 NAMESPACE = _Checked("NAMESPACE", _label_problem)
 IMAGE_REF = _Checked("IMAGE", _image_problem)
+
+
+def repack_namespace_option(*aliases: str):
+    """--repack-namespace: where the product lives (what install puts there: the webhook, the
+    coordinator, the controller and their Leases, among them the execute mutex), one rule for every
+    command that needs it: the flag, else $REPACK_NAMESPACE, else repack-system. `aliases` are the
+    older spellings a command keeps (install and uninstall: --namespace). Never -n: kubectl's -n is
+    the namespace of an object named on the command line, and the product's namespace is not one."""
+    return click.option("--repack-namespace", *aliases, "repack_namespace", type=NAMESPACE, metavar="NAMESPACE",
+                        default=DEFAULT_REPACK_NAMESPACE, envvar=NAMESPACE_ENV, show_default=True, show_envvar=True,
+                        help="Namespace of the in-cluster parts (webhook, coordinator, controller) and their "
+                             "Leases.")
 
 
 def _remember(ctx, param, value):
@@ -272,7 +287,7 @@ def stamp(now: str) -> str:
     return f"{digits[:8]}-{digits[8:14]}"
 
 
-__all__ = ["Template", "TEMPLATE_KINDS", "OUTPUT_NAME", "template_options", "mode_option", "IntRange", "RUN_NAME", "NAMESPACE", "IMAGE_REF", "Settings", "settings", "cluster_options", "output_option", "now_option", "now_or_current",
+__all__ = ["Template", "TEMPLATE_KINDS", "OUTPUT_NAME", "template_options", "mode_option", "IntRange", "RUN_NAME", "NAMESPACE", "IMAGE_REF", "repack_namespace_option", "Settings", "settings", "cluster_options", "output_option", "now_option", "now_or_current",
            "stamp", "OUTPUT_YAML", "OUTPUT_JSON", "OUTPUT_WIDE", "NOW_ENV"]
 
 

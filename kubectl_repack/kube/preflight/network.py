@@ -98,7 +98,7 @@ def read_apiserver_sources(get: Callable) -> APIServerSources:
 def network_policy_fix(namespace: str, sources: Optional[APIServerSources]) -> str:
     """The command that closes the webhook port (install keeps everything else it renders, so run it
     with the options of the install)."""
-    ns = f" -n {namespace}" if namespace != DEFAULT_NAMESPACE else ""
+    ns = f" --repack-namespace {namespace}" if namespace != DEFAULT_NAMESPACE else ""
     if sources is not None and sources.known:
         return (f"{INSTALL}{ns} (with the options you installed with: it reads the API server's addresses, "
                 f"now {', '.join(sources.cidrs)}, and admits only them), or {INSTALL}{ns} --apiserver-cidr CIDR")

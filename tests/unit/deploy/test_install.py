@@ -299,11 +299,11 @@ def test_uninstall_releases_pods_left_gated(fake_api):
 
 def test_an_existing_namespace_is_neither_labelled_nor_deleted(fake_api):
     fake_api.existing["/api/v1/namespaces/default"] = {"metadata": {"labels": {"team": "x"}}}
-    result = invoke("install", "-n", "default")
+    result = invoke("install", "--repack-namespace", "default")
     assert result.exit_code == 0, result.output
     assert "namespace/default exists, left as it is" in result.output
     assert not any(c[0] == "PATCH" and c[1] == "/api/v1/namespaces/default" for c in fake_api.calls)
-    result = invoke("uninstall", "-n", "default")
+    result = invoke("uninstall", "--namespace", "default")
     assert result.exit_code == 0, result.output
     assert "namespace/default kept" in result.output
     assert not any(c[0] == "DELETE" and c[1] == "/api/v1/namespaces/default" for c in fake_api.calls)
@@ -328,7 +328,7 @@ def test_server_dry_run_sends_every_object_with_dry_run_all_and_stores_nothing(f
 
 
 def test_server_dry_run_lists_objects_of_a_new_namespace_without_sending_them(fake_api):
-    result = invoke("install", "--dry-run=server", "-n", "fresh")
+    result = invoke("install", "--dry-run=server", "--repack-namespace", "fresh")
     assert result.exit_code == 0, result.output
     sent = [c[1] for c in fake_api.calls if c[0] == "PATCH"]
     assert "/api/v1/namespaces/fresh" in sent                       # the Namespace itself is checked
@@ -340,7 +340,7 @@ def test_server_dry_run_lists_objects_of_a_new_namespace_without_sending_them(fa
 
 def test_server_dry_run_leaves_a_foreign_namespace_alone_and_prints_the_answers_with_output(fake_api):
     fake_api.existing["/api/v1/namespaces/default"] = {"metadata": {"labels": {"team": "x"}}}
-    result = invoke("install", "--dry-run=server", "-n", "default", "-o", "json")
+    result = invoke("install", "--dry-run=server", "--repack-namespace", "default", "-o", "json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["kind"] == "List" and len(doc["items"]) == 31     # the fake server answers {} for each

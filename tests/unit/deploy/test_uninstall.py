@@ -33,7 +33,7 @@ def test_client_dry_run_takes_install_s_forms_and_reads_nothing(offline, args):
 
 
 def test_client_dry_run_does_not_claim_a_namespace_it_cannot_know_install_created(offline):
-    result = invoke("uninstall", "-n", "kube-system", "--dry-run")
+    result = invoke("uninstall", "--repack-namespace", "kube-system", "--dry-run")
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert "namespace/kube-system deleted (dry run)" not in lines
@@ -65,7 +65,7 @@ def test_server_dry_run_sends_every_delete_with_dry_run_all_and_changes_nothing(
 
 def test_server_dry_run_keeps_a_namespace_install_did_not_create_as_the_real_one_does(fake_api):
     fake_api.existing["/api/v1/namespaces/kube-system"] = {"metadata": {"labels": {}}}
-    result = invoke("uninstall", "-n", "kube-system", "--dry-run=server")
+    result = invoke("uninstall", "--repack-namespace", "kube-system", "--dry-run=server")
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[-1] == "namespace/kube-system kept (not created by install) (server dry run)"
     assert not any(c[0] == "DELETE" and c[1] == "/api/v1/namespaces/kube-system" for c in fake_api.calls)

@@ -50,7 +50,7 @@ BY_NAME = {
     "--podgroup-selector": SELECTORS, "--exclude-podgroup-selector": SELECTORS,
     "--node-selector": SELECTORS, "--exclude-node-selector": SELECTORS,
     "--now": ["yesterday", "2026-13-01T00:00:00Z", ""],
-    "--namespace": DNS_LABELS,
+    "--repack-namespace": DNS_LABELS,
     "--image": ["", "has space:1", "UPPER/case:tag", "repo:tag:extra", "repo@sha256:short"],
     "--webhook-url": ["http://insecure.example:8443/mutate", "not a url", "https://", ""],
     "--snapshot": ["/nonexistent/snapshot.json"],

@@ -347,7 +347,7 @@ def test_doctor_prints_one_line_per_check_and_exits_1_on_a_fail(monkeypatch):
     assert r.exit_code == 0, r.output
     assert [line.split()[:2] for line in r.stdout.splitlines()][:2] == [["OK", "crd"], ["OK", "webhook"]]
     cluster.objects.pop("/apis/coordination.k8s.io/v1/namespaces/repack-system/leases/repack-controller")
-    r = run("doctor", "-n", "repack-system")
+    r = run("doctor", "--repack-namespace", "repack-system")
     assert r.exit_code == 1
     assert ("FAIL  controller              Lease repack-system/repack-controller not found: the in-cluster RepackRun "
             "controller is not running — kubectl repack install\n") in r.stdout
@@ -461,8 +461,8 @@ def test_network_policy_verdicts():
     assert missing.verdict == "WARN"     # the webhook fails open: a risk, not a breakage
     assert missing.detail == ("no NetworkPolicy ops/repack-webhook: the webhook port (8443) is reachable from every "
                               "pod (no endpoints)")
-    assert missing.fix == ("kubectl repack install -n ops --apiserver-cidr CIDR (the address your API servers call "
-                           "webhooks from, repeatable; with the options you installed with)")
+    assert missing.fix == ("kubectl repack install --repack-namespace ops --apiserver-cidr CIDR (the address your "
+                           "API servers call webhooks from, repeatable; with the options you installed with)")
     knowable = pf.network_policy_verdict("repack-system", None, sources("10.0.0.1/32"))
     assert knowable.detail.endswith("is reachable from every pod")
     assert knowable.fix.startswith("kubectl repack install (with the options you installed with: it reads the API "
