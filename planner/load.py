@@ -11,9 +11,9 @@ from . import documents
 from .errors import DocumentError, SnapshotError
 from .fields import (Ctx, read_exact, read_field, read_int, read_list, read_node_terms, read_objects, read_owner,
                      read_resources, read_selector, read_str, read_strings, read_strmap)
-from .model import (EMPTY, ClusterSnapshot, HostPort, ModelServing, Namespace, Node, PersistentVolume,
-                    PersistentVolumeClaim, Pod, PodAffinityTerm, PodDisruptionBudget, PodGroup, SpreadConstraint,
-                    Taint, Toleration, VCJob)
+from .model import (EMPTY, ClusterSnapshot, Condition, HostPort, ModelServing, Namespace, Node, PersistentVolume,
+                    PersistentVolumeClaim, Pod, PodAffinityTerm, PodDisruptionBudget, PodGroup, Queue,
+                    SpreadConstraint, Taint, Toleration, VCJob)
 from .quantity import scaled
 from .topology import HyperNode, Member, NetworkTopology, SubGroupPolicy
 
@@ -22,6 +22,7 @@ _READ_KINDS = {
     ("v1", "Namespace"), ("policy/v1", "PodDisruptionBudget"), ("policy/v1beta1", "PodDisruptionBudget"),
     ("scheduling.volcano.sh/v1beta1", "PodGroup"), ("batch.volcano.sh/v1alpha1", "Job"),
     ("workload.serving.volcano.sh/v1alpha1", "ModelServing"), ("topology.volcano.sh/v1alpha1", "HyperNode"),
+    ("scheduling.volcano.sh/v1beta1", "Queue"),
 }
 
 
@@ -233,11 +234,30 @@ def _load_podgroup(ctx, obj):
                                         _network_topology(ctx, s, "networkTopology", at=f"{p}."),
                                         read_selector(ctx, s.get("labelSelector"), f"{p}.labelSelector"),
                                         read_strings(ctx, s, "matchLabelKeys", at=f"{p}.")))
+    conditions = tuple(
+        Condition(read_str(ctx, c, "type", at=f"{p}."), read_str(ctx, c, "status", at=f"{p}."),
+                  read_str(ctx, c, "reason", at=f"{p}."), read_str(ctx, c, "message", at=f"{p}."),
+                  read_str(ctx, c, "lastTransitionTime", at=f"{p}."))
+        for p, c in read_objects(ctx, read_field(ctx, obj, "status.conditions", list, []) or [], "status.conditions"))
     return PodGroup(read_str(ctx, meta, "namespace", "default", at="metadata."),
                     read_field(ctx, meta, "name", str, required=True, at="metadata."),
                     read_strmap(ctx, obj, "metadata.labels"), mm, read_owner(ctx, meta),
                     read_strmap(ctx, obj, "metadata.annotations"),
-                    _network_topology(ctx, obj, "spec.networkTopology"), tuple(subgroups))
+                    _network_topology(ctx, obj, "spec.networkTopology"), tuple(subgroups),
+                    read_str(ctx, obj, "spec.queue", "default"), read_str(ctx, obj, "status.phase"), conditions,
+                    MappingProxyType(read_resources(ctx, read_field(ctx, obj, "spec.minResources", dict, {}) or {},
+                                                    "spec.minResources")))
+
+
+def _load_queue(ctx, obj):
+    """A Volcano Queue: its state, capability, guarantee and what is allocated in it."""
+    meta = read_field(ctx, obj, "metadata", dict, required=True)
+
+    def resources(path):
+        return MappingProxyType(read_resources(ctx, read_field(ctx, obj, path, dict, {}) or {}, path))
+    return Queue(read_field(ctx, meta, "name", str, required=True, at="metadata."),
+                 read_str(ctx, obj, "status.state"), resources("spec.capability"),
+                 resources("spec.guarantee.resource"), resources("status.allocated"))
 
 
 _MEMBER_TYPES = ("Node", "HyperNode")
@@ -354,7 +374,7 @@ _LOADERS = {"Node": ("nodes", _load_node), "Pod": ("pods", _load_pod), "PodGroup
             "PersistentVolume": ("pvs", _load_pv), "PersistentVolumeClaim": ("pvcs", _load_pvc),
             "PodDisruptionBudget": ("pdbs", _load_pdb), "Job": ("vcjobs", _load_vcjob),
             "ModelServing": ("modelservings", _load_modelserving), "Namespace": ("namespaces", _load_namespace),
-            "HyperNode": ("hypernodes", _load_hypernode)}
+            "HyperNode": ("hypernodes", _load_hypernode), "Queue": ("queues", _load_queue)}
 
 
 def flatten(objs):

@@ -187,10 +187,34 @@ class PodGroup:
     annotations: Mapping = field(default_factory=lambda: EMPTY)
     network_topology: Optional[object] = None    # planner.topology.NetworkTopology
     subgroups: tuple = ()                         # planner.topology.SubGroupPolicy, in spec order
+    # what vc-scheduler decides on and writes back (read by `kubectl repack why`, RELIEF-1)
+    queue: str = "default"
+    phase: str = ""
+    conditions: tuple = ()                        # Condition, as vc-scheduler wrote them
+    min_resources: Mapping = field(default_factory=lambda: EMPTY)   # resource -> scaled int
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+    last_transition: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    """A Volcano Queue (scheduling.volcano.sh/v1beta1): what its PodGroups may use."""
+    name: str
+    state: str = ""                                                  # status.state: Open, Closed, Closing, Unknown
+    capability: Mapping = field(default_factory=lambda: EMPTY)      # resource -> scaled int (absent: unlimited)
+    guarantee: Mapping = field(default_factory=lambda: EMPTY)
+    allocated: Mapping = field(default_factory=lambda: EMPTY)       # status.allocated
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +279,7 @@ class ClusterSnapshot:
     modelservings: tuple = ()
     namespaces: tuple = ()
     hypernodes: tuple = ()
+    queues: tuple = ()
     node_by_name: Mapping = field(default_factory=lambda: EMPTY, compare=False)
     podgroup_by_key: Mapping = field(default_factory=lambda: EMPTY, compare=False)
     pods_by_node: Mapping = field(default_factory=lambda: EMPTY, compare=False)
@@ -263,6 +288,7 @@ class ClusterSnapshot:
     vcjob_by_key: Mapping = field(default_factory=lambda: EMPTY, compare=False)
     modelserving_by_key: Mapping = field(default_factory=lambda: EMPTY, compare=False)
     namespace_labels: Mapping = field(default_factory=lambda: EMPTY, compare=False)
+    queue_by_name: Mapping = field(default_factory=lambda: EMPTY, compare=False)
     # PodGroup key -> (what is annotated, "key=value") for each PodGroup an opt-out pins
     do_not_disrupt: Mapping = field(default_factory=lambda: EMPTY, compare=False)
     # the resolved HyperNode tree (planner.topology.Topology) and the hard-topology gangs of each pod
@@ -271,7 +297,7 @@ class ClusterSnapshot:
 
     @classmethod
     def build(cls, nodes=(), pods=(), podgroups=(), pvs=(), pvcs=(), pdbs=(), vcjobs=(),
-              modelservings=(), namespaces=(), hypernodes=()):
+              modelservings=(), namespaces=(), hypernodes=(), queues=()):
         """Assemble a snapshot and its indexes from domain objects (sorted for determinism)."""
         from .topology import EMPTY_TOPOLOGY, Topology, gang_constraints  # topology reads this module's types
         nodes = tuple(sorted(nodes, key=lambda n: n.name))
@@ -289,7 +315,8 @@ class ClusterSnapshot:
         snap = cls(
             nodes=nodes, pods=pods, podgroups=tuple(podgroups), pvs=tuple(pvs), pvcs=tuple(pvcs),
             pdbs=tuple(pdbs), vcjobs=tuple(vcjobs), modelservings=tuple(modelservings),
-            namespaces=tuple(namespaces), hypernodes=hypernodes,
+            namespaces=tuple(namespaces), hypernodes=hypernodes, queues=tuple(sorted(queues, key=lambda q: q.name)),
+            queue_by_name={q.name: q for q in queues},
             node_by_name={n.name: n for n in nodes},
             podgroup_by_key={g.key: g for g in podgroups},
             pods_by_node={k: tuple(v) for k, v in by_node.items()},

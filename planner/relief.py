@@ -19,14 +19,16 @@ and stops as soon as the target fits (`Planner.stop`). Candidates tried, least d
 
 FRAG-4's freed-node gate does not apply: the run succeeds when its target fits.
 """
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from . import blocks as block_view
 from .cost import PlanCost
 from .errors import SpecError
 from .filters import STATIC_FILTERS, run_filters
 from .frag import percent_int
-from .plan_types import REASON_RECOMMENDED, REASON_TARGET_CANNOT_FIT, REASON_TARGET_FITS, NodeVerdict, TargetFit
+from .plan_types import (REASON_RECOMMENDED, REASON_TARGET_CANNOT_FIT, REASON_TARGET_FITS, NodeVerdict, Target,
+                         TargetFit)
+from .quantity import format_amount
 from .state import SimulatedState
 from .verdicts import VerdictReason
 
@@ -238,3 +240,231 @@ def _not_recommended(prep, plan, outcome, fit):
                    occupied_after=plan.occupied_before, frag_after=plan.frag_before, cards=cards,
                    above_minimum="", above_minimum_reason="", target=fit, verdicts=verdicts, owners={},
                    hypernodes=block_view.rows(prep, prep.blocks, (), ()))
+
+
+# -- why a gang waits (RELIEF-1) -----------------------------------------------------------------
+CAUSE_RUNNING = "NotWaiting"           # nothing pending: the gang has what it needs bound
+CAUSE_QUEUE = "Queue"                  # its queue is closed or at its capability
+CAUSE_FILTERS = "NoNodeMatches"        # a pod's selectors, affinity or tolerations rule out every node
+CAUSE_CAPACITY = "NotEnoughResources"  # not enough of the resource free anywhere it may go, even packed
+CAUSE_FRAGMENTATION = "Fragmentation"  # enough free in all, but not where whole pods fit
+CAUSE_FITS = "FitsNow"                 # it fits now: the scheduler has not placed it yet, or waits for the queue
+
+
+@dataclass(frozen=True)
+class PodVerdicts:
+    """The pending pods of one shape (same requests, same verdict per node) and, over every node,
+    how many nodes gave each verdict (("", "fits") for the nodes it fits now)."""
+    pods: tuple
+    requests: dict
+    verdicts: tuple                    # ((filter, reason, nodes, detail), ...) most nodes first
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    podgroup: str
+    phase: str
+    min_member: int
+    bound: int
+    pending: int
+    conditions: tuple                  # model.Condition
+    min_resources: dict                # resource -> quantity string
+    queue: str
+    queue_found: bool
+    queue_state: str
+    queue_problem: str                 # "" when the queue lets the gang in
+    queue_rows: tuple                  # (resource, allocated, capability, guarantee) as quantity strings
+    pods: tuple                        # PodVerdicts
+    resource: str
+    need: int                          # pods still to bind for minMember
+    fit_now: int                       # of them, placeable together now
+    cause: str
+    summary: str
+    free_total: int                    # free resource on the nodes the pods may use
+    free_max: int                      # the most free on one of them
+    fix: str = ""                      # the smallest repack, one line ("" without)
+    plan: object = None                # the targeted Plan behind `fix`
+
+    def as_dict(self) -> dict:
+        return {
+            "podGroup": {"name": self.podgroup, "phase": self.phase, "minMember": self.min_member,
+                         "bound": self.bound, "pending": self.pending, "minResources": dict(self.min_resources),
+                         "conditions": [{"type": c.type, "status": c.status, "reason": c.reason, "message": c.message}
+                                        for c in self.conditions]},
+            "queue": {"name": self.queue, "found": self.queue_found, "state": self.queue_state,
+                      "problem": self.queue_problem,
+                      "resources": [{"resource": r, "allocated": a, "capability": c, "guarantee": g}
+                                    for r, a, c, g in self.queue_rows]},
+            "pods": [{"pods": list(v.pods), "requests": dict(v.requests),
+                      "nodes": [{"filter": f, "reason": r, "count": n, **({"detail": d} if d else {})}
+                                for f, r, n, d in v.verdicts]} for v in self.pods],
+            "resource": self.resource, "need": self.need, "fitNow": self.fit_now,
+            "freeTotal": format_amount(self.resource, self.free_total) if self.resource else "0",
+            "freeMaxOnOneNode": format_amount(self.resource, self.free_max) if self.resource else "0",
+            "cause": self.cause, "summary": self.summary, **({"fix": self.fix} if self.fix else {}),
+        }
+
+
+def _queue_problem(pg, queue, need_resources):
+    """Why Volcano's enqueue would keep the gang out of `queue`: "" when it would not."""
+    if queue is None:
+        return f"queue {pg.queue} does not exist: vc-scheduler never enqueues the PodGroup"
+    if queue.state and queue.state != "Open":
+        return f"queue {queue.name} is {queue.state}: it admits no new PodGroup"
+    for r, cap in sorted(queue.capability.items()):
+        want = need_resources.get(r, 0)
+        if want and queue.allocated.get(r, 0) + want > cap:
+            return (f"queue {queue.name} is at its capability for {r}: {format_amount(r, queue.allocated.get(r, 0))} "
+                    f"allocated + {format_amount(r, want)} needed > {format_amount(r, cap)}")
+    return ""
+
+
+def explain(snapshot, key, resource="", weights=None, spec=None) -> Diagnosis:
+    """Why PodGroup `key` is not running (RELIEF-1), in the order Volcano decides: its queue, the
+    PodGroup, then for its pending pods the planner's filters against every node; how many of the
+    pods it still needs fit now, whether fragmentation is the cause, and if so the smallest
+    targeted plan (`spec`: the run's other fields, scope and budget, for that plan)."""
+    from .cost import DEFAULT_WEIGHTS
+    from .plan import plan as make_plan
+    pg = snapshot.podgroup_by_key.get(key)
+    if pg is None:
+        raise SpecError(f"PodGroup {key} is not in the snapshot")
+    ns, name = key.split("/", 1)
+    members = [p for p in snapshot.pods if p.namespace == ns and p.group_name == name and not p.terminal]
+    pending = sorted((p for p in members if not p.node_name), key=lambda p: p.name)
+    bound = len(members) - len(pending)
+    need = max(pg.min_member - bound, 0)
+    queue = snapshot.queue_by_name.get(pg.queue)
+    base = dict(podgroup=key, phase=pg.phase, min_member=pg.min_member, bound=bound, pending=len(pending),
+                conditions=pg.conditions, min_resources={r: format_amount(r, v) for r, v in pg.min_resources.items()},
+                queue=pg.queue, queue_found=queue is not None, queue_state=queue.state if queue else "")
+    rows = ()
+    if queue is not None:
+        names = sorted(set(queue.capability) | set(queue.allocated) | set(queue.guarantee))
+        rows = tuple((r, format_amount(r, queue.allocated.get(r, 0)),
+                      format_amount(r, queue.capability[r]) if r in queue.capability else "",
+                      format_amount(r, queue.guarantee[r]) if r in queue.guarantee else "") for r in names)
+    if not pending or need == 0:
+        return Diagnosis(**base, queue_problem="", queue_rows=rows, pods=(), resource=resource, need=0, fit_now=0,
+                         cause=CAUSE_RUNNING, free_total=0, free_max=0,
+                         summary=f"PodGroup {key} is not waiting: {bound} pod(s) bound of minMember {pg.min_member}, "
+                                 f"{len(pending)} pending")
+    target = Target((key,))
+    gangs = Gangs(snapshot, target)
+    resource = resource or gangs.resource()
+    placer = Placer(gangs, resource)
+    state = SimulatedState(snapshot)
+    shapes = {}
+    for p in pending:
+        tally = dict(placer.static_fail[p.key])
+        cache = {}
+        free_of = {}
+        for n in placer.static[p.key]:
+            f = run_filters(p, snapshot.node_by_name[n], state, cache)
+            f = f or ("", "fits")
+            tally[f] = tally.get(f, 0) + 1
+            free_of.setdefault(f, []).append(state.free(n, resource))
+        verdicts = []
+        for (f, reason), count in sorted(tally.items(), key=lambda kv: (-kv[1], kv[0])):
+            detail = ""
+            frees = free_of.get((f, reason))
+            if f == "NodeResourcesFit" and reason == f"Insufficient {resource}" and frees:
+                lo, hi = min(frees), max(frees)
+                span = format_amount(resource, lo) if lo == hi else \
+                    f"{format_amount(resource, lo)}-{format_amount(resource, hi)}"
+                detail = f"{resource} free {span} < {format_amount(resource, p.requests.get(resource, 0))} requested"
+            verdicts.append((f, reason, count, detail))
+        shape = (tuple(sorted(p.requests.items())), tuple(verdicts))
+        shapes.setdefault(shape, []).append(p.key)
+    pods = tuple(PodVerdicts(tuple(keys), {r: format_amount(r, v) for r, v in req if r != "pods"}, verdicts)
+                 for (req, verdicts), keys in shapes.items())
+    placed, failed = placer.place(state)
+    fit_now = len(placed)
+    want = {}
+    for p in pending[:need]:
+        for r, v in p.requests.items():
+            want[r] = want.get(r, 0) + v
+    need_resources = dict(pg.min_resources) or want
+    problem = _queue_problem(pg, queue, need_resources) if snapshot.queues else ""
+    usable = placer.usable
+    free = [state.free(n, resource) for n in sorted(usable)]
+    free_total, free_max = sum(max(f, 0) for f in free), max(free, default=0)
+    per_pod = max((p.requests.get(resource, 0) for p in pending), default=0)
+    total_need = sum(sorted((p.requests.get(resource, 0) for p in pending), reverse=True)[:need])
+    fix, targeted = "", None
+    unit = resource
+    if problem:
+        cause, summary = CAUSE_QUEUE, problem + ("; the pods would fit now" if failed is None else "") + \
+            ": a repack cannot help until the queue admits it"
+    elif any(not placer.static[p.key] for p in pending):
+        p = next(p for p in pending if not placer.static[p.key])
+        top = max(placer.static_fail[p.key].items(), key=lambda kv: kv[1])[0]
+        cause, summary = CAUSE_FILTERS, (f"no node can ever take pod {p.key}: {top[1]} ({top[0]}) on "
+                                         f"{placer.static_fail[p.key][top]} node(s); a repack cannot help")
+    elif failed is None:
+        cause, summary = CAUSE_FITS, (f"all {need} pod(s) it needs fit now: it waits for the scheduler "
+                                      f"(PodGroup phase {pg.phase or 'unknown'}) or its queue, not for room")
+    elif free_total < total_need:
+        cause, summary = CAUSE_CAPACITY, (f"{format_amount(unit, free_total)} {unit} free on the nodes its pods may use, "
+                                          f"{format_amount(unit, total_need)} needed: not enough even if packed; "
+                                          "a repack cannot help (free capacity or wait)")
+    else:
+        cause = CAUSE_FRAGMENTATION
+        summary = (f"{format_amount(unit, free_total)} {unit} free on the nodes its pods may use, "
+                   f"{format_amount(unit, total_need)} needed, but the most free on one node is "
+                   f"{format_amount(unit, free_max)} (a pod needs {format_amount(unit, per_pod)}); "
+                   f"{fit_now} of {need} pod(s) fit now")
+        run = dict(spec or {"mode": "DryRun"})
+        run.pop("goals", None)
+        run.pop("networkTopology", None)
+        run["target"] = {"podGroups": [key]}
+        run["goals"] = [{"resource": resource}]
+        targeted = make_plan(snapshot, run, weights or DEFAULT_WEIGHTS)
+        if targeted.outcome == REASON_RECOMMENDED:
+            groups = {f"{m.pod.namespace}/{m.pod.group_name}" for m in targeted.moves}
+            fix = (f"vacate {', '.join(targeted.freed_nodes)} ({len(targeted.moves)} pod(s) of {len(groups)} "
+                   f"PodGroup(s) moved): kubectl repack plan --for podgroup/{name} -n {ns}")
+        else:
+            summary += f"; no repack makes room: {targeted.message}"
+    return Diagnosis(**base, queue_problem=problem, queue_rows=rows, pods=pods, resource=resource, need=need,
+                     fit_now=fit_now, cause=cause, summary=summary, free_total=free_total, free_max=free_max,
+                     fix=fix, plan=targeted)
+
+
+# -- what `--for KIND/NAME` and `why KIND/NAME` name -------------------------------------------
+KIND_ALIASES = {"podgroup": "podgroup", "podgroups": "podgroup", "pg": "podgroup",
+                "podgroup.scheduling.volcano.sh": "podgroup",
+                "vcjob": "vcjob", "vcjobs": "vcjob", "vj": "vcjob", "job.batch.volcano.sh": "vcjob",
+                "jobs.batch.volcano.sh": "vcjob", "pod": "pod", "pods": "pod", "po": "pod"}
+
+
+def resolve_gang(snapshot, ref: str, namespace: str) -> str:
+    """The PodGroup ("namespace/name") that `ref` (KIND/NAME: vcjob, podgroup or pod, kubectl's
+    short names too) in `namespace` stands for. SpecError naming the object when it is not in the
+    snapshot or is no Volcano gang."""
+    kind, _, name = ref.partition("/")
+    kind = KIND_ALIASES.get(kind.lower())
+    if kind is None or not name or "/" in name:
+        raise SpecError(f"{ref}: expected KIND/NAME with KIND vcjob, podgroup or pod")
+    key = f"{namespace}/{name}"
+    if kind == "podgroup":
+        if key not in snapshot.podgroup_by_key:
+            raise SpecError(f"podgroup {key}: not found")
+        return key
+    if kind == "vcjob":
+        if key not in snapshot.vcjob_by_key:
+            raise SpecError(f"vcjob {key}: not found")
+        owned = sorted(g.key for g in snapshot.podgroups if g.namespace == namespace and g.owner is not None
+                       and g.owner.kind == "Job" and g.owner.group == "batch.volcano.sh" and g.owner.name == name)
+        if not owned:
+            raise SpecError(f"vcjob {key}: has no PodGroup yet (vc-controller-manager creates it when it syncs the job)")
+        return owned[0]
+    pod = next((p for p in snapshot.pods if p.namespace == namespace and p.name == name), None)
+    if pod is None:
+        raise SpecError(f"pod {key}: not found")
+    if not pod.group_name:
+        raise SpecError(f"pod {key}: is not in a Volcano gang (no scheduling.k8s.io/group-name annotation)")
+    group = f"{namespace}/{pod.group_name}"
+    if group not in snapshot.podgroup_by_key:
+        raise SpecError(f"pod {key}: its PodGroup {group} is not found")
+    return group

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Optional
 
 from planner.plan import REASON_INSUFFICIENT, REASON_NO_FRAGMENTATION, REASON_RECOMMENDED
-from planner.plan_types import REASON_BLOCKS_NOT_MET
+from planner.plan_types import REASON_BLOCKS_NOT_MET, REASON_TARGET_CANNOT_FIT, REASON_TARGET_FITS
 
 from .times import parse_time
 from .view import ObjectView, as_map
@@ -57,6 +57,9 @@ class Reason:
     INSUFFICIENT_IMPROVEMENT = REASON_INSUFFICIENT
     # spec.networkTopology.requiredNodeBlocks cannot be reached (the Go API's ReasonRequiredNodeBlocksNotMet)
     BLOCKS_NOT_MET = REASON_BLOCKS_NOT_MET
+    # spec.target (RELIEF-2): the target fits without a move, or no plan within scope and budget makes room
+    TARGET_FITS = REASON_TARGET_FITS
+    TARGET_CANNOT_FIT = REASON_TARGET_CANNOT_FIT
     # an Execute waiting for the cluster-wide mutex
     ANOTHER_RUN_ACTIVE = "AnotherRunActive"
     COOLDOWN = "ExecuteCooldownActive"
@@ -83,7 +86,8 @@ class Reason:
 ALL_REASONS = frozenset(v for k, v in vars(Reason).items() if k.isupper())
 # The plan's outcomes that recommend nothing: the pass ends Succeeded with no moves, and the CLI's
 # `plan --exit-code` and `apply` exit 3 on them.
-NOT_RECOMMENDED = frozenset({Reason.NO_FRAGMENTATION, Reason.INSUFFICIENT_IMPROVEMENT, Reason.BLOCKS_NOT_MET})
+NOT_RECOMMENDED = frozenset({Reason.NO_FRAGMENTATION, Reason.INSUFFICIENT_IMPROVEMENT, Reason.BLOCKS_NOT_MET,
+                             Reason.TARGET_FITS, Reason.TARGET_CANNOT_FIT})
 
 
 class UnsetReason(ValueError):

@@ -155,3 +155,69 @@ def test_two_extended_resources_without_a_goal_are_named():
     objs += gang("mixed", workers=[None], cards=1, phase="Pending", extra={"nvidia.com/gpu": "1"})
     with pytest.raises(SpecError, match="huawei.com/ascend-1980, nvidia.com/gpu"):
         plan(load_objects(objs), target_spec("default/mixed-pg", goals=False))
+
+
+# -- why (RELIEF-1) ---------------------------------------------------------------------------------
+from planner.relief import explain, resolve_gang  # noqa: E402
+from tests.builders import vcjob  # noqa: E402
+
+
+def queue(name="default", state="Open", capability=None, allocated=None):
+    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name},
+            "spec": {"weight": 1, **({"capability": capability} if capability else {})},
+            "status": {"state": state, **({"allocated": allocated} if allocated else {})}}
+
+
+def test_why_names_fragmentation_and_the_smallest_repack():
+    objs = seed() + [queue()]
+    pg = next(o for o in objs if o["kind"] == "PodGroup" and o["metadata"]["name"] == "large-pg")
+    pg["status"] = {"phase": "Inqueue", "conditions": [{
+        "type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
+        "message": "2/2 tasks in gang unschedulable: pod group is not ready, 2 Pending, 2 minAvailable"}]}
+    d = explain(load_objects(objs), "default/large-pg")
+    assert d.cause == "Fragmentation" and (d.need, d.fit_now) == (2, 1)
+    assert d.phase == "Inqueue" and d.conditions[0].reason == "NotEnoughResources"
+    rows = {(f, n): detail for f, _, n, detail in d.pods[0].verdicts}
+    assert rows[("NodeResourcesFit", 2)] == f"{R} free 1 < 4 requested" and ("", 1) in rows
+    assert d.fix.startswith("vacate node-01 (2 pod(s) of 1 PodGroup(s) moved)")
+    assert d.fix.endswith("kubectl repack plan --for podgroup/large-pg -n default")
+    assert d.as_dict()["cause"] == "Fragmentation"
+
+
+@pytest.mark.parametrize("q,says", [
+    (queue(state="Closed"), "queue default is Closed"),
+    (queue(capability={R: "16"}, allocated={R: "16"}), f"queue default is at its capability for {R}"),
+    (queue(name="other"), "queue default does not exist"),
+])
+def test_why_puts_the_queue_first_and_suggests_no_repack(q, says):
+    d = explain(load_objects(seed() + [q]), "default/large-pg")
+    assert d.cause == "Queue" and d.queue_problem.startswith(says) and not d.fix
+
+
+def test_why_tells_selectors_capacity_and_fits_now_apart():
+    objs = seed()
+    objs += gang("nowhere", workers=[None], cards=1, phase="Pending", node_selector={"pool": "none"})
+    objs += gang("huge", workers=[None, None], cards=8, phase="Pending")
+    objs += gang("small", workers=[None], cards=2, phase="Pending")
+    snap = load_objects(objs)
+    d = explain(snap, "default/nowhere-pg")
+    assert d.cause == "NoNodeMatches" and "node affinity/selector" in d.summary and not d.fix
+    d = explain(snap, "default/huge-pg")
+    assert d.cause == "NotEnoughResources" and not d.fix
+    d = explain(snap, "default/small-pg")
+    assert d.cause == "FitsNow" and d.fit_now == 1
+
+
+def test_why_and_for_resolve_vcjob_pod_and_podgroup():
+    objs = seed() + [vcjob("large")]
+    snap = load_objects(objs)
+    assert resolve_gang(snap, "vcjob/large", "default") == "default/large-pg"
+    assert resolve_gang(snap, "pod/large-worker-1", "default") == "default/large-pg"
+    assert resolve_gang(snap, "pg/large-pg", "default") == "default/large-pg"
+    for ref, msg in (("vcjob/nope", "vcjob default/nope: not found"), ("podgroup/x", "podgroup default/x: not found"),
+                     ("deployment/x", "deployment/x: expected KIND/NAME"), ("pod/nope", "pod default/nope: not found")):
+        with pytest.raises(SpecError, match=msg):
+            resolve_gang(snap, ref, "default")
+    lone = load_objects([node("n1"), pod("lone", on="n1")])
+    with pytest.raises(SpecError, match="pod default/lone: is not in a Volcano gang"):
+        resolve_gang(lone, "pod/lone", "default")
