@@ -72,6 +72,18 @@ class Gangs:
                             "name the resource to make room for in spec.goals[0].resource")
         return found[0]
 
+    def queue_problem(self, key) -> str:
+        """Why the PodGroup's queue keeps it out ("" when it does not, or the snapshot has no Queues)."""
+        snap = self.snapshot
+        if not snap.queues:
+            return ""
+        pg = snap.podgroup_by_key[key]
+        want = {}
+        for p in self.pending[key][:self.need[key]]:
+            for r, v in p.requests.items():
+                want[r] = want.get(r, 0) + v
+        return _queue_problem(pg, snap.queue_by_name.get(pg.queue), dict(pg.min_resources) or want)
+
     def describe(self) -> str:
         return ", ".join(f"PodGroup {k} ({self.need[k]} pod(s) of minMember {self.need[k] + self.bound[k]})"
                          for k in self.keys)
@@ -155,11 +167,17 @@ def plan_target(prep, weights, optimized, finish):
         return Planner(prep, weights, optimized, allowed, closed)
 
     placed, failed = placer.place(SimulatedState(prep.snapshot))
+    queues = "; ".join(q for q in (gangs.queue_problem(k) for k in gangs.keys) if q)
+    if queues:
+        # Volcano admits nothing of it until its queue does: moving pods cannot make it run
+        fit = TargetFit(gangs.keys, failed is None, tuple(placed) if failed is None else (),
+                        f"{gangs.describe()} waits for its queue, not for room: {queues}; nothing is moved")
+        return _not_recommended(prep, finish(make(frozenset()).run_rounds()), REASON_TARGET_FITS, fit)
     if failed is None:
         where = ", ".join(f"{k.split('/', 1)[1]} -> {n}" for k, n in placed)
         fit = TargetFit(gangs.keys, True, tuple(placed),
                         f"{gangs.describe()} fits now without any move ({where}): it waits for something else "
-                        "(its queue, its PodGroup's phase, or the scheduler's next session; `kubectl repack why` says which)")
+                        "(its PodGroup's phase or the scheduler's next session; `kubectl repack why` says more)")
         return _not_recommended(prep, finish(make(frozenset()).run_rounds()), REASON_TARGET_FITS, fit)
     usable = [c for c in prep.candidates if c in placer.usable]
     # idle nodes a target pod may use receive nothing: the room made must not be spent on the way
@@ -380,12 +398,7 @@ def explain(snapshot, key, resource="", weights=None, spec=None) -> Diagnosis:
                  for (req, verdicts), keys in shapes.items())
     placed, failed = placer.place(state)
     fit_now = len(placed)
-    want = {}
-    for p in pending[:need]:
-        for r, v in p.requests.items():
-            want[r] = want.get(r, 0) + v
-    need_resources = dict(pg.min_resources) or want
-    problem = _queue_problem(pg, queue, need_resources) if snapshot.queues else ""
+    problem = gangs.queue_problem(key)
     usable = placer.usable
     free = [state.free(n, resource) for n in sorted(usable)]
     free_total, free_max = sum(max(f, 0) for f in free), max(free, default=0)

@@ -221,3 +221,14 @@ def test_why_and_for_resolve_vcjob_pod_and_podgroup():
     lone = load_objects([node("n1"), pod("lone", on="n1")])
     with pytest.raises(SpecError, match="pod default/lone: is not in a Volcano gang"):
         resolve_gang(lone, "pod/lone", "default")
+
+
+def test_a_target_that_fits_but_waits_for_its_closed_queue_says_so():
+    p = plan(load_objects(seed(large_cards=3) + [queue(state="Closed")]), target_spec("default/large-pg"))
+    assert p.outcome == "TargetAlreadyFits" and "queue default is Closed" in p.message
+
+
+def test_a_target_its_queue_keeps_out_moves_nothing_even_without_room():
+    p = plan(load_objects(seed() + [queue(state="Closed")]), target_spec("default/large-pg"))
+    assert p.outcome == "TargetAlreadyFits" and p.moves == ()
+    assert "waits for its queue, not for room: queue default is Closed" in p.message
