@@ -66,13 +66,16 @@ GO_FIELDS = {
     "status.relocations[].placement": {"phase", "selectedNodeName", "replacementPodName",
                                        "replacementPodUID", "actualNodeName"},
 }
-# Status fields the Go API does not have (issue 21, TOPO-3: block counts of spec.networkTopology),
-# by the object they attach to. Never required there: objects of the Go implementation lack them.
+# Status fields the Go API does not have (issue 21, TOPO-3: block counts of spec.networkTopology;
+# issue 22: the planned nodes the run vacated and who took them), by the object they attach to.
+# Never required there: objects of the Go implementation lack them.
 NODE_BLOCKS = {"tier", "nodeBlockSize", "before", "after"}
 OWN_FIELDS = {
     "status.plan.summary": {"nodeBlocks"},
-    "status.result": {"nodeBlocks"},
+    "status.result": {"nodeBlocks", "vacatedNodes"},
 }
+# Lists of our own whose items name what they are about (required) and may say more (optional).
+OWN_ITEMS = {"status.result.vacatedNodes[]": {"node"}}
 OWN_OBJECTS = {  # objects wholly our own: every field, all required (one writer fills them all)
     "status.plan.summary.nodeBlocks": NODE_BLOCKS,
     "status.result.nodeBlocks": NODE_BLOCKS,
@@ -265,6 +268,20 @@ def test_node_blocks_are_four_required_integers_in_an_optional_object(root, path
     assert node["properties"]["before"]["minimum"] == node["properties"]["after"]["minimum"] == 0
 
 
+def test_vacated_nodes_are_an_optional_list_of_nodes_and_who_took_them(root):
+    assert "vacatedNodes" not in node_at(root, "status.result").get("required", [])
+    vacated = node_at(root, "status.result.vacatedNodes")
+    assert vacated["type"] == "array" and vacated["maxItems"] == node_at(root, "status.result.freedNodes")["maxItems"]
+    item = node_at(root, "status.result.vacatedNodes[]")
+    assert item["type"] == "object" and set(item["properties"]) == {"node", "takenBy"}
+    assert item["required"] == sorted(OWN_ITEMS["status.result.vacatedNodes[]"])
+    assert item["properties"]["node"]["type"] == "string"
+    taken_by = item["properties"]["takenBy"]
+    assert taken_by["type"] == "array" and taken_by["items"] == {"type": "string"}
+    from kubectl_repack.engine.outcome import TAKEN_BY_PER_NODE
+    assert taken_by["maxItems"] == TAKEN_BY_PER_NODE
+
+
 @pytest.mark.parametrize("path", sorted(GO_REQUIRED), ids=lambda p: p or "(root)")
 def test_required_fields_are_those_of_the_go_api(root, path):
     assert sorted(node_at(root, path).get("required", [])) == sorted(GO_REQUIRED[path])
@@ -274,7 +291,7 @@ def test_only_fields_the_go_api_requires_are_required(root):
     required = {path for path, node, junctor in walk(root) if node.get("required") and not junctor}
     required.discard("status.conditions[]")  # metav1.Condition's own required fields
     expressions = "spec.scope.nodes.include.selector.matchExpressions[]"
-    expected = (set(GO_REQUIRED) - {expressions}) | set(OWN_OBJECTS) | {
+    expected = (set(GO_REQUIRED) - {expressions}) | set(OWN_OBJECTS) | set(OWN_ITEMS) | {
         f"spec.scope.{axis}.{side}.selector.matchExpressions[]"
         for axis in ("podGroups", "nodes") for side in ("include", "exclude")}
     assert required == expected
