@@ -26,9 +26,9 @@ from kubectl_repack.errors import ClusterAPIError, RepackError
 from .evictions import (ACCEPTED, GONE, REJECTED, RESUME_DONE_ACCEPTED, RESUME_DONE_GONE, RESUME_EVICT, RETRY,
                         UNKNOWN, VICTIM_GONE, Backoff, classify_eviction, dnd_message, pdb_blocks, resume_action,
                         settle_unknown, victim_opt_out, victim_state)
-from .outcome import Outcome, decide_outcome, validate_records, verify
-from .ports import (EV_CANCELLED, EV_COMPLETED, EV_EVICTED, EV_EVICTION_BLOCKED, EV_FAILED, EV_LEFT_OUT, EV_STARTED,
-                    Clock, ClusterReader, EvictionResponse, Evictor, Progress, RunWriter)
+from .outcome import Outcome, decide_outcome, taken_messages, validate_records, verify
+from .ports import (EV_CANCELLED, EV_COMPLETED, EV_EVICTED, EV_EVICTION_BLOCKED, EV_FAILED, EV_LEFT_OUT, EV_NODE_TAKEN,
+                    EV_STARTED, Clock, ClusterReader, EvictionResponse, Evictor, Progress, RunWriter)
 from .tracking import PlacementTracker
 
 
@@ -227,6 +227,8 @@ class Executor:
                       for g in (r.pod_group_name, r.replacement_pod_group_name) if g}
             ver = verify(self.reader.snapshot_objects(), run.goal_resource, run.plan.get("freedNodes") or [],
                          run.spec, groups, parse_time(st.get("startTime")))
+            for message in taken_messages(ver):
+                self.on_event(EV_NODE_TAKEN, message, False)
         if self._refused:
             stopped = decide_outcome(st, ver, timed_out, cancelled=self._refused[1])
             return self._finish(name, Outcome(PHASE_FAILED, self._refused[0], stopped.message, stopped.result))

@@ -11,14 +11,16 @@ from planner.errors import RepackError
 
 from kubectl_repack.api.run import EVICTION_REJECTED, PHASE_FAILED, PHASE_SUCCEEDED, Reason, Relocation, relocations
 from kubectl_repack.api.times import parse_time
+from kubectl_repack.api.matching import POD_TEMPLATE_HASH_LABEL
 from kubectl_repack.api.view import ObjectView, as_map
 
 
 @dataclass(frozen=True)
 class Verification:
     frag_after: int
-    freed_nodes: tuple        # plan.freedNodes verified empty of R, or taken by other workloads
-    not_freed: tuple          # plan.freedNodes where the run's own pods (victims, replacements) hold R
+    freed_nodes: tuple        # plan.freedNodes no pod holds R on any more (status.result.freedNodes)
+    not_freed: tuple          # plan.freedNodes where the run's own pods (victims, replacements) or pods
+                              # there before the run hold R, or that can no longer host R (NodesNotFreed)
     occupied: int
     minimum: int
     exact: bool
@@ -28,13 +30,16 @@ class Verification:
     blocks_problem: str = ""
     # nodes a waiting workload took since the run started (see verify): node -> its pods holding R
     taken: dict = field(default_factory=dict)
+    # plan.freedNodes the run vacated (freed, or taken since by a waiting workload): node -> the
+    # workloads ("namespace/name") that hold R there now, () for a node still free
+    vacated: dict = field(default_factory=dict)
+    # plan.freedNodes not vacated: node -> the pods ("namespace/name") that still hold R there
+    held: dict = field(default_factory=dict)
 
 
-def _scheduled_since(objects: list, since) -> set:
-    """Keys ("namespace/name") of the pods whose PodScheduled condition turned True at or after `since`."""
-    out = set()
-    if since is None:
-        return out
+def _scheduled_at(objects: list) -> dict:
+    """{"namespace/name": when its PodScheduled condition turned True} of the pods that say so."""
+    out = {}
     for obj in objects:
         if as_map(obj).get("kind") != "Pod":
             continue
@@ -43,9 +48,25 @@ def _scheduled_since(objects: list, since) -> set:
             c = as_map(c)
             if c.get("type") == "PodScheduled" and c.get("status") == "True":
                 at = parse_time(c.get("lastTransitionTime"))
-                if at is not None and at >= since:
-                    out.add(f"{view.namespace or 'default'}/{view.name}")
+                if at is not None:
+                    out[f"{view.namespace or 'default'}/{view.name}"] = at
     return out
+
+
+def workload_of(snapshot, pod) -> str:
+    """"namespace/name" of the workload a pod belongs to, as a user knows it: its PodGroup's owner
+    (a VCJob, a ModelServing...), else the pod's controller (a ReplicaSet named after its Deployment
+    by it), else its PodGroup, else the pod itself."""
+    group = snapshot.podgroup_by_key.get(f"{pod.namespace}/{pod.group_name}") if pod.group_name else None
+    name = ""
+    if group is not None and group.owner is not None:
+        name = group.owner.name
+    elif pod.owner is not None:
+        name = pod.owner.name
+        suffix = f"-{pod.labels.get(POD_TEMPLATE_HASH_LABEL) or ''}"
+        if pod.owner.kind == "ReplicaSet" and len(suffix) > 1 and name.endswith(suffix):
+            name = name[:-len(suffix)]
+    return f"{pod.namespace}/{name or pod.group_name or pod.name}"
 
 
 def verify(objects: list, resource: str, planned_freed: list, spec: Optional[dict] = None,
@@ -53,39 +74,85 @@ def verify(objects: list, resource: str, planned_freed: list, spec: Optional[dic
     """Live fragmentation and freed nodes from a fresh snapshot, with planner.frag's metric; with a
     `spec` that has networkTopology, the blocks its goal counts on the same snapshot.
 
-    `run_groups` ("namespace/PodGroup" of the run's moves and replacements): a node whose R is held
-    only by pods of other PodGroups was taken by a waiting workload (the scheduler binds the job a
-    block was freed for as soon as the evictions land, before this check) when it is a planned node,
-    or when all those pods were scheduled at or after `since` (the run's start: an idle node of the
-    block taken by the same job). A taken planned node counts as freed, and every taken node as free
-    for the blocks; `taken` names them. Without `run_groups` any R on a node counts as in use."""
+    A planned node is freed when no pod holds R there. It is vacated when none of the pods that held
+    it before the run, nor their replacements, do: freed, or taken since by a waiting workload (the
+    scheduler binds the job a node was freed for as soon as the evictions land, before this check).
+    `run_groups` ("namespace/PodGroup" of the run's moves and replacements) tells the run's own pods
+    from the others; of these, a pod scheduled before `since` (the run's start) was there before the
+    run, one scheduled at or after it (or that does not say when) arrived after the node emptied.
+    Only the vacated planned nodes count as done (`vacated`, with the workloads that took them); the
+    others are `not_freed` (`held`: by which pods). An idle node taken by pods all scheduled since
+    `since` (of the block, by the same job) counts as free for the blocks; `taken` names every taken
+    node. Without `run_groups` any R on a planned node counts as in use."""
     snapshot = planner.load_objects(objects)
     alloc, used, items = fragmod.usage(snapshot, resource)
     caps = sorted(alloc.values(), reverse=True)
     minimum = fragmod.theoretical_min(items, caps)
     occupied = sum(1 for n in alloc if used.get(n, 0) > 0)
     frag = fragmod.percent_int(fragmod.frag_percent(occupied, minimum.value, len(alloc)))
-    taken = {}
-    if run_groups is not None:
-        planned, arrived = set(planned_freed), _scheduled_since(objects, since)
-        for n in sorted(alloc):
-            if used.get(n, 0) == 0:
+    planned = set(planned_freed)
+    scheduled = _scheduled_at(objects) if run_groups is not None else {}
+    taken, vacated, held = {}, {}, {}
+    for n in sorted(alloc):
+        holders = [p for p in snapshot.pods_by_node.get(n, ()) if not p.terminal and p.requests.get(resource, 0) > 0]
+        if used.get(n, 0) == 0 or not holders:
+            if n in planned:
+                vacated[n] = ()
+            continue
+        own = run_groups is None or any(f"{p.namespace}/{p.group_name}" in run_groups for p in holders)
+        arrived = [p for p in holders if since is not None and p.key in scheduled and scheduled[p.key] >= since]
+        before = [p for p in holders if since is not None and p.key in scheduled and scheduled[p.key] < since]
+        if n in planned:
+            if own or before:
+                held[n] = tuple(p.key for p in holders)
                 continue
-            holders = [p for p in snapshot.pods_by_node.get(n, ()) if not p.terminal and p.requests.get(resource, 0) > 0]
-            if not holders or any(f"{p.namespace}/{p.group_name}" in run_groups for p in holders):
-                continue
-            if n in planned or all(p.key in arrived for p in holders):
-                taken[n] = tuple(p.key for p in holders)
+            taken[n] = tuple(p.key for p in holders)
+            vacated[n] = tuple(sorted({workload_of(snapshot, p) for p in holders}))
+        elif not own and len(arrived) == len(holders):
+            taken[n] = tuple(p.key for p in holders)
     # A node outside the providers (allocatable dropped to 0) counts as not freed: it can't host R.
-    freed = tuple(sorted(n for n in planned_freed if n in alloc and (used.get(n, 0) == 0 or n in taken)))
-    not_freed = tuple(sorted(n for n in planned_freed if n not in freed))
+    freed = tuple(sorted(n for n in planned_freed if n in vacated and not vacated[n]))
+    not_freed = tuple(sorted(n for n in planned_freed if n not in vacated))
     blocks, problem = None, ""
     if as_map(spec).get("networkTopology") is not None:
         try:
             blocks = planner.blocks_on(snapshot, dict(spec), taken=tuple(taken))
         except RepackError as e:   # what was planned on can no longer be counted: no block is verified
             problem = str(e)
-    return Verification(frag, freed, not_freed, occupied, minimum.value, minimum.exact, blocks, problem, taken)
+    return Verification(frag, freed, not_freed, occupied, minimum.value, minimum.exact, blocks, problem, taken,
+                        {n: vacated[n] for n in sorted(set(planned_freed)) if n in vacated}, held)
+
+
+# What status.result.vacatedNodes[].takenBy holds (the CRD's maxItems), and in all: a node taken by
+# many small workloads, on thousands of nodes, must not outgrow the run's one etcd object.
+TAKEN_BY_PER_NODE = 8
+TAKEN_BY_TOTAL = 512
+
+
+def vacated_nodes(ver: Optional[Verification]) -> list:
+    """status.result.vacatedNodes: every planned node the run vacated, with the workloads that took
+    it since (`takenBy`, only when some did; at most TAKEN_BY_PER_NODE per node and TAKEN_BY_TOTAL in
+    all, the rest left out)."""
+    out, room = [], TAKEN_BY_TOTAL
+    for n, by in (ver.vacated if ver is not None else {}).items():
+        entry = {"node": n}
+        names = list(by[:min(TAKEN_BY_PER_NODE, room)])
+        if names:
+            entry["takenBy"] = names
+            room -= len(names)
+        out.append(entry)
+    return out
+
+
+def taken_messages(ver: Optional[Verification], limit: int = 10) -> list:
+    """One Event message per vacated node that a waiting workload took since the run started (the
+    first `limit`, then one that counts the rest)."""
+    taken = [(n, by) for n, by in (ver.vacated if ver is not None else {}).items() if by]
+    out = [f"{n} vacated; now used by {', '.join(by)}" for n, by in taken[:limit]]
+    if len(taken) > limit:
+        out.append(f"{len(taken) - limit} more vacated node(s) now used by waiting workloads "
+                   "(status.result.vacatedNodes)")
+    return out
 
 
 def result_blocks(status: dict, ver: Optional[Verification]) -> Optional[dict]:
@@ -243,6 +310,8 @@ def _decide(status: dict, relocs: list, ver: Optional[Verification], timed_out: 
                   "movedCardCount": moved, "metricsVerified": bool(verified)}
         if ver and ver.freed_nodes:
             result["freedNodes"] = list(ver.freed_nodes)
+        if ver and ver.vacated:
+            result["vacatedNodes"] = vacated_nodes(ver)
     blocks = result_blocks(status, ver)
     if result is not None and blocks is not None:
         result["nodeBlocks"] = blocks
@@ -273,6 +342,9 @@ def _decide(status: dict, relocs: list, ver: Optional[Verification], timed_out: 
                 for r in placed if r.placement.actual_node_name in ver.not_freed]
         why = (f"; the scheduler bound replacement(s) back onto them: {', '.join(back[:5])} (without the "
                "placement webhook nothing hints the planned node)") if back else ""
+        if not back and ver.held:
+            pods = [k for n in ver.not_freed for k in ver.held.get(n, ())]
+            why = f"; held by {', '.join(pods[:5])}" + (f" (and {len(pods) - 5} more)" if len(pods) > 5 else "")
         return Outcome(PHASE_FAILED, Reason.NOT_FREED,
                        f"planned node(s) {', '.join(ver.not_freed)} still hold the resource after all "
                        f"replacements were bound; live frag {ver.frag_after}%{why}" + (f"; {short}" if short else ""),
@@ -281,13 +353,19 @@ def _decide(status: dict, relocs: list, ver: Optional[Verification], timed_out: 
         return Outcome(PHASE_FAILED, Reason.NOT_FREED,
                        f"{short} after all replacements were bound; live frag {ver.frag_after}%", result)
     alternative = [r for r in placed if r.placement.actual_node_name != r.planned_node_name]
-    taken = ver.taken if ver is not None else {}
-    summary = (f"freed {len(planned_freed)} node(s) ({', '.join(planned_freed)}), moved {moved} card(s), "
-               f"live frag {ver.frag_after if ver else '?'}%"
+    taken = {n: by for n, by in (ver.vacated if ver is not None else {}).items() if by}
+    idle = {n: pods for n, pods in sorted((ver.taken if ver is not None else {}).items()) if n not in taken}
+    freed = list(ver.freed_nodes) if ver is not None else list(planned_freed)
+    summary = (f"freed {len(freed)} node(s)" + (f" ({', '.join(freed)})" if freed else "")
+               + (f", vacated {len(taken)} node(s) now used by waiting workloads (" + "; ".join(
+                   f"{n}: {', '.join(by[:3])}" for n, by in list(taken.items())[:5])
+                   + (f"; and {len(taken) - 5} more" if len(taken) > 5 else "") + ")" if taken else "")
+               + f", moved {moved} card(s), live frag {ver.frag_after if ver else '?'}%"
                + (f", {blocks['after']} block(s) of {blocks['nodeBlockSize']} in tier-{blocks['tier']} HyperNodes"
                   if blocks else "")
-               + (f"; taken since by waiting workloads: " + ", ".join(
-                   f"{n} ({', '.join(pods[:3])})" for n, pods in sorted(taken.items())) if taken else ""))
+               + (f" (counting idle node(s) taken since by waiting workloads: " + ", ".join(
+                   f"{n} ({', '.join(pods[:3])})" for n, pods in list(idle.items())[:5])
+                   + (f" and {len(idle) - 5} more" if len(idle) > 5 else "") + ")" if blocks and idle else ""))
     if alternative:
         return Outcome(PHASE_SUCCEEDED, Reason.COMPLETED_ALTERNATIVE,
                        f"{summary}; {len(alternative)} of {len(placed)} replacement(s) bound off their planned node",

@@ -24,6 +24,7 @@ EV_STARTED, EV_EVICTED, EV_EVICTION_BLOCKED = "Started", "Evicted", "EvictionBlo
 EV_NOMINATED, EV_PLACED, EV_PLACEMENT_TIMED_OUT = "Nominated", "Placed", "PlacementTimedOut"
 EV_COMPLETED, EV_FAILED, EV_CANCELLED = "Completed", "Failed", "Cancelled"
 EV_LEFT_OUT = "PodsLeftOut"     # the plan was not allowed to move some pods (the creator may not evict there)
+EV_NODE_TAKEN = "VacatedNodeTaken"   # a waiting workload took a node the run vacated ("<node> vacated; now used by ...")
 
 
 class EvictionResponse(NamedTuple):

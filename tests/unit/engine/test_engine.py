@@ -58,7 +58,7 @@ def test_all_accepted_and_placed_as_planned_completes():
     assert st["phase"] == "Succeeded" and _cond(run, "Complete") == ("True", "ExecutionCompleted")
     assert _cond(run, "Progressing") == ("False", "ExecutionCompleted")
     assert st["result"] == {"fragAfterPercent": 0, "freedNodeCount": 1, "freedNodes": ["n1"],
-                            "movedCardCount": 2, "metricsVerified": True}
+                            "vacatedNodes": [{"node": "n1"}], "movedCardCount": 2, "metricsVerified": True}
     assert st["completionTime"] == times.rfc3339(clock.now())
 
 

@@ -67,16 +67,18 @@ def test_a_run_whose_block_is_taken_meanwhile_fails_like_a_node_not_freed():
 def test_a_waiting_job_that_takes_the_freed_node_completes_the_run():
     """The scheduler binds the job the block was freed for as soon as the evictions land, before the
     engine checks: n1 then holds R, but of another PodGroup, not the run's own pods. The run did what
-    it promised (issue 21's e2e: the pending hard-topology job runs in the freed block)."""
+    it promised (issue 21's e2e: the pending hard-topology job runs in the freed block): n1 is
+    vacated and counts in the block, but it is not free (issue 22: freedNodes are nodes no pod uses)."""
     cluster, runs, eng = _setup()
     cluster.objects.append(b.pod("waiting-0", cards=8, on="n1", ns=NS, group="waiting-pg", owner=("Job", "waiting")))
     run = eng.execute("run-1")
     st = run["status"]
     status, reason, message = _cond(run, "Complete")
     assert (st["phase"], status, reason) == ("Succeeded", "True", "ExecutionCompleted")
-    assert st["result"]["freedNodes"] == ["n1"]
+    assert "freedNodes" not in st["result"] and st["result"]["freedNodeCount"] == 0
+    assert st["result"]["vacatedNodes"] == [{"node": "n1", "takenBy": [f"{NS}/waiting"]}]
     assert st["result"]["nodeBlocks"] == {"tier": 1, "nodeBlockSize": 2, "before": 0, "after": 1}
-    assert f"taken since by waiting workloads: n1 ({NS}/waiting-0)" in message
+    assert f"vacated 1 node(s) now used by waiting workloads (n1: {NS}/waiting)" in message
 
 
 def test_a_planned_node_still_holding_the_runs_own_pod_is_not_freed():
@@ -85,12 +87,13 @@ def test_a_planned_node_still_holding_the_runs_own_pod_is_not_freed():
     # n1 still holds the run's gang (replacements bound back, or victims not gone)
     ver = verify(objs, b.R, ["n1"], spec, run_groups={f"{NS}/train-pg"})
     assert ver.not_freed == ("n1",) and ver.taken == {}
-    # the same node held by another PodGroup's pod is freed and taken
+    # the same node held by another PodGroup's pod is vacated and taken, not free
     other = [o for o in objs if not (o["kind"] == "Pod" and o["spec"].get("nodeName") == "n1"
                                      and o["metadata"].get("annotations", {}).get("scheduling.k8s.io/group-name") == "train-pg")]
     other.append(b.pod("waiting-0", cards=8, on="n1", ns=NS, group="waiting-pg", owner=("Job", "waiting")))
     ver = verify(other, b.R, ["n1"], spec, run_groups={f"{NS}/train-pg"})
-    assert ver.freed_nodes == ("n1",) and ver.taken == {"n1": (f"{NS}/waiting-0",)}
+    assert ver.freed_nodes == () and ver.not_freed == () and ver.taken == {"n1": (f"{NS}/waiting-0",)}
+    assert ver.vacated == {"n1": (f"{NS}/waiting",)}
     assert ver.node_blocks["after"] == 1
 
 
