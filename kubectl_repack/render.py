@@ -480,6 +480,12 @@ def run_status(obj: dict) -> str:
         freed_row = ["Freed", f"{len(freed_plan)} node(s), below" if freed_plan else "-",
                      f"{len(freed_result)} node(s), below" if freed_result else "-"]
     rows.append(freed_row)
+    vacated = [v for v in result.get("vacatedNodes") or () if isinstance(v, dict)]
+    taken = [v for v in vacated if v.get("takenBy")]
+    if "vacatedNodes" in result:   # ours only: the Go implementation does not write it
+        at = 1 + next(i for i, r in enumerate(rows) if r[0] == "Freed nodes")
+        rows.insert(at, ["Vacated nodes", _cell(summary.get("freedNodeCount")),
+                         f"{len(vacated)}" + (f" ({len(taken)} in use)" if taken else "")])
     scope = summary.get("resolvedScope")
     if scope:
         rows.append(["Scope", f"{scope.get('podGroupCount', 0)} PodGroup(s), {scope.get('nodeCount', 0)} node(s)",
@@ -489,6 +495,10 @@ def run_status(obj: dict) -> str:
         for label, names in (("PLAN", freed_plan), ("RESULT", freed_result)):
             if names:
                 out += f"\nFREED NODES ({label}, {len(names)})\n" + wrap_names(names) + "\n"
+    if taken:   # vacated by the run, then taken by a waiting workload: not free, but what the run was for
+        out += (f"\nVACATED NODES IN USE ({len(taken)} of {len(vacated)})\n"
+                + table(["NODE", "TAKEN BY"], [[v.get("node"), ", ".join(map(str, v["takenBy"]))] for v in taken])
+                + "\n")
     moves = plan.get("moves") or []
     if moves:
         mrows = []

@@ -210,3 +210,20 @@ def test_snapshot_shows_listing_progress_only_on_a_terminal(monkeypatch, tmp_pat
     shown = r.stderr.split(CLEAR)
     assert "listing pods: 2" in shown and shown[-1].startswith("wrote ")
     assert (tmp_path / "a.json").read_text() == (tmp_path / "b.json").read_text()
+
+
+def test_status_shows_the_vacated_nodes_and_who_took_them():
+    """Issue 22: a planned node a waiting job took once the run vacated it is not free, and status
+    says who uses it; a run without status.result.vacatedNodes (the Go implementation's) has no row."""
+    obj = _stored(["ascend-node-01", "ascend-node-02"], ["ascend-node-02"])
+    obj["status"]["result"]["vacatedNodes"] = [
+        {"node": "ascend-node-01", "takenBy": ["repack-demo/ascend-large-training"]}, {"node": "ascend-node-02"}]
+    out = render.run_status(obj)
+    lines = out.splitlines()
+    (row,) = [line for line in lines if line.startswith("Vacated nodes")]
+    assert row.split() == ["Vacated", "nodes", "2", "2", "(1", "in", "use)"]
+    assert lines[lines.index(row) - 1].startswith("Freed nodes")
+    assert section(out, "VACATED NODES IN USE (1 of 2)") == [
+        "NODE             TAKEN BY", "ascend-node-01   repack-demo/ascend-large-training"]
+    plain = render.run_status(_stored(["ascend-node-01"], ["ascend-node-01"]))
+    assert "Vacated" not in plain and "VACATED" not in plain
