@@ -16,14 +16,13 @@ Exit codes (for scripts):
 from __future__ import annotations
 
 import sys
+from typing import Optional
 
 import click
 
 from kubectl_repack import __version__, commands
 from kubectl_repack.commands.options import cluster_options
 from kubectl_repack.commands.status import EXIT_INTERRUPTED
-from kubectl_repack.errors import InvalidSnapshotFile, RepackError, SpecError, ValidationError
-from kubectl_repack.printing import JSONPathError
 
 PROG_NAME = "kubectl repack"
 EXIT_RUNTIME, EXIT_USAGE, EXIT_NOT_RECOMMENDED = 1, 2, 3
@@ -95,17 +94,34 @@ class RepackGroup(click.Group):
             raise CommandFailed(["interrupted"], EXIT_INTERRUPTED) from None
         except click.UsageError as e:  # a command's flags and arguments
             raise usage_failed(e) from e
-        except ValidationError as e:
-            raise CommandFailed(e.errors, EXIT_USAGE) from e
-        except JSONPathError as e:  # a template that fails on this object, as kubectl: exit 1
-            raise CommandFailed([str(e)], EXIT_RUNTIME) from e
-        except (SpecError, InvalidSnapshotFile) as e:
-            raise CommandFailed([str(e)], EXIT_USAGE) from e
-        except RepackError as e:
-            raise CommandFailed([str(e)], EXIT_RUNTIME) from e
+        except (click.exceptions.Exit, click.exceptions.Abort):  # `plan --help`, exit codes
+            raise
         except BrokenPipeError:  # `kubectl repack plan ... | head`
             sys.stderr.close()
             raise click.exceptions.Exit(0)
+        except Exception as e:
+            failed = expected_failure(e)
+            if failed is None:  # a bug: its traceback shows
+                raise
+            raise failed from e
+
+
+def expected_failure(e: Exception) -> Optional[CommandFailed]:
+    """An expected error as the CommandFailed that prints it and its exit code, else None. The error
+    tree (which loads the planner) and the printers are imported only once something has failed:
+    `--help` and every TAB go through this group and must not pay for them."""
+    from kubectl_repack.errors import InvalidSnapshotFile, RepackError, SpecError, ValidationError
+    from kubectl_repack.printing import JSONPathError
+
+    if isinstance(e, ValidationError):
+        return CommandFailed(e.errors, EXIT_USAGE)
+    if isinstance(e, JSONPathError):  # a template that fails on this object, as kubectl: exit 1
+        return CommandFailed([str(e)], EXIT_RUNTIME)
+    if isinstance(e, (SpecError, InvalidSnapshotFile)):
+        return CommandFailed([str(e)], EXIT_USAGE)
+    if isinstance(e, RepackError):
+        return CommandFailed([str(e)], EXIT_RUNTIME)
+    return None
 
 
 @click.group(cls=RepackGroup, context_settings={"help_option_names": ["-h", "--help"],

@@ -14,20 +14,10 @@ import time
 
 import click
 
-import planner
-from planner.gcpause import paused_gc
-from kubectl_repack import render
-from kubectl_repack.api.control import COOLDOWN_ANNOTATION, EXECUTOR_ANNOTATION, EXECUTOR_LOCAL, TIMEOUT_ANNOTATION
-from kubectl_repack.api.run import (MODE_EXECUTE, NOT_RECOMMENDED, PHASE_FAILED, PHASE_SUCCEEDED, RunView,
-                                    is_finished, run_reason)
-from kubectl_repack.api.status import plan_status
-from kubectl_repack.api.times import rfc3339, utcnow
-from kubectl_repack.api.view import as_map
-from kubectl_repack.errors import ClusterAPIError, ValidationError
-
-from .options import (OUTPUT_JSON, OUTPUT_YAML, RUN_NAME, cluster_options, duration, mode_option, output_option,
-                      repack_namespace_option, settings, stamp, template_options)
-from .runspec import QuickFlags, build_run
+# Only light modules at the top: every module of this package is imported for --help and every TAB;
+# the planner, render, the run API and the kube layer are imported by the functions that use them.
+from .options import (MODE_EXECUTE, OUTPUT_JSON, OUTPUT_YAML, RUN_NAME, cluster_options, duration, mode_option,
+                      output_option, repack_namespace_option, settings, stamp, template_options)
 from .status import EXIT_INTERRUPTED
 
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, EXIT_NOT_RECOMMENDED, EXIT_WAITING, EXIT_RUN_FAILED = 0, 1, 2, 3, 4, 5
@@ -97,6 +87,10 @@ class _Reporter:
 
 
 def _summary(run: dict) -> str:
+    from kubectl_repack import render
+    from kubectl_repack.api.run import RunView, run_reason
+    from kubectl_repack.api.view import as_map
+
     view = RunView(run)
     st = view.status
     lines = [f"RepackRun:      {run['metadata']['name']}",
@@ -125,6 +119,8 @@ def _summary(run: dict) -> str:
 
 
 def _exit_code(run: dict) -> int:
+    from kubectl_repack.api.run import NOT_RECOMMENDED, PHASE_FAILED, PHASE_SUCCEEDED, RunView, run_reason
+
     phase = RunView(run).phase
     if phase == PHASE_SUCCEEDED:
         return EXIT_NOT_RECOMMENDED if run_reason(run) in NOT_RECOMMENDED else EXIT_OK
@@ -134,6 +130,8 @@ def _exit_code(run: dict) -> int:
 
 
 def _emit(run: dict, output, note: str = "", allow_missing: bool = True) -> None:
+    from kubectl_repack import render
+
     if render.prints_object(output):
         click.echo(render.object_output(run, output, allow_missing), nl=False)
     else:
@@ -179,6 +177,13 @@ def command(file, resume, mode, name, local, wait, timeout, cooldown, eviction_r
     continued from its records without evicting any pod twice: by the in-cluster controller
     after a restart, or with --local by `apply --local --resume NAME`.
     """
+    import planner
+    from kubectl_repack import render
+    from kubectl_repack.api.times import rfc3339, utcnow
+    from kubectl_repack.errors import ValidationError
+
+    from .runspec import QuickFlags, build_run
+
     if bool(file) == bool(resume):
         raise click.UsageError("give either -f RUN.yaml or --resume NAME")
     quiet = render.prints_object(output)
@@ -205,6 +210,7 @@ def command(file, resume, mode, name, local, wait, timeout, cooldown, eviction_r
 
 def _apply_local(api, name, spec_run, wait, timeout, cooldown, eviction_retry_timeout, output, allow_missing,
                  quiet, repack_namespace) -> None:
+    from kubectl_repack.api.control import EXECUTOR_ANNOTATION, EXECUTOR_LOCAL
     from kubectl_repack.engine.execute_lease import ExecuteLease
     from kubectl_repack.engine.workflow import ApplyRequest, apply_run
     from kubectl_repack.kube.objects import LiveCluster
@@ -231,6 +237,7 @@ def _no_webhook_warning(api, repack_namespace: str) -> str:
     """Why replacements will not be steered ('' when the placement webhook is installed, or when
     this user may not read webhook configurations: then nothing is known either way). The preflight's
     own webhook check decides."""
+    from kubectl_repack.errors import ClusterAPIError
     from kubectl_repack.kube.preflight import FAIL, Preflight
 
     try:
@@ -245,7 +252,15 @@ def _no_webhook_warning(api, repack_namespace: str) -> str:
 
 def _apply_in_cluster(api, name, spec_run, wait, timeout, cooldown, output, allow_missing, quiet,
                       repack_namespace) -> None:
-    from kubectl_repack.api.control import executed_locally
+    import planner
+    from planner.gcpause import paused_gc
+    from kubectl_repack import render
+    from kubectl_repack.api.control import (COOLDOWN_ANNOTATION, EXECUTOR_ANNOTATION, EXECUTOR_LOCAL,
+                                            TIMEOUT_ANNOTATION, executed_locally)
+    from kubectl_repack.api.run import NOT_RECOMMENDED, is_finished
+    from kubectl_repack.api.status import plan_status
+    from kubectl_repack.api.times import rfc3339, utcnow
+    from kubectl_repack.errors import ClusterAPIError, ValidationError
     from kubectl_repack.api.times import format_duration
     from kubectl_repack.kube.objects import LiveSource
     from kubectl_repack.kube.preflight import FAIL, Preflight

@@ -9,13 +9,7 @@ from __future__ import annotations
 
 import click
 
-from kubectl_repack.api.control import CANCEL_ANNOTATION
-from kubectl_repack.api.run import GROUP, is_finished, phase_of, run_reason
-from kubectl_repack.kube import runs
-
 from .options import OUTPUT_NAME, RUN_NAME, cluster_options, output_option, settings
-
-RESOURCE = f"repackrun.{GROUP}"
 
 
 @click.command("cancel")
@@ -35,9 +29,13 @@ def command(name, output):
       kubectl repack cancel ascend-execute-001
       kubectl repack cancel ascend-execute-001 && kubectl repack status ascend-execute-001 -w
     """
+    from kubectl_repack.api.control import CANCEL_ANNOTATION
+    from kubectl_repack.api.run import GROUP, is_finished, phase_of, run_reason
+    from kubectl_repack.kube import runs
+
     store = runs.RunStore(settings().api())
     run = store.get(name)
-    ref = f"{RESOURCE}/{name}"
+    ref = f"repackrun.{GROUP}/{name}"
     if is_finished(run):
         note = f"{ref} already finished ({phase_of(run)}{', ' + run_reason(run) if run_reason(run) else ''}): " \
                "nothing to cancel"

@@ -12,8 +12,8 @@ import datetime as dt
 import time
 from typing import Callable, Optional, TextIO
 
-from kubectl_repack.api.run import EVICTION_REJECTED, PHASE_PENDING, RunView, is_finished
-from kubectl_repack.errors import ClusterAPIError, NotFound
+# The run API and the error tree (both load the planner) are imported by the functions that use them:
+# the commands package, this module included, is imported for --help and every TAB.
 
 
 class _Silent:
@@ -33,6 +33,8 @@ def progress_key(run: dict) -> tuple:
     """What a reader wants to hear about when it changes: phase, reason, message and the counts
     (relocations, evicted, replacements bound, rejected). While Pending the message is left out, so
     a message that counts down (cooldown) is reported once per reason, not at every poll."""
+    from kubectl_repack.api.run import EVICTION_REJECTED, PHASE_PENDING, RunView
+
     view = RunView(run)
     st = view.status
     phase = view.phase or PHASE_PENDING
@@ -45,6 +47,8 @@ def progress_key(run: dict) -> tuple:
 
 def describe(run: dict) -> str:
     """One line: `Running (Executing): evictions 1/4, replacements bound 0/1: <message>`."""
+    from kubectl_repack.api.run import RunView
+
     st = RunView(run).status
     phase, reason, _, (total, evicted, bound, rejected) = progress_key(run)
     text = f"{phase} ({reason})" if reason else phase
@@ -78,6 +82,9 @@ def follow(store, name: str, timeout: dt.timedelta, out: TextIO, tty: bool, poll
     restarting, network) is reported and retried until the timeout; the run disappearing, or being
     re-created under the same name, raises NotFound.
     """
+    from kubectl_repack.api.run import RunView, is_finished
+    from kubectl_repack.errors import ClusterAPIError, NotFound
+
     start = now()
     deadline = start + timeout.total_seconds()
     shown: Optional[tuple] = None   # the progress_key last reported

@@ -38,8 +38,6 @@ from urllib.parse import urlparse
 
 import click
 
-from kubectl_repack import render
-
 from .options import (IMAGE_REF, OUTPUT_JSON, OUTPUT_YAML, RUN_NAME, cluster_options, output_option,
                       repack_namespace_option, settings)
 
@@ -281,6 +279,8 @@ def command(repack_namespace, image, node_selector, tolerations, priority_class,
 
 
 def _print_objects(objs: list, output: Optional[str]) -> None:
+    from kubectl_repack import render
+
     if (output or OUTPUT_YAML) == OUTPUT_JSON:
         click.echo(json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}, indent=2))
     else:

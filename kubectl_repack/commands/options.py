@@ -16,6 +16,9 @@ from kubectl_repack.api.installed import NAMESPACE as DEFAULT_REPACK_NAMESPACE
 from kubectl_repack.api.installed import NAMESPACE_ENV
 
 OUTPUT_YAML, OUTPUT_JSON, OUTPUT_WIDE = "yaml", "json", "wide"
+# spec.mode, as kubectl_repack.api.run names it: spelled again here because api.run loads the planner,
+# which `--help` and every TAB must not (tests/unit/cli/test_startup.py checks that both agree).
+MODE_DRY_RUN, MODE_EXECUTE = "DryRun", "Execute"
 NOW_ENV = "REPACK_NOW"
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
 

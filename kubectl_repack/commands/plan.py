@@ -8,19 +8,9 @@ from __future__ import annotations
 
 import click
 
-import planner
-from planner.gcpause import paused_gc
-from kubectl_repack import render
-from kubectl_repack.api.control import EXECUTOR_ANNOTATION, EXECUTOR_LOCAL
-from kubectl_repack.api.run import MODE_DRY_RUN, Reason
-from kubectl_repack.api.status import plan_status
-from kubectl_repack.kube import objects, runs
-from kubectl_repack.errors import ValidationError
-
-from .options import (OUTPUT_JSON, OUTPUT_WIDE, OUTPUT_YAML, RUN_NAME, IntRange, cluster_options, mode_option,
-                      now_option, now_or_current, output_option, settings, stamp, template_options)
+from .options import (MODE_DRY_RUN, OUTPUT_JSON, OUTPUT_WIDE, OUTPUT_YAML, RUN_NAME, IntRange, cluster_options,
+                      mode_option, now_option, now_or_current, output_option, settings, stamp, template_options)
 from .progress import Progress
-from .runspec import QuickFlags, build_run, read_stdin
 
 EPILOG = """\b
 Examples:
@@ -94,6 +84,18 @@ def command(file, mode, resource, min_improvement, max_podgroups, max_cards, pod
     given with -f override the file's fields. It is validated against the RepackRun schema
     before anything is read: an invalid run exits 2 with every violated field named.
     """
+    # Here, not at the top: every module of this package is imported for --help and every TAB.
+    import planner
+    from planner.gcpause import paused_gc
+    from kubectl_repack import render
+    from kubectl_repack.api.control import EXECUTOR_ANNOTATION, EXECUTOR_LOCAL
+    from kubectl_repack.api.run import Reason
+    from kubectl_repack.api.status import plan_status
+    from kubectl_repack.errors import ValidationError
+    from kubectl_repack.kube import objects, runs
+
+    from .runspec import QuickFlags, build_run, read_stdin
+
     if save and snapshot_file:
         raise click.UsageError("--save stores the plan of the live cluster; it cannot be combined with --snapshot")
     if file == "-" and snapshot_file == "-":

@@ -12,11 +12,7 @@ import sys
 from dataclasses import dataclass
 from typing import Optional
 
-from kubectl_repack import schema
-from kubectl_repack.api.run import MODE_DRY_RUN
-from kubectl_repack.errors import DocumentError, UnreadableInput, ValidationError
-from planner import documents
-
+from .options import MODE_DRY_RUN
 from .selectors import SelectorSyntaxError, parse_selector
 
 # flag name -> (scope axis, include|exclude)
@@ -51,6 +47,12 @@ class QuickFlags:
 
 def read_run_file(path: str) -> dict:
     """Parse and validate the RepackRun in `path` ('-' = stdin); ValidationError names the problem."""
+    # Imported here, as in every function of this module: the commands package is imported for
+    # --help and every TAB, and the schema (jsonschema) and the planner are not needed there.
+    from kubectl_repack import schema
+    from kubectl_repack.errors import DocumentError, UnreadableInput, ValidationError
+    from planner import documents
+
     try:
         if path == "-":
             text, source = read_stdin(), "<stdin>"
@@ -63,6 +65,8 @@ def read_run_file(path: str) -> dict:
 
 def read_stdin() -> str:
     """Standard input as UTF-8 text (bytes that are not UTF-8 are an error naming the offset)."""
+    from planner import documents
+
     return documents.decode(sys.stdin.buffer.read(), "<stdin>")
 
 
@@ -72,6 +76,9 @@ def _flag(name: str) -> str:
 
 def apply_flags(run: Optional[dict], flags: QuickFlags, default_name: str) -> dict:
     """The RepackRun from the file (or a fresh DryRun) with the flags applied on top."""
+    from kubectl_repack import schema
+    from kubectl_repack.errors import ValidationError
+
     if run is None:
         if flags.resource is None:
             raise ValidationError(["either -f RUN.yaml or --resource NAME is required "
@@ -124,6 +131,9 @@ def apply_flags(run: Optional[dict], flags: QuickFlags, default_name: str) -> di
 
 def build_run(file: Optional[str], flags: QuickFlags, default_name: str) -> dict:
     """Read -f (if any), apply the flags, validate the whole object against the CRD schema."""
+    from kubectl_repack import schema
+    from kubectl_repack.errors import ValidationError
+
     if file == "":
         raise ValidationError(["-f/--filename: an empty path; give a RepackRun file, or '-' for stdin"])
     run = read_run_file(file) if file else None

@@ -11,11 +11,6 @@ import tempfile
 
 import click
 
-import planner
-from kubectl_repack import render
-from kubectl_repack.kube import objects as kube_objects
-from kubectl_repack.errors import RepackError
-
 from .options import cluster_options, settings
 from .progress import Progress
 
@@ -44,6 +39,11 @@ def command(out, fmt):
       kubectl repack snapshot -o cluster.json
       kubectl repack plan --snapshot cluster.json --resource huawei.com/ascend-1980
     """
+    import planner
+    from kubectl_repack import render
+    from kubectl_repack.errors import RepackError
+    from kubectl_repack.kube import objects as kube_objects
+
     if out != "-" and not os.path.isdir(os.path.dirname(os.path.abspath(out))):
         raise click.BadParameter(f"cannot write {out}: directory {os.path.dirname(os.path.abspath(out))} "
                                  "does not exist", param_hint="'-o' / '--output'")

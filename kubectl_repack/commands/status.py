@@ -6,11 +6,6 @@ import sys
 
 import click
 
-from kubectl_repack import render
-from kubectl_repack.api.run import is_finished, phase_of, run_reason
-from kubectl_repack.api.times import format_duration, parse_duration
-from kubectl_repack.kube import runs
-
 from .options import (OUTPUT_JSON, OUTPUT_YAML, RUN_NAME, cluster_options, duration, output_option, settings,
                       template_options)
 
@@ -53,6 +48,11 @@ def command(name, watch, timeout, output, allow_missing):
     it waits Pending for another run or the cooldown; when it finishes, the status as without -w.
     Ctrl-C stops following, never the run.
     """
+    from kubectl_repack import render
+    from kubectl_repack.api.run import is_finished, phase_of, run_reason
+    from kubectl_repack.api.times import format_duration, parse_duration
+    from kubectl_repack.kube import runs
+
     if timeout is not None and not watch:
         raise click.UsageError("--timeout applies to -w/--watch only")
     store = runs.RunStore(settings().api())
