@@ -502,6 +502,72 @@ def test_seed_flow_with_kubectl_apply_is_reconciled_in_the_cluster(
 
 
 
+def test_a_waiting_job_takes_the_vacated_node_and_the_run_names_it(
+        installed, real_node, control_plane, node_agent, fake_nodes, make_namespace, tmp_path):
+    """Issue 22's Done-means: the seed's ascend-large-training (2 workers x 4 cards) is submitted
+    before the untargeted seed Execute and stays Pending (no node has 8 free cards); the Execute,
+    applied with kubectl and carried out by the installed controller, vacates node 01, the waiting
+    job binds there at once, and the run ends Succeeded: node 01 is in status.result.vacatedNodes
+    with the job in takenBy and in a VacatedNodeTaken Event, and not in freedNodes (a pod uses it)."""
+    from tests.e2e.execute_helpers import (build_seed_layout, delete_runs, get_run, reason_of, seed_nodes, unique,
+                                           vcjob, wait_running)
+
+    api = control_plane.api_client
+    core = client.CoreV1Api(api)
+    ns = make_namespace("repack-demo")
+    nodes = seed_nodes()
+    t0 = time.monotonic()
+    layout = build_seed_layout(api, fake_nodes, ns, nodes)
+    job = "ascend-large-training"
+    client.CustomObjectsApi(api).create_namespaced_custom_object(
+        "batch.volcano.sh", "v1alpha1", ns, "jobs",
+        vcjob(job, {"workload-type": "training"}, [("worker", 2, 4)], {"accelerator-pool": "ascend-npu"}))
+    selector = f"volcano.sh/job-name={job}"
+    wait_for(f"{job}'s 2 pods created", lambda: len(core.list_namespaced_pod(ns, label_selector=selector).items) == 2
+             or None, timeout=240)
+    hold = time.monotonic() + 10
+    while time.monotonic() < hold:   # 6 cards free on node 01, 1 on 02 and 03: the gang cannot run
+        bound = {p.metadata.name: p.spec.node_name for p in core.list_namespaced_pod(ns, label_selector=selector).items
+                 if p.spec.node_name}
+        assert not bound, f"{job} was scheduled before the run: {bound}"
+        time.sleep(0.5)
+    name = unique("execute-taken")
+    run = _sample("ascend-execute-001.yaml", name, eviction={"gracePeriodSeconds": 0})
+    run["metadata"]["annotations"] = {"repack.volcano.sh/execute-cooldown": "0s"}   # no wait for what runs next
+    try:
+        t1 = time.monotonic()
+        _kubectl_apply(control_plane, run, tmp_path)
+        done = wait_for("the Execute to end", lambda: _finished(api, name), timeout=300)
+        FIGURES["taken_apply_to_end_seconds"] = round(time.monotonic() - t1, 1)
+        st = done["status"]
+        large = wait_running(api, ns, job)
+        assert {n for n, _ in large.values()} == {nodes[0]}, large
+        assert reason_of(done, "Complete") == ("True", "ExecutionCompleted"), json.dumps(st, indent=1)
+        assert st["phase"] == "Succeeded"
+        assert st["plan"]["freedNodes"] == [nodes[0]], st["plan"]
+        assert sorted(r["victimPodName"] for r in st["relocations"]) == sorted(layout["batch"])
+        for rec in st["relocations"]:
+            assert rec["placement"]["phase"] == "Placed", rec
+            assert rec["placement"]["actualNodeName"] == rec["plannedNodeName"] != nodes[0], rec
+        result = st["result"]
+        assert result["vacatedNodes"] == [{"node": nodes[0], "takenBy": [f"{ns}/{job}"]}], result
+        assert "freedNodes" not in result and result["freedNodeCount"] == 0, result
+        assert result["metricsVerified"] is True, result
+        message = f"{nodes[0]} vacated; now used by {ns}/{job}"
+        events = [(e.reason, e.type, e.message) for e in core.list_namespaced_event(
+            "default", field_selector=f"involvedObject.name={name}").items]
+        assert ("VacatedNodeTaken", "Normal", message) in events, events
+        shown = repack(control_plane.kubeconfig, "status", name)
+        assert shown.returncode == 0, shown.stdout + shown.stderr
+        assert "VACATED NODES IN USE (1 of 1)" in shown.stdout and f"{ns}/{job}" in shown.stdout, shown.stdout
+        FIGURES["taken_total_seconds"] = round(time.monotonic() - t0, 1)
+        print(f"\nresult: {json.dumps(result)}\nevent: {message}\ncondition: "
+              f"{next(c['message'] for c in st['conditions'] if c['type'] == 'Complete')}\n"
+              f"kubectl apply -> end: {FIGURES['taken_apply_to_end_seconds']}s, test: {FIGURES['taken_total_seconds']}s")
+    finally:
+        delete_runs(api, [name])
+
+
 def test_records_written_by_a_status_writer_evict_nothing(
         installed, real_node, control_plane, node_agent, fake_nodes, make_namespace, tmp_path):
     """Security finding 3 on the installed controller: an admin's Execute waits for the execute
