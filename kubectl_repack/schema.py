@@ -57,14 +57,30 @@ def _budget_resources_are_goals(spec):
             yield ("maxPerRun", "resources", resource)
 
 
+def _no_threshold_with_target(spec):
+    """goals[i].minFragImprovementPercent of a targeted run."""
+    if isinstance(spec, dict) and "target" in spec and isinstance(spec.get("goals"), list):
+        for i, g in enumerate(spec["goals"]):
+            if isinstance(g, dict) and "minFragImprovementPercent" in g:
+                yield ("goals", i, "minFragImprovementPercent")
+
+
+def _no_blocks_with_target(spec):
+    if isinstance(spec, dict) and "target" in spec and "networkTopology" in spec:
+        yield ("networkTopology",)
+
+
 # Cross-field CEL rules have no jsonschema keyword: evaluated by these functions (name -> check,
 # yielding the paths, relative to the node the rule sits on, of what breaks the rule).
 _CHECK = "x-repack-check"
-CHECKS = {"budget-resources-are-goals": _budget_resources_are_goals}
+CHECKS = {"budget-resources-are-goals": _budget_resources_are_goals, "no-threshold-with-target": _no_threshold_with_target, "no-blocks-with-target": _no_blocks_with_target}
 
 # CEL rules of the CRD that one object decides on its own, with a jsonschema equivalent.
 CEL_EQUIVALENTS = {
     _GOAL_BUDGET_RULE: {_CHECK: "budget-resources-are-goals"},
+    "!has(self.target) || !has(self.goals) || self.goals.all(g, !has(g.minFragImprovementPercent))": {
+        _CHECK: "no-threshold-with-target"},
+    "!has(self.target) || !has(self.networkTopology)": {_CHECK: "no-blocks-with-target"},
     "self.contains('/')": {"pattern": "/"},
     "(has(self.hyperNodeTier) && !has(self.hyperNodeTierName)) || "
     "(!has(self.hyperNodeTier) && has(self.hyperNodeTierName))": {

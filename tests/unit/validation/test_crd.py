@@ -71,11 +71,14 @@ GO_FIELDS = {
 # Never required there: objects of the Go implementation lack them.
 NODE_BLOCKS = {"tier", "nodeBlockSize", "before", "after"}
 OWN_FIELDS = {
-    "status.plan.summary": {"nodeBlocks"},
+    "spec": {"target"},
+    "status.plan.summary": {"nodeBlocks", "target"},
     "status.result": {"nodeBlocks", "vacatedNodes"},
 }
 # Lists of our own whose items name what they are about (required) and may say more (optional).
-OWN_ITEMS = {"status.result.vacatedNodes[]": {"node"}}
+OWN_ITEMS = {"status.result.vacatedNodes[]": {"node"}, "status.plan.summary.target.placements[]": {"pod", "node"}}
+# Objects of our own with required fields of mixed types (spec.target: RELIEF-2).
+OWN_REQUIRED = {"spec.target": ["podGroups"], "status.plan.summary.target": ["fits", "podGroups"]}
 OWN_OBJECTS = {  # objects wholly our own: every field, all required (one writer fills them all)
     "status.plan.summary.nodeBlocks": NODE_BLOCKS,
     "status.result.nodeBlocks": NODE_BLOCKS,
@@ -291,7 +294,7 @@ def test_only_fields_the_go_api_requires_are_required(root):
     required = {path for path, node, junctor in walk(root) if node.get("required") and not junctor}
     required.discard("status.conditions[]")  # metav1.Condition's own required fields
     expressions = "spec.scope.nodes.include.selector.matchExpressions[]"
-    expected = (set(GO_REQUIRED) - {expressions}) | set(OWN_OBJECTS) | set(OWN_ITEMS) | {
+    expected = (set(GO_REQUIRED) - {expressions}) | set(OWN_OBJECTS) | set(OWN_ITEMS) | set(OWN_REQUIRED) | {
         f"spec.scope.{axis}.{side}.selector.matchExpressions[]"
         for axis in ("podGroups", "nodes") for side in ("include", "exclude")}
     assert required == expected
@@ -363,3 +366,10 @@ def test_every_reason_the_api_writes_is_one_the_crd_accepts(root):
     assert "RequiredNodeBlocksNotMet" in ALL_REASONS
     for r in sorted(ALL_REASONS):
         assert re.search(reason["pattern"], r) and reason["minLength"] <= len(r) <= reason["maxLength"], r
+
+
+@pytest.mark.parametrize("path", sorted(OWN_REQUIRED))
+def test_target_objects_are_optional_and_require_what_they_name(root, path):
+    parent, _, name = path.rpartition(".")
+    assert name not in node_at(root, parent).get("required", [])
+    assert sorted(node_at(root, path)["required"]) == OWN_REQUIRED[path]
