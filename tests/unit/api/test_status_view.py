@@ -113,7 +113,8 @@ def test_required_node_blocks_not_met_is_a_not_recommended_outcome_that_evicts_n
 
     assert runapi.Reason.BLOCKS_NOT_MET == REASON_BLOCKS_NOT_MET == "RequiredNodeBlocksNotMet"
     assert runapi.check_reason(REASON_BLOCKS_NOT_MET) == REASON_BLOCKS_NOT_MET
-    assert runapi.NOT_RECOMMENDED == {"NoFragmentation", "InsufficientImprovement", "RequiredNodeBlocksNotMet"}
+    assert runapi.NOT_RECOMMENDED == {"NoFragmentation", "InsufficientImprovement", "RequiredNodeBlocksNotMet",
+                                      "TargetAlreadyFits", "TargetCannotFit"}
     p = dataclasses.replace(_plan(), outcome=REASON_BLOCKS_NOT_MET, moves=(), freed_nodes=(),
                             message="1 of 3 required block(s) of 2 node(s) in tier-1 HyperNodes",
                             node_blocks=NodeBlocks(tier=1, size=2, required=3, mode="", before=0, after=1))
@@ -124,3 +125,22 @@ def test_required_node_blocks_not_met_is_a_not_recommended_outcome_that_evicts_n
     assert st["message"].endswith("nothing was evicted")
     assert st["plan"]["summary"]["nodeBlocks"] == {"tier": 1, "nodeBlockSize": 2, "before": 0, "after": 1}
     assert plan_status(p)["conditions"][0]["reason"] == REASON_BLOCKS_NOT_MET
+
+
+@pytest.mark.parametrize("outcome", ["TargetAlreadyFits", "TargetCannotFit"])
+def test_a_targeted_run_that_needs_no_move_or_finds_none_evicts_nothing(outcome):
+    """RELIEF-2: like the other not-recommended outcomes, an Execute's live re-plan ending
+    TargetAlreadyFits or TargetCannotFit is Succeeded with no records; the target's fit goes into
+    status.plan.summary.target."""
+    import dataclasses
+
+    from kubectl_repack.api.status import mark_started
+    from planner.plan_types import TargetFit
+
+    fit = TargetFit(("ns/pg",), outcome == "TargetAlreadyFits", (("ns/p-0", "n1"),) if outcome == "TargetAlreadyFits" else ())
+    p = dataclasses.replace(_plan(), outcome=outcome, moves=(), freed_nodes=(), message="why", target=fit)
+    st = {}
+    mark_started(st, p, "now", "deadline")
+    assert st["phase"] == "Succeeded" and "relocations" not in st
+    assert RunView({"status": st}).reason == outcome
+    assert st["plan"]["summary"]["target"]["podGroups"] == ["ns/pg"]
