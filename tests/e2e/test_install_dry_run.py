@@ -50,7 +50,7 @@ def test_server_dry_run_into_a_new_namespace_checks_what_it_can_and_creates_noth
     core = client.CoreV1Api(api)
     namespace = f"repack-dry-{uuid.uuid4().hex[:6]}"
     before = _cluster_state(api)
-    r = _repack("install", "--dry-run=server", "-n", namespace, "--kubeconfig", control_plane.kubeconfig)
+    r = _repack("install", "--dry-run=server", "--repack-namespace", namespace, "--kubeconfig", control_plane.kubeconfig)
     assert r.returncode == 0, r.stdout + r.stderr
     lines = r.stdout.splitlines()
     assert f"customresourcedefinition.apiextensions.k8s.io/{CRD} serverside-applied (server dry run)" in lines
@@ -72,7 +72,7 @@ def test_server_dry_run_into_an_existing_namespace_sends_every_object_and_create
     api = control_plane.api_client
     namespace = make_namespace("repack-dry")
     before = _cluster_state(api)
-    r = _repack("install", "--dry-run=server", "-n", namespace, "--kubeconfig", control_plane.kubeconfig)
+    r = _repack("install", "--dry-run=server", "--repack-namespace", namespace, "--kubeconfig", control_plane.kubeconfig)
     assert r.returncode == 0, r.stdout + r.stderr
     lines = r.stdout.splitlines()
     assert f"namespace/{namespace} exists, left as it is (not created by install)" in lines
@@ -87,7 +87,7 @@ def test_server_dry_run_into_an_existing_namespace_sends_every_object_and_create
     assert client.RbacAuthorizationV1Api(api).list_namespaced_role(namespace).items == []
     assert _cluster_state(api) == before
     # -o yaml: the objects as the API server returned them (defaults filled in), still not stored.
-    r = _repack("install", "--dry-run=server", "-n", namespace, "-o", "yaml", "--kubeconfig", control_plane.kubeconfig)
+    r = _repack("install", "--dry-run=server", "--repack-namespace", namespace, "-o", "yaml", "--kubeconfig", control_plane.kubeconfig)
     assert r.returncode == 0, r.stderr
     assert "serverside-applied" not in r.stdout and "revisionHistoryLimit: 10" in r.stdout   # a server default
     assert apps.list_namespaced_deployment(namespace).items == []
@@ -115,7 +115,7 @@ def test_the_controllers_cert_manager_with_its_own_rbac_makes_and_rotates_what_i
     from webhook.controller.certmanager import FINGERPRINT, CertManager
 
     namespace = f"repack-certs-{uuid.uuid4().hex[:6]}"
-    r = _repack("install", "-n", namespace, "--no-wait", "--kubeconfig", control_plane.kubeconfig)
+    r = _repack("install", "--repack-namespace", namespace, "--no-wait", "--kubeconfig", control_plane.kubeconfig)
     assert r.returncode == 0, r.stdout + r.stderr
     api = control_plane.api_client
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
@@ -152,11 +152,11 @@ def test_the_controllers_cert_manager_with_its_own_rbac_makes_and_rotates_what_i
 
         # A re-install (server-side apply, its own field manager) leaves the controller's caBundle and
         # fingerprint alone: they are the controller's fields.
-        r = _repack("install", "-n", namespace, "--no-wait", "--kubeconfig", control_plane.kubeconfig)
+        r = _repack("install", "--repack-namespace", namespace, "--no-wait", "--kubeconfig", control_plane.kubeconfig)
         assert r.returncode == 0, r.stdout + r.stderr
         assert converged() == (rotated, second)
         assert CertManager(objects, namespace, now=lambda: later).ensure() == ([], True)
     finally:
-        out = _repack("uninstall", "-n", namespace, "--kubeconfig", control_plane.kubeconfig)
+        out = _repack("uninstall", "--repack-namespace", namespace, "--kubeconfig", control_plane.kubeconfig)
         assert out.returncode == 0, out.stdout + out.stderr
         assert "secret/repack-webhook-tls deleted" in out.stdout

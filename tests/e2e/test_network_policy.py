@@ -38,7 +38,7 @@ def repack(kubeconfig, *args):
 
 def doctor_line(kubeconfig, namespace):
     """(verdict, detail) of doctor's webhook-network-policy line."""
-    out = repack(kubeconfig, "doctor", "-n", namespace)
+    out = repack(kubeconfig, "doctor", "--repack-namespace", namespace)
     assert "Traceback" not in out.stderr, out.stderr
     for line in out.stdout.splitlines():
         verdict, name, detail = line.split(None, 2)
@@ -112,7 +112,7 @@ def advertised(quiet_plane):
 
 
 def test_the_rendered_policy_is_accepted_by_the_api_server(control_plane):
-    rendered = subprocess.run([EXE, "install", "--dry-run", "-o", "json", "-n", "default",
+    rendered = subprocess.run([EXE, "install", "--dry-run", "-o", "json", "--repack-namespace", "default",
                                "--apiserver-cidr", "10.244.0.1", "--apiserver-cidr", "fd00::/64"],
                               capture_output=True, text=True, timeout=120)
     assert rendered.returncode == 0, rendered.stderr
@@ -131,7 +131,7 @@ def test_install_admits_only_the_advertised_api_server_and_doctor_follows(quiet_
     read = (lambda: net.read_namespaced_network_policy(manifests.NAME, namespace))
     advertised.slice("192.0.2.10")
     try:
-        r = repack(kc, "install", "-n", namespace, "--no-wait")
+        r = repack(kc, "install", "--repack-namespace", namespace, "--no-wait")
         assert r.returncode == 0, r.stdout + r.stderr
         assert (f"{REF}: webhook port admits only the API server (192.0.2.10/32, from the kubernetes Service's "
                 "endpoints)") in r.stdout.splitlines(), r.stdout
@@ -151,7 +151,7 @@ def test_install_admits_only_the_advertised_api_server_and_doctor_follows(quiet_
 
         # Its address cannot be known any more: a re-install renders none and deletes the stale one.
         advertised.clear()
-        r = repack(kc, "install", "-n", namespace, "--no-wait")
+        r = repack(kc, "install", "--repack-namespace", namespace, "--no-wait")
         assert r.returncode == 0, r.stdout + r.stderr
         assert f"{REF} deleted (an earlier install's; this one renders none)" in r.stdout.splitlines(), r.stdout
         assert r.stderr.startswith("warning: no NetworkPolicy: the API server's addresses cannot be known (the "
@@ -165,12 +165,12 @@ def test_install_admits_only_the_advertised_api_server_and_doctor_follows(quiet_
 
         # --apiserver-cidr wins over what is advertised; uninstall removes the policy.
         advertised.slice("192.0.2.10")
-        r = repack(kc, "install", "-n", namespace, "--no-wait", "--apiserver-cidr", "198.51.100.0/24")
+        r = repack(kc, "install", "--repack-namespace", namespace, "--no-wait", "--apiserver-cidr", "198.51.100.0/24")
         assert r.returncode == 0, r.stdout + r.stderr
         assert [p.ip_block.cidr for p in read().spec.ingress[0]._from] == ["198.51.100.0/24"]
         assert doctor_line(kc, namespace)[1].endswith("admits only 198.51.100.0/24, from --apiserver-cidr")
     finally:
-        out = repack(kc, "uninstall", "-n", namespace)
+        out = repack(kc, "uninstall", "--repack-namespace", namespace)
         assert out.returncode == 0, out.stdout + out.stderr
     assert f"{REF} deleted" in out.stdout.splitlines(), out.stdout
     wait_for("the policy gone", lambda: absent(read), 60)
@@ -182,7 +182,7 @@ def test_server_dry_run_reads_the_slices_else_the_endpoints(quiet_plane, adverti
     client.CoreV1Api(quiet_plane.api_client).create_namespace({"metadata": {"name": namespace}})
 
     def dry_run():
-        r = repack(kc, "install", "--dry-run=server", "-n", namespace)
+        r = repack(kc, "install", "--dry-run=server", "--repack-namespace", namespace)
         assert r.returncode == 0, r.stdout + r.stderr
         return r
 
