@@ -161,7 +161,7 @@ def test_install_admits_only_the_advertised_api_server_and_doctor_follows(quiet_
         verdict, detail = doctor_line(kc, namespace)
         assert verdict == "WARN" and detail.startswith(
             f"no NetworkPolicy {namespace}/repack-webhook: the webhook port (8443) is reachable from every pod")
-        assert f"kubectl repack install -n {namespace} --apiserver-cidr CIDR" in detail
+        assert f"kubectl repack install --repack-namespace {namespace} --apiserver-cidr CIDR" in detail
 
         # --apiserver-cidr wins over what is advertised; uninstall removes the policy.
         advertised.slice("192.0.2.10")
