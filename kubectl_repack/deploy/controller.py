@@ -21,7 +21,7 @@ def controller_cluster_role_rules() -> list[dict]:
         {"apiGroups": [""], "resources": ["pods"], "verbs": read + ["patch"]},
         {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
         {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": read},
-        {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": read},
+        {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups", "queues"], "verbs": read},
         {"apiGroups": ["batch.volcano.sh"], "resources": ["jobs"], "verbs": read},
         {"apiGroups": ["workload.serving.volcano.sh"], "resources": ["modelservings"], "verbs": read},
         {"apiGroups": ["topology.volcano.sh"], "resources": ["hypernodes"], "verbs": read},

@@ -32,6 +32,24 @@ class Overrides:
     request_timeout: Optional[float] = None   # seconds, 0 = no timeout (kubectl's --request-timeout)
 
 
+def context_namespace(kubeconfig: Optional[str] = None, context: Optional[str] = None) -> str:
+    """The namespace of the kubeconfig's current (or named) context, as kubectl defaults -n; "" when
+    it sets none or there is no kubeconfig (in a pod: the ServiceAccount's namespace file)."""
+    from kubernetes import config
+    from kubernetes.config.config_exception import ConfigException
+
+    path = kubeconfig or os.path.expanduser(os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0])
+    if not os.path.exists(path):
+        sa = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+        return open(sa, encoding="utf-8").read().strip() if os.path.exists(sa) else ""
+    try:
+        contexts, current = config.list_kube_config_contexts(config_file=path)
+    except ConfigException:
+        return ""
+    chosen = next((c for c in contexts if c.get("name") == context), None) if context else current
+    return ((chosen or {}).get("context") or {}).get("namespace") or ""
+
+
 def connect(kubeconfig: Optional[str] = None, context: Optional[str] = None,
             overrides: Overrides = Overrides()):
     """An ApiClient for --kubeconfig/--context, $KUBECONFIG, ~/.kube/config, or in-cluster config,

@@ -36,6 +36,8 @@ class Kind:
     plural: str
     optional: bool = False   # a CRD that may not be installed: 404 on list means "none"
     namespaced: bool = True
+    # read when allowed: 403 on list means "none" (nothing a plan depends on: Queues, for `why`)
+    forbidden_ok: bool = False
 
     def path(self, namespace: Optional[str] = None, name: Optional[str] = None) -> str:
         """REST path of the collection (in `namespace`, for a namespaced kind) or of object `name`."""
@@ -69,6 +71,9 @@ SNAPSHOT_KINDS = (
     # Volcano >= 1.12's network topology (TOPO): where topology gangs may run and where free nodes count
     # as blocks. Optional: clusters without the CRD have no HyperNodes.
     Kind("topology.volcano.sh/v1alpha1", "HyperNode", "hypernodes", optional=True, namespaced=False),
+    # Volcano's queues (RELIEF-1): `why` reads whether a waiting gang's queue admits it; a user who
+    # may not list them still plans (the planner never reads them).
+    Kind("scheduling.volcano.sh/v1beta1", "Queue", "queues", optional=True, namespaced=False, forbidden_ok=True),
 )
 
 # What the planner's scheduler filters read (the coordinator's live feasibility check).
@@ -151,6 +156,8 @@ def list_objects(api, kind: Kind, page_size: int = PAGE_SIZE, progress=None) -> 
         except ClusterAPIError as e:
             if e.status == 410 and attempt + 1 < EXPIRED_LIST_RETRIES:
                 continue
+            if e.status == 403 and kind.forbidden_ok:
+                return []
             raise
     raise ClusterAPIError(f"{doing}: the list kept expiring while paging")  # pragma: no cover
 

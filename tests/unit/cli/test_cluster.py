@@ -97,13 +97,26 @@ def test_read_snapshot_lists_every_kind_in_order(monkeypatch):
     monkeypatch.setattr(kobjects, "list_objects", fake)
     objs = kobjects.read_snapshot("api")
     assert seen == ["namespaces", "nodes", "persistentvolumes", "persistentvolumeclaims", "pods",
-                    "poddisruptionbudgets", "podgroups", "jobs", "modelservings", "hypernodes"]
+                    "poddisruptionbudgets", "podgroups", "jobs", "modelservings", "hypernodes", "queues"]
     assert [o["kind"] for o in objs] == ["Namespace", "Node", "PersistentVolume", "PersistentVolumeClaim", "Pod",
-                                         "PodDisruptionBudget", "PodGroup", "Job", "ModelServing", "HyperNode"]
+                                         "PodDisruptionBudget", "PodGroup", "Job", "ModelServing", "HyperNode", "Queue"]
     assert {k.plural for k in kobjects.SNAPSHOT_KINDS if k.optional} == {"podgroups", "jobs", "modelservings",
-                                                                         "hypernodes"}
+                                                                         "hypernodes", "queues"}
+    # only the queues (which `why` reads and no plan needs) may be unreadable
+    assert {k.plural for k in kobjects.SNAPSHOT_KINDS if k.forbidden_ok} == {"queues"}
     hypernode = next(k for k in kobjects.SNAPSHOT_KINDS if k.kind == "HyperNode")
     assert hypernode.path() == hypernode.path("ns") == "/apis/topology.volcano.sh/v1alpha1/hypernodes"   # cluster-scoped
+
+
+def test_a_kind_only_why_reads_is_empty_when_forbidden_and_others_are_errors(monkeypatch):
+    def forbidden(*a, **kw):
+        raise ClusterAPIError("listing: forbidden (HTTP 403)", status=403)
+    monkeypatch.setattr(kobjects, "call", forbidden)
+    queue = next(k for k in kobjects.SNAPSHOT_KINDS if k.kind == "Queue")
+    assert kobjects.list_objects("api", queue) == []
+    hypernode = next(k for k in kobjects.SNAPSHOT_KINDS if k.kind == "HyperNode")
+    with pytest.raises(ClusterAPIError):
+        kobjects.list_objects("api", hypernode)
 
 
 @pytest.mark.parametrize("status, cls", [(404, NotFound), (409, Conflict), (429, TooManyRequests),
