@@ -252,6 +252,42 @@ def template_options(f):
                         type=bool, help="With -o jsonpath=: print nothing for a missing key instead of failing.")(f)
 
 
+def _gang_ref_problem(value):
+    """What is wrong with a --for/why KIND/NAME ("" if nothing): a kind planner.relief knows, a name."""
+    from planner.relief import KIND_ALIASES
+    kind, _, name = value.partition("/")
+    if kind.lower() not in KIND_ALIASES or not name or "/" in name:
+        return f"{value!r}: expected KIND/NAME with KIND vcjob, podgroup or pod"
+    return _name_problem(name)
+
+
+GANG_REF = _Checked("KIND/NAME", _gang_ref_problem)
+
+
+def target_options(f):
+    """--for KIND/NAME and -n/--namespace (kubectl's: the namespace of that object): a run aimed at
+    a pending gang (spec.target, RELIEF-2). The PodGroup is resolved from the snapshot the command
+    reads (`planner.relief.resolve_gang`)."""
+    f = click.option("-n", "--namespace", "for_namespace_flag", type=NAMESPACE, metavar="NAMESPACE", default=None,
+                     help="The namespace of the --for object, as kubectl's -n (default: the kubeconfig "
+                          "context's, else default).")(f)
+    return click.option("--for", "for_ref", type=GANG_REF, metavar="KIND/NAME", default=None,
+                        help="Make room for this pending gang (vcjob/NAME, podgroup/NAME or pod/NAME): "
+                             "the least-disruptive moves after which all its pods fit, nothing more "
+                             "(spec.target; the resource is the one it requests unless --resource names one).")(f)
+
+
+def for_namespace(namespace, offline: bool) -> str:
+    """-n as kubectl takes it: given, else the kubeconfig context's namespace (live), else default."""
+    if namespace:
+        return namespace
+    if offline:
+        return "default"
+    from kubectl_repack.kube import client
+    s = settings()
+    return client.context_namespace(s.kubeconfig, s.context) or "default"
+
+
 def mode_option(mode: str, help_text: str):
     """--mode: replaces the run file's spec.mode with the one mode the command takes (plan: DryRun,
     apply: Execute), through QuickFlags.mode like the other overriding flags."""
@@ -290,7 +326,7 @@ def stamp(now: str) -> str:
     return f"{digits[:8]}-{digits[8:14]}"
 
 
-__all__ = ["Template", "TEMPLATE_KINDS", "OUTPUT_NAME", "template_options", "mode_option", "IntRange", "RUN_NAME", "NAMESPACE", "IMAGE_REF", "repack_namespace_option", "Settings", "settings", "cluster_options", "output_option", "now_option", "now_or_current",
+__all__ = ["GANG_REF", "target_options", "for_namespace", "Template", "TEMPLATE_KINDS", "OUTPUT_NAME", "template_options", "mode_option", "IntRange", "RUN_NAME", "NAMESPACE", "IMAGE_REF", "repack_namespace_option", "Settings", "settings", "cluster_options", "output_option", "now_option", "now_or_current",
            "stamp", "OUTPUT_YAML", "OUTPUT_JSON", "OUTPUT_WIDE", "NOW_ENV"]
 
 

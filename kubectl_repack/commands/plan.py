@@ -9,7 +9,8 @@ from __future__ import annotations
 import click
 
 from .options import (MODE_DRY_RUN, OUTPUT_JSON, OUTPUT_WIDE, OUTPUT_YAML, RUN_NAME, IntRange, cluster_options,
-                      mode_option, now_option, now_or_current, output_option, settings, stamp, template_options)
+                      for_namespace, mode_option, now_option, now_or_current, output_option, settings, stamp,
+                      target_options, template_options)
 from .progress import Progress
 
 EPILOG = """\b
@@ -72,12 +73,13 @@ or a goal resource no node advertises, 3 with --exit-code: not RepackRecommended
                          "candidates, rounds and every node in the card map (by default only the nodes "
                          "that change); name|jsonpath=...|jsonpath-as-json=...|custom-columns=...: "
                          "the RepackRun as kubectl prints these. Default: a readable summary.")
+@target_options
 @template_options
 @cluster_options
 @now_option
 def command(file, mode, resource, min_improvement, max_podgroups, max_cards, podgroup_selector,
             exclude_podgroup_selector, node_selector, exclude_node_selector, name, snapshot_file, save,
-            exit_code, output, allow_missing, now):
+            exit_code, output, allow_missing, now, for_ref, for_namespace_flag):
     """Plan a repack (DryRun): fragmentation before/after, moves, freed nodes.
 
     The RepackRun comes from -f, or from the quick flags (--resource is then required); flags
@@ -102,14 +104,19 @@ def command(file, mode, resource, min_improvement, max_podgroups, max_cards, pod
         raise click.UsageError("-f - and --snapshot - cannot both read stdin")
     now = now_or_current(now)
     flags = QuickFlags(name, resource, min_improvement, max_podgroups, max_cards, podgroup_selector,
-                       exclude_podgroup_selector, node_selector, exclude_node_selector, mode)
+                       exclude_podgroup_selector, node_selector, exclude_node_selector, mode,
+                       targeted=for_ref is not None)
     run = build_run(file, flags, default_name=f"repack-plan-{stamp(now)}")
     mode = run["spec"].get("mode")
     if mode != MODE_DRY_RUN:
         raise ValidationError([f"spec.mode: {mode!r}: `kubectl repack plan` evaluates DryRun runs only; "
                                "set mode: DryRun or pass --mode DryRun (Execute runs are started by "
                                "`kubectl repack apply`)"])
-    spec = planner.RunSpec.from_spec(run["spec"])  # SpecError exits 2, still before any read
+    if for_ref is not None and "target" in run["spec"]:
+        raise click.UsageError("--for and a run file with spec.target: name the target once")
+    # SpecError exits 2, still before any read (with --for, on a stand-in until the snapshot names it)
+    spec = planner.RunSpec.from_spec(run["spec"] if for_ref is None else
+                                     dict(run["spec"], target={"podGroups": ["stand-in/for"]}))
 
     progress = Progress()  # stderr, and only on a terminal
     if snapshot_file:
@@ -124,10 +131,17 @@ def command(file, mode, resource, min_improvement, max_podgroups, max_cards, pod
         with paused_gc():  # many small immutable objects, no cycles: collector passes cost seconds
             snapshot = source.snapshot()
         progress.done()
-        unknown = render.unknown_resource(snapshot, spec.resource)
+        if for_ref is not None:
+            from kubectl_repack import schema
+            from planner import relief
+            key = relief.resolve_gang(snapshot, for_ref, for_namespace(for_namespace_flag, bool(snapshot_file)))
+            run["spec"]["target"] = {"podGroups": [key]}
+            run = schema.validate_run(run)
+            spec = planner.RunSpec.from_spec(run["spec"])
+        unknown = render.unknown_resource(snapshot, spec.resource) if spec.resource else ""
         if unknown:   # a typo, or the wrong cluster: planning it would only say NoFragmentation
             raise ValidationError([f"spec.goals[0].resource: {unknown}"])
-        warning = render.no_provider_warning(snapshot, spec.resource)
+        warning = render.no_provider_warning(snapshot, spec.resource) if spec.resource else ""
         if warning:
             click.echo(f"warning: {warning}", err=True)
         progress.step("planning")
@@ -152,6 +166,6 @@ def command(file, mode, resource, min_improvement, max_podgroups, max_cards, pod
         click.echo(render.object_output(run, output, allow_missing), nl=False)
     else:
         click.echo(render.plan_summary(run, result, source.description, wide=output == OUTPUT_WIDE,
-                                       saved=saved, pools=render.node_pools(snapshot, spec.resource)), nl=False)
+                                       saved=saved, pools=render.node_pools(snapshot, result.resource)), nl=False)
     if exit_code and result.outcome != Reason.RECOMMENDED:
         raise click.exceptions.Exit(3)

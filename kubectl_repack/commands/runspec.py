@@ -43,6 +43,7 @@ class QuickFlags:
     node_selector: Optional[str] = None
     exclude_node_selector: Optional[str] = None
     mode: Optional[str] = None   # --mode of plan (DryRun) and apply (Execute): replaces spec.mode
+    targeted: bool = False       # --for: spec.target is set once the snapshot names the PodGroup
 
 
 def read_run_file(path: str) -> dict:
@@ -80,12 +81,13 @@ def apply_flags(run: Optional[dict], flags: QuickFlags, default_name: str) -> di
     from kubectl_repack.errors import ValidationError
 
     if run is None:
-        if flags.resource is None:
-            raise ValidationError(["either -f RUN.yaml or --resource NAME is required "
+        if flags.resource is None and not flags.targeted:
+            raise ValidationError(["either -f RUN.yaml, --resource NAME or --for KIND/NAME is required "
                                    "(e.g. --resource huawei.com/ascend-1980)"])
         run = {"apiVersion": schema.API_VERSION, "kind": schema.KIND,
-               "metadata": {"name": flags.name or default_name},
-               "spec": {"mode": MODE_DRY_RUN, "goals": [{"resource": flags.resource}]}}
+               "metadata": {"name": flags.name or default_name}, "spec": {"mode": MODE_DRY_RUN}}
+        if flags.resource is not None:
+            run["spec"]["goals"] = [{"resource": flags.resource}]
     else:
         run = copy.deepcopy(run)
         run.pop("status", None)  # a printed or stored run evaluated anew: its old status goes
@@ -97,10 +99,16 @@ def apply_flags(run: Optional[dict], flags: QuickFlags, default_name: str) -> di
         meta["name"] = flags.name
     if flags.mode is not None:
         spec["mode"] = flags.mode
-    goals = spec.setdefault("goals", [{}])
-    if not goals:
-        goals.append({})
-    goal = goals[0]
+    if flags.targeted and flags.min_improvement is not None:
+        raise ValidationError(["--min-improvement: not with --for (spec.goals[0].minFragImprovementPercent): a "
+                               "targeted run succeeds when its target fits, not by how much fragmentation falls"])
+    if "goals" not in spec and flags.targeted and flags.resource is None and flags.min_improvement is None:
+        goal = {}   # a targeted run may name no goal: the resource is the target's
+    else:
+        goals = spec.setdefault("goals", [{}])
+        if not goals:
+            goals.append({})
+        goal = goals[0]
     previous_resource = goal.get("resource")
     if flags.resource is not None:
         goal["resource"] = flags.resource
@@ -114,6 +122,8 @@ def apply_flags(run: Optional[dict], flags: QuickFlags, default_name: str) -> di
         # The file's card budget was for its resource; carry it over to the overriding one.
         resources[flags.resource] = resources.pop(previous_resource)
     if flags.max_cards is not None:
+        if goal.get("resource") is None:
+            raise ValidationError(["--max-cards: name the resource it limits with --resource"])
         max_cards = int(flags.max_cards) if str(flags.max_cards).isdigit() else flags.max_cards
         spec.setdefault("maxPerRun", {})["resources"] = {goal.get("resource"): max_cards}
     for attr, (axis, side) in SELECTOR_FLAGS.items():

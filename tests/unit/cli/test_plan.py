@@ -330,7 +330,7 @@ def test_missing_run_file_exits_2():
 def test_neither_file_nor_resource_is_a_usage_error():
     r = run("plan", "--snapshot", SEED3)
     assert r.exit_code == 2
-    assert "either -f RUN.yaml or --resource NAME is required" in r.stderr
+    assert "either -f RUN.yaml, --resource NAME or --for KIND/NAME is required" in r.stderr
 
 
 def test_missing_snapshot_file_exits_2_naming_it():

@@ -32,6 +32,7 @@ BASE_ARGS = {
     "uninstall": ["--dry-run"],
     "completion": ["bash"],
     "version": [],
+    "why": ["vcjob/ascend-batch-training", "-n", "repack-demo", "--snapshot", SEED],
 }
 
 DNS_NAMES = ["Bad_Name", "-leading-dash", "a" * 254, "has space", "UPPER", "a..b", "ends-", "x/y", ""]
@@ -50,7 +51,8 @@ BY_NAME = {
     "--podgroup-selector": SELECTORS, "--exclude-podgroup-selector": SELECTORS,
     "--node-selector": SELECTORS, "--exclude-node-selector": SELECTORS,
     "--now": ["yesterday", "2026-13-01T00:00:00Z", ""],
-    "--repack-namespace": DNS_LABELS,
+    "--repack-namespace": DNS_LABELS, "--namespace": DNS_LABELS,
+    "--for": ["deployment/x", "vcjob", "vcjob/", "pod/a/b", "podgroup/Bad_Name", ""],
     "--image": ["", "has space:1", "UPPER/case:tag", "repo:tag:extra", "repo@sha256:short"],
     "--webhook-url": ["http://insecure.example:8443/mutate", "not a url", "https://", ""],
     "--snapshot": ["/nonexistent/snapshot.json"],
