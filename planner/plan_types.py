@@ -135,9 +135,10 @@ class TargetFit:
     fits: bool
     placements: tuple = ()            # (pod key, node), in placement order; empty when it does not fit
     message: str = ""
+    resource: str = ""                # what the run made room in (goals[0].resource, or the target's)
 
     def summary(self) -> dict:
-        out = {"podGroups": list(self.podgroups), "fits": self.fits}
+        out = {"podGroups": list(self.podgroups), "fits": self.fits, "resource": self.resource}
         if self.placements:
             out["placements"] = [{"pod": k, "node": n} for k, n in self.placements]
         return out

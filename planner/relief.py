@@ -37,7 +37,9 @@ BASE_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
 
 
 def extended(resource: str) -> bool:
-    return "/" in resource and not resource.startswith(("hugepages-", "requests."))
+    """An extended resource (vendor/name), not a quota-style count Volcano puts in minResources
+    (count/pods) nor a requests./limits. key."""
+    return "/" in resource and not resource.startswith(("hugepages-", "requests.", "limits.", "count/"))
 
 
 class Gangs:
@@ -57,7 +59,7 @@ class Gangs:
             pending = sorted((p for p in members if not p.node_name), key=lambda p: p.name)
             bound = len(members) - len(pending)
             need = pg.min_member - bound
-            if need <= 0 or not pending:
+            if need <= 0:
                 raise SpecError(f"{where}: PodGroup {key} is not waiting: {bound} of its pods are bound "
                                 f"(minMember {pg.min_member}) and {len(pending)} pending; nothing to make room for")
             self.pending[key], self.need[key], self.bound[key] = pending, need, bound
@@ -65,12 +67,22 @@ class Gangs:
     def resource(self) -> str:
         """The one extended resource the targets' pending pods request (when the run names none)."""
         found = sorted({r for pods in self.pending.values() for p in pods for r, v in p.requests.items()
-                        if v and extended(r)})
+                        if v and extended(r)}
+                       # a PodGroup whose pods are not created yet: its minResources
+                       | {r for k in self.keys if not self.pending[k]
+                          for r, v in self.snapshot.podgroup_by_key[k].min_resources.items() if v and extended(r)})
         if len(found) != 1:
             what = "none" if not found else ", ".join(found)
             raise SpecError(f"spec.goals: the target's pods request {'no extended resource' if not found else what}: "
                             "name the resource to make room for in spec.goals[0].resource")
         return found[0]
+
+    def unborn(self) -> str:
+        """Targets with no pod yet (Volcano creates a job's pods once vc-scheduler enqueues its
+        PodGroup), one line; "" when every target has its pods."""
+        return "; ".join(f"PodGroup {k} has no pod yet (phase {self.snapshot.podgroup_by_key[k].phase or 'unknown'}: "
+                         "vc-scheduler has not enqueued it, and Volcano creates a job's pods only then)"
+                         for k in self.keys if not self.pending[k])
 
     def queue_problem(self, key) -> str:
         """Why the PodGroup's queue keeps it out ("" when it does not, or the snapshot has no Queues)."""
@@ -163,6 +175,9 @@ def plan_target(prep, weights, optimized, finish):
     gangs = Gangs(prep.snapshot, prep.run.target)
     placer = Placer(gangs, prep.resource)
 
+    def fit_of(fits, placements, message):
+        return TargetFit(gangs.keys, fits, placements, message, prep.resource)
+
     def make(allowed, closed=frozenset()):
         return Planner(prep, weights, optimized, allowed, closed)
 
@@ -170,12 +185,16 @@ def plan_target(prep, weights, optimized, finish):
     queues = "; ".join(q for q in (gangs.queue_problem(k) for k in gangs.keys) if q)
     if queues:
         # Volcano admits nothing of it until its queue does: moving pods cannot make it run
-        fit = TargetFit(gangs.keys, failed is None, tuple(placed) if failed is None else (),
+        fit = fit_of(failed is None, tuple(placed) if failed is None else (),
                         f"{gangs.describe()} waits for its queue, not for room: {queues}; nothing is moved")
         return _not_recommended(prep, finish(make(frozenset()).run_rounds()), REASON_TARGET_FITS, fit)
+    unborn = gangs.unborn()
+    if unborn:
+        fit = fit_of(False, (), f"{unborn}: there is nothing to make room for until it has; nothing is moved")
+        return _not_recommended(prep, finish(make(frozenset()).run_rounds()), REASON_TARGET_CANNOT_FIT, fit)
     if failed is None:
         where = ", ".join(f"{k.split('/', 1)[1]} -> {n}" for k, n in placed)
-        fit = TargetFit(gangs.keys, True, tuple(placed),
+        fit = fit_of(True, tuple(placed),
                         f"{gangs.describe()} fits now without any move ({where}): it waits for something else "
                         "(its PodGroup's phase or the scheduler's next session; `kubectl repack why` says more)")
         return _not_recommended(prep, finish(make(frozenset()).run_rounds()), REASON_TARGET_FITS, fit)
@@ -230,14 +249,14 @@ def plan_target(prep, weights, optimized, finish):
         reach = ("after vacating every node it may use that scope and budget allow" if usable else
                  "no node it may use can be vacated (none in scope with only movable pods)")
         stopped = sorted({v.reason.value for v in p.verdicts.values() if not v.vacated and v.node in placer.usable})
-        fit = TargetFit(gangs.keys, False, (),
+        fit = fit_of(False, (),
                         f"{gangs.describe()} cannot fit: {reach}, {len(got)} of {sum(gangs.need.values())} pod(s) "
                         f"would be placed; {closest_failure(failed)}"
                         + (f"; nodes it may use stay occupied: {', '.join(stopped)}" if stopped else ""))
         return _not_recommended(prep, finish(p), REASON_TARGET_CANNOT_FIT, fit)
     got, _ = placer.place(best.state)
     where = ", ".join(f"{k.split('/', 1)[1]} -> {n}" for k, n in got)
-    fit = TargetFit(gangs.keys, True, tuple(got),
+    fit = fit_of(True, tuple(got),
                     f"{gangs.describe()} fits after vacating {', '.join(best.freed)} "
                     f"({len(best.moves)} pod(s) moved): {where}")
     plan = finish(best)
@@ -266,6 +285,7 @@ CAUSE_QUEUE = "Queue"                  # its queue is closed or at its capabilit
 CAUSE_FILTERS = "NoNodeMatches"        # a pod's selectors, affinity or tolerations rule out every node
 CAUSE_CAPACITY = "NotEnoughResources"  # not enough of the resource free anywhere it may go, even packed
 CAUSE_FRAGMENTATION = "Fragmentation"  # enough free in all, but not where whole pods fit
+CAUSE_NOT_ENQUEUED = "NotEnqueued"     # no pod yet: vc-scheduler has not enqueued the PodGroup
 CAUSE_FITS = "FitsNow"                 # it fits now: the scheduler has not placed it yet, or waits for the queue
 
 
@@ -362,13 +382,20 @@ def explain(snapshot, key, resource="", weights=None, spec=None) -> Diagnosis:
         rows = tuple((r, format_amount(r, queue.allocated.get(r, 0)),
                       format_amount(r, queue.capability[r]) if r in queue.capability else "",
                       format_amount(r, queue.guarantee[r]) if r in queue.guarantee else "") for r in names)
-    if not pending or need == 0:
+    if need == 0:
         return Diagnosis(**base, queue_problem="", queue_rows=rows, pods=(), resource=resource, need=0, fit_now=0,
                          cause=CAUSE_RUNNING, free_total=0, free_max=0,
                          summary=f"PodGroup {key} is not waiting: {bound} pod(s) bound of minMember {pg.min_member}, "
                                  f"{len(pending)} pending")
     target = Target((key,))
     gangs = Gangs(snapshot, target)
+    if not pending:
+        problem = gangs.queue_problem(key)
+        cause = CAUSE_QUEUE if problem else CAUSE_NOT_ENQUEUED
+        summary = (problem + ": a repack cannot help until the queue admits it" if problem else
+                   gangs.unborn() + "; its minResources must fit what its queue and the cluster have free")
+        return Diagnosis(**base, queue_problem=problem, queue_rows=rows, pods=(), resource=resource, need=need,
+                         fit_now=0, cause=cause, free_total=0, free_max=0, summary=summary)
     resource = resource or gangs.resource()
     placer = Placer(gangs, resource)
     state = SimulatedState(snapshot)

@@ -173,9 +173,11 @@ class RunView(ObjectView):
 
     @property
     def goal_resource(self) -> str:
-        """spec.goals[0].resource ('' when absent)."""
+        """spec.goals[0].resource, else (a targeted run without goals, RELIEF-2) the resource its plan
+        made room in (status.plan.summary.target.resource); '' when neither says."""
         goals = self.spec.get("goals") or []
-        return str(as_map(goals[0]).get("resource") or "") if goals else ""
+        found = str(as_map(goals[0]).get("resource") or "") if goals else ""
+        return found or str(as_map(as_map(self.plan.get("summary")).get("target")).get("resource") or "")
 
     @property
     def plan(self) -> Mapping[str, Any]:

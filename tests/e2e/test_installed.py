@@ -568,6 +568,111 @@ def test_a_waiting_job_takes_the_vacated_node_and_the_run_names_it(
         delete_runs(api, [name])
 
 
+def _podgroup_of(custom, ns, job):
+    for pg in custom.list_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", ns, "podgroups")["items"]:
+        if (pg["metadata"].get("ownerReferences") or [{}])[0].get("name") == job:
+            return pg
+    return None
+
+
+def _tried(custom, ns, job):
+    """The job's PodGroup once vc-scheduler has tried it (a condition written), else None."""
+    pg = _podgroup_of(custom, ns, job)
+    return pg if pg and (pg.get("status") or {}).get("conditions") else None
+
+
+def test_a_run_aimed_at_the_waiting_job_makes_room_for_it(
+        installed, real_node, control_plane, node_agent, fake_nodes, make_namespace, tmp_path):
+    """Relief (issue 22) on the installed controller. The seed's ascend-large-training (2 workers x 4
+    cards) is submitted first and waits: node 01 has 6 cards free, 02 and 03 one each.
+    `kubectl repack why` names fragmentation and the one-line fix; a RepackRun aimed at its PodGroup
+    (spec.target, applied with kubectl, carried out by the installed controller) vacates node 01 and
+    the job's pods are bound there. A job in a closed queue gets a `why` that says so, and
+    `plan --for` ends TargetAlreadyFits naming the queue state, moving nothing."""
+    from tests.e2e.execute_helpers import (build_seed_layout, delete_runs, pending_state, seed_nodes, unique, vcjob,
+                                           wait_running)
+
+    api = control_plane.api_client
+    core = client.CoreV1Api(api)
+    custom = client.CustomObjectsApi(api)
+    ns = make_namespace("repack-demo")
+    nodes = seed_nodes()
+    layout = build_seed_layout(api, fake_nodes, ns, nodes)
+    protected = [uid for _, uid in layout["protected"].values()]
+    custom.create_namespaced_custom_object("batch.volcano.sh", "v1alpha1", ns, "jobs", vcjob(
+        "ascend-large-training", {"workload-type": "training"}, [("worker", 2, 4)], {"accelerator-pool": "ascend-npu"}))
+    pg = wait_for("vc-scheduler to try ascend-large-training", lambda: _tried(custom, ns, "ascend-large-training"),
+                  timeout=120)
+    from tests.e2e.execute_helpers import running_on
+    assert running_on(core, ns, "ascend-large-training") is None
+    why = repack(control_plane.kubeconfig, "why", "vcjob/ascend-large-training", "-n", ns)
+    assert why.returncode == 0, why.stdout + why.stderr
+    assert "Fragmentation" in why.stdout and f"vacate {nodes[0]}" in why.stdout, why.stdout
+    assert f"kubectl repack plan --for podgroup/{pg['metadata']['name']} -n {ns}" in why.stdout, why.stdout
+    FIGURES["why"] = why.stdout
+    dry = repack(control_plane.kubeconfig, "plan", "--for", "vcjob/ascend-large-training", "-n", ns, "-o", "json")
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert json.loads(dry.stdout)["status"]["plan"]["freedNodes"] == [nodes[0]], dry.stdout
+
+    name = unique("relief")
+    run = {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun", "metadata": {"name": name},
+           "spec": {"mode": "Execute", "target": {"podGroups": [f"{ns}/{pg['metadata']['name']}"]},
+                    "scope": {"podGroups": {"exclude": {"selector": {"matchLabels": {
+                        "repack.volcano.sh/protected": "true"}}}}},
+                    "eviction": {"gracePeriodSeconds": 0}}}
+    try:
+        t0 = time.monotonic()
+        _kubectl_apply(control_plane, run, tmp_path)
+        done = wait_for("the targeted Execute to end", lambda: _finished(api, name), timeout=300)
+        assert done["status"]["phase"] == "Succeeded", json.dumps(
+            {k: v for k, v in done["status"].items() if k != "plan"}, indent=1)[:4000] + "\n" + pending_state(
+            api, ns, "ascend-large-training")
+        assert done["status"]["plan"]["summary"]["target"]["fits"] is True, done["status"]["plan"]
+        assert done["status"]["plan"]["freedNodes"] == [nodes[0]], done["status"]["plan"]
+        large = wait_running(api, ns, "ascend-large-training")
+        FIGURES["targeted_apply_to_bound_seconds"] = round(time.monotonic() - t0, 1)
+        assert {n for n, _ in large.values()} == {nodes[0]}, large
+        # only the eligible batch job moved; the protected jobs were never touched
+        assert sorted(r["victimPodName"] for r in done["status"]["relocations"]) == sorted(layout["batch"]), \
+            done["status"]["relocations"]
+        assert all(codes == [] for codes in audit_evictions(control_plane, protected).values())
+    finally:
+        delete_runs(api, [name])
+
+    # a job whose queue is closed: why names the queue, plan --for moves nothing
+    queue = unique("closed-q")
+    custom.create_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", {
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": queue},
+        "spec": {"weight": 1, "reclaimable": True}})
+    try:
+        q = custom.get_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", queue)
+        custom.create_namespaced_custom_object("bus.volcano.sh", "v1alpha1", "default", "commands", {
+            "apiVersion": "bus.volcano.sh/v1alpha1", "kind": "Command",
+            "metadata": {"generateName": f"{queue}-close-", "ownerReferences": [{
+                "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "name": queue,
+                "uid": q["metadata"]["uid"], "controller": True}]},
+            "target": {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "name": queue,
+                       "uid": q["metadata"]["uid"], "controller": True},
+            "action": "CloseQueue"})
+        wait_for(f"queue {queue} Closed", lambda: (custom.get_cluster_custom_object(
+            "scheduling.volcano.sh", "v1beta1", "queues", queue).get("status") or {}).get("state") == "Closed" or None,
+            timeout=90)
+        job = vcjob("queued-training", {"workload-type": "training"}, [("worker", 1, 1)], {"accelerator-pool": "ascend-npu"})
+        job["spec"]["queue"] = queue
+        custom.create_namespaced_custom_object("batch.volcano.sh", "v1alpha1", ns, "jobs", job)
+        # Volcano creates the job's pods only once its PodGroup is Inqueue: in a closed queue, never
+        wait_for("queued-training's PodGroup", lambda: _podgroup_of(custom, ns, "queued-training"), timeout=120)
+        why = repack(control_plane.kubeconfig, "why", "vcjob/queued-training", "-n", ns)
+        assert why.returncode == 0, why.stdout + why.stderr
+        assert f"queue {queue} is Closed" in why.stdout and "Repack:" not in why.stdout, why.stdout
+        out = repack(control_plane.kubeconfig, "plan", "--for", "vcjob/queued-training", "-n", ns, "--exit-code")
+        assert out.returncode == 3, out.stdout + out.stderr
+        assert "TargetAlreadyFits" in out.stdout and f"queue {queue} is Closed" in out.stdout, out.stdout
+    finally:
+        custom.delete_namespaced_custom_object("batch.volcano.sh", "v1alpha1", ns, "jobs", "queued-training")
+        custom.delete_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", queue)
+
+
 def test_records_written_by_a_status_writer_evict_nothing(
         installed, real_node, control_plane, node_agent, fake_nodes, make_namespace, tmp_path):
     """Security finding 3 on the installed controller: an admin's Execute waits for the execute

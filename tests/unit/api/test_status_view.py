@@ -144,3 +144,15 @@ def test_a_targeted_run_that_needs_no_move_or_finds_none_evicts_nothing(outcome)
     assert st["phase"] == "Succeeded" and "relocations" not in st
     assert RunView({"status": st}).reason == outcome
     assert st["plan"]["summary"]["target"]["podGroups"] == ["ns/pg"]
+
+
+def test_a_targeted_run_without_goals_takes_its_resource_from_its_plan():
+    """The executor verifies the run on goal_resource: a targeted run may name no goal (RELIEF-2),
+    so the resource its plan made room in is read from status.plan.summary.target (without it the
+    verification saw no provider at all and called every planned node not freed)."""
+    from planner import load_objects, plan
+    from tests.unit.planner.test_relief import seed, target_spec
+
+    p = plan(load_objects(seed()), target_spec("default/large-pg", goals=False))
+    run = {"spec": target_spec("default/large-pg", goals=False), "status": {"plan": plan_status(p)["plan"]}}
+    assert RunView(run).goal_resource == "huawei.com/ascend-1980"

@@ -5,7 +5,7 @@ import pytest
 from planner import SpecError, load_objects, plan
 from planner.filters import run_filters
 from planner.state import SimulatedState
-from tests.builders import R, gang, node, pod
+from tests.builders import R, gang, node, pod, podgroup
 
 PIN = {"repack.volcano.sh/do-not-disrupt": "true"}
 
@@ -232,3 +232,23 @@ def test_a_target_its_queue_keeps_out_moves_nothing_even_without_room():
     p = plan(load_objects(seed() + [queue(state="Closed")]), target_spec("default/large-pg"))
     assert p.outcome == "TargetAlreadyFits" and p.moves == ()
     assert "waits for its queue, not for room: queue default is Closed" in p.message
+
+
+def test_a_gang_without_pods_yet_waits_for_enqueue_and_its_queue_comes_first():
+    """Volcano creates a job's pods once its PodGroup is Inqueue: a PodGroup in a closed queue has
+    none. why names the queue; a targeted plan moves nothing (TargetAlreadyFits naming the queue, or
+    TargetCannotFit when the queue admits it but it has no pod to make room for)."""
+    objs = seed() + [queue(name="closed-q", state="Closed"), queue()]
+    pg = podgroup("unborn-pg", min_member=1)
+    pg["spec"].update(queue="closed-q", minResources={R: "1", "count/pods": "1", "pods": "1"})   # as Volcano writes it
+    pg["status"] = {"phase": "Pending"}
+    open_pg = podgroup("unborn2-pg", min_member=1)
+    open_pg["spec"]["minResources"] = {R: "1"}
+    snap = load_objects(objs + [pg, open_pg])
+    d = explain(snap, "default/unborn-pg")
+    assert d.cause == "Queue" and "queue closed-q is Closed" in d.summary and not d.fix
+    assert explain(snap, "default/unborn2-pg").cause == "NotEnqueued"
+    p = plan(snap, target_spec("default/unborn-pg", goals=False))
+    assert p.outcome == "TargetAlreadyFits" and "queue closed-q is Closed" in p.message and p.resource == R
+    p = plan(snap, target_spec("default/unborn2-pg"))
+    assert p.outcome == "TargetCannotFit" and "has no pod yet" in p.message and p.moves == ()
