@@ -16,8 +16,9 @@ import click
 
 # Only light modules at the top: every module of this package is imported for --help and every TAB;
 # the planner, render, the run API and the kube layer are imported by the functions that use them.
-from .options import (MODE_EXECUTE, OUTPUT_JSON, OUTPUT_YAML, RUN_NAME, cluster_options, duration, mode_option,
-                      output_option, repack_namespace_option, settings, stamp, template_options)
+from .options import (MODE_EXECUTE, OUTPUT_JSON, OUTPUT_YAML, RUN_NAME, cluster_options, duration, for_namespace,
+                      mode_option, output_option, repack_namespace_option, settings, stamp, target_options,
+                      template_options)
 from .status import EXIT_INTERRUPTED
 
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, EXIT_NOT_RECOMMENDED, EXIT_WAITING, EXIT_RUN_FAILED = 0, 1, 2, 3, 4, 5
@@ -50,6 +51,7 @@ Examples:
   kubectl repack apply -f ascend-guarded-dryrun.yaml --mode Execute --name ascend-execute-002
   kubectl repack apply --resume ascend-execute-001      (follow it again)
   kubectl repack apply -f run.yaml --local              (no in-cluster controller)
+  kubectl repack apply --for vcjob/train-7 -n team-a    (make room for this pending gang)
   kubectl repack apply -f run.yaml --no-wait -o json
 """
 
@@ -166,10 +168,11 @@ def _emit(run: dict, output, note: str = "", allow_missing: bool = True) -> None
                help_text="yaml|json|name|jsonpath=...|jsonpath-as-json=...|custom-columns=...: the final "
                          "RepackRun object, no progress display. Default: a summary.")
 @template_options
+@target_options
 @repack_namespace_option()
 @cluster_options
 def command(file, resume, mode, name, local, wait, timeout, cooldown, eviction_retry_timeout, output,
-            allow_missing, repack_namespace):
+            allow_missing, for_ref, for_namespace_flag, repack_namespace):
     """Execute a repack: re-plan on live state and move pods through the Eviction API.
 
     One Execute runs at a time per cluster (a Lease in --repack-namespace), with a cooldown after each.
@@ -177,35 +180,53 @@ def command(file, resume, mode, name, local, wait, timeout, cooldown, eviction_r
     continued from its records without evicting any pod twice: by the in-cluster controller
     after a restart, or with --local by `apply --local --resume NAME`.
     """
-    import planner
     from kubectl_repack import render
     from kubectl_repack.api.times import rfc3339, utcnow
     from kubectl_repack.errors import ValidationError
 
-    from .runspec import QuickFlags, build_run
+    from .runspec import QuickFlags, build_run, check_spec, require_target_served, resolve_target
 
-    if bool(file) == bool(resume):
-        raise click.UsageError("give either -f RUN.yaml or --resume NAME")
+    if for_ref is None and for_namespace_flag is not None:
+        raise click.UsageError("-n/--namespace is the namespace of the --for object (the product's namespace is "
+                               "--repack-namespace): give --for KIND/NAME")
+    if resume and (file or for_ref):
+        raise click.UsageError("--resume NAME follows a run that exists: not with -f or --for")
+    if not (file or resume or for_ref):
+        raise click.UsageError("give either -f RUN.yaml or --resume NAME (or --for KIND/NAME)")
     quiet = render.prints_object(output)
     spec_run = None
-    if file:
-        run = build_run(file, QuickFlags(name=name, mode=mode),
+    if resume is None:
+        run = build_run(file, QuickFlags(name=name, mode=MODE_EXECUTE if for_ref and not file else mode,
+                                         targeted=for_ref is not None),
                         default_name=f"repack-execute-{stamp(rfc3339(utcnow()))}")
         if run["spec"].get("mode") != MODE_EXECUTE:
             raise ValidationError([f"spec.mode: {run['spec'].get('mode')!r}: `kubectl repack apply` executes "
                                    "Execute runs; set mode: Execute or pass --mode Execute (with a new --name)"])
-        planner.RunSpec.from_spec(run["spec"])  # SpecError exits 2 before anything is sent
+        if for_ref is not None and "target" in run["spec"]:
+            raise click.UsageError("--for and a run file with spec.target: name the target once")
+        check_spec(run, for_ref is not None)  # SpecError exits 2 before anything is sent
         spec_run = run
         name = run["metadata"]["name"]
     else:
         name = resume
     api = settings().api()
+    snapshot = None
+    if for_ref is not None:
+        from planner.gcpause import paused_gc
+        from kubectl_repack.kube.objects import LiveSource
+
+        with paused_gc():
+            snapshot = LiveSource(api).snapshot()   # also the in-cluster path's plan preview
+        spec_run, _ = resolve_target(spec_run, snapshot, for_ref, for_namespace(for_namespace_flag, False))
+    if spec_run is not None:
+        # before the run is created: a CRD without spec.target would prune it and execute untargeted (exit 2)
+        require_target_served(api, spec_run)
     if local:
         _apply_local(api, name, spec_run, wait, timeout, cooldown, eviction_retry_timeout, output, allow_missing,
                      quiet, repack_namespace)
     else:
         _apply_in_cluster(api, name, spec_run, wait, timeout, cooldown, output, allow_missing, quiet,
-                          repack_namespace)
+                          repack_namespace, snapshot)
 
 
 def _apply_local(api, name, spec_run, wait, timeout, cooldown, eviction_retry_timeout, output, allow_missing,
@@ -251,7 +272,7 @@ def _no_webhook_warning(api, repack_namespace: str) -> str:
 
 
 def _apply_in_cluster(api, name, spec_run, wait, timeout, cooldown, output, allow_missing, quiet,
-                      repack_namespace) -> None:
+                      repack_namespace, snapshot=None) -> None:
     import planner
     from planner.gcpause import paused_gc
     from kubectl_repack import render
@@ -278,7 +299,8 @@ def _apply_in_cluster(api, name, spec_run, wait, timeout, cooldown, output, allo
         # The plan to expect: the controller plans again when it starts (EXEC-1), on the state of then.
         with paused_gc():
             source = LiveSource(api)
-            result = planner.plan(source.snapshot(), planner.RunSpec.from_spec(spec_run["spec"]))
+            result = planner.plan(snapshot if snapshot is not None else source.snapshot(),
+                                  planner.RunSpec.from_spec(spec_run["spec"]))
         expected = dict(spec_run, status=plan_status(result, rfc3339(utcnow())))
         summary = render.plan_summary(expected, result, source.description)
         click.echo(summary, nl=False, err=quiet)

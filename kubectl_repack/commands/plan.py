@@ -96,7 +96,7 @@ def command(file, mode, resource, min_improvement, max_podgroups, max_cards, pod
     from kubectl_repack.errors import ValidationError
     from kubectl_repack.kube import objects, runs
 
-    from .runspec import QuickFlags, build_run, read_stdin
+    from .runspec import QuickFlags, build_run, check_spec, read_stdin, require_target_served, resolve_target
 
     if save and snapshot_file:
         raise click.UsageError("--save stores the plan of the live cluster; it cannot be combined with --snapshot")
@@ -114,9 +114,7 @@ def command(file, mode, resource, min_improvement, max_podgroups, max_cards, pod
                                "`kubectl repack apply`)"])
     if for_ref is not None and "target" in run["spec"]:
         raise click.UsageError("--for and a run file with spec.target: name the target once")
-    # SpecError exits 2, still before any read (with --for, on a stand-in until the snapshot names it)
-    spec = planner.RunSpec.from_spec(run["spec"] if for_ref is None else
-                                     dict(run["spec"], target={"podGroups": ["stand-in/for"]}))
+    spec = check_spec(run, for_ref is not None)   # SpecError exits 2, still before any read
 
     progress = Progress()  # stderr, and only on a terminal
     if snapshot_file:
@@ -132,12 +130,7 @@ def command(file, mode, resource, min_improvement, max_podgroups, max_cards, pod
             snapshot = source.snapshot()
         progress.done()
         if for_ref is not None:
-            from kubectl_repack import schema
-            from planner import relief
-            key = relief.resolve_gang(snapshot, for_ref, for_namespace(for_namespace_flag, bool(snapshot_file)))
-            run["spec"]["target"] = {"podGroups": [key]}
-            run = schema.validate_run(run)
-            spec = planner.RunSpec.from_spec(run["spec"])
+            run, spec = resolve_target(run, snapshot, for_ref, for_namespace(for_namespace_flag, bool(snapshot_file)))
         unknown = render.unknown_resource(snapshot, spec.resource) if spec.resource else ""
         if unknown:   # a typo, or the wrong cluster: planning it would only say NoFragmentation
             raise ValidationError([f"spec.goals[0].resource: {unknown}"])
@@ -153,6 +146,7 @@ def command(file, mode, resource, min_improvement, max_podgroups, max_cards, pod
 
     saved = ""
     if save:
+        require_target_served(settings().api(), run)   # before the store sends anything
         store = runs.RunStore(settings().api())
         # this command writes the plan itself: the in-cluster controller leaves the run alone
         run["metadata"].setdefault("annotations", {})[EXECUTOR_ANNOTATION] = EXECUTOR_LOCAL

@@ -99,10 +99,11 @@ def apply_flags(run: Optional[dict], flags: QuickFlags, default_name: str) -> di
         meta["name"] = flags.name
     if flags.mode is not None:
         spec["mode"] = flags.mode
-    if flags.targeted and flags.min_improvement is not None:
+    targeted = flags.targeted or "target" in spec   # --for, or a run file naming its target
+    if targeted and flags.min_improvement is not None:
         raise ValidationError(["--min-improvement: not with --for (spec.goals[0].minFragImprovementPercent): a "
                                "targeted run succeeds when its target fits, not by how much fragmentation falls"])
-    if "goals" not in spec and flags.targeted and flags.resource is None and flags.min_improvement is None:
+    if "goals" not in spec and targeted and flags.resource is None and flags.min_improvement is None:
         goal = {}   # a targeted run may name no goal: the resource is the target's
     else:
         goals = spec.setdefault("goals", [{}])
@@ -151,4 +152,58 @@ def build_run(file: Optional[str], flags: QuickFlags, default_name: str) -> dict
     return schema.validate_run(run)
 
 
-__all__ = ["QuickFlags", "SELECTOR_FLAGS", "read_run_file", "apply_flags", "build_run"]
+TARGET_NOT_SERVED = ("spec.target: the RepackRun CRD installed in this cluster has no spec.target (an older "
+                     "kubectl-repack install or the Go implementation's CRD, which would drop it and run an "
+                     "untargeted Execute): run kubectl repack install to upgrade it")
+
+
+def check_spec(run: dict, targeted: bool):
+    """planner.RunSpec of the run (SpecError exits 2 before anything is read); with --for, on a
+    stand-in target until the snapshot names the PodGroup (`resolve_target`)."""
+    import planner
+
+    return planner.RunSpec.from_spec(run["spec"] if not targeted else
+                                     dict(run["spec"], target={"podGroups": ["stand-in/for"]}))
+
+
+def resolve_target(run: dict, snapshot, for_ref: str, namespace: str):
+    """--for KIND/NAME (-n NAMESPACE) of plan and apply: spec.target set to the PodGroup the
+    snapshot resolves it to (planner.relief.resolve_gang: SpecError naming it when there is no
+    such waiting gang), validated again. Returns (run, planner.RunSpec)."""
+    import planner
+    from kubectl_repack import schema
+    from planner import relief
+
+    key = relief.resolve_gang(snapshot, for_ref, namespace)
+    run = copy.deepcopy(run)
+    run["spec"]["target"] = {"podGroups": [key]}
+    run = schema.validate_run(run)
+    return run, planner.RunSpec.from_spec(run["spec"])
+
+
+def require_target_served(api, run: dict) -> None:
+    """Before a run with spec.target is created in the cluster: the installed RepackRun CRD must
+    declare spec.target, else the API server prunes it and the run executes untargeted
+    (ValidationError, exit 2, nothing sent). Read from the CRD (kube.preflight, as doctor's crd
+    check); a caller who may not read CRDs gets the same answer from a server-side dry-run create,
+    which returns the object as it would be stored."""
+    from kubectl_repack.errors import ClusterAPIError, ValidationError
+    from kubectl_repack.kube import preflight, runs
+
+    if "target" not in (run.get("spec") or {}):
+        return
+    try:
+        crd = preflight.installed_crd(api)
+        # not installed: the create itself fails and says so
+        served = crd is None or preflight.serves_field(crd, ("spec", "target"))
+    except ClusterAPIError as e:
+        if e.status != 403:
+            raise
+        stored = runs.RunStore(api).create(run, dry_run=True)
+        served = "target" in (stored.get("spec") or {})
+    if not served:
+        raise ValidationError([TARGET_NOT_SERVED])
+
+
+__all__ = ["QuickFlags", "SELECTOR_FLAGS", "TARGET_NOT_SERVED", "read_run_file", "apply_flags", "build_run",
+           "check_spec", "resolve_target", "require_target_served"]

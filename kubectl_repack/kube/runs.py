@@ -50,10 +50,11 @@ class RunStore:
         """Every RepackRun (paginated)."""
         return list_objects(self.api, RUN_KIND)
 
-    def create(self, obj: dict) -> dict:
+    def create(self, obj: dict, dry_run: bool = False) -> dict:
         """Create the run from apiVersion/kind/metadata/spec (the API server ignores status here),
         with the creator annotations filled in from a SelfSubjectReview when the run has none (the
-        admission policy compares them with the caller: kubectl_repack.api.control)."""
+        admission policy compares them with the caller: kubectl_repack.api.control). `dry_run`:
+        a server-side dry run (dryRun=All): the object as it would be stored, nothing stored."""
         name = obj["metadata"]["name"]
         body = {k: obj[k] for k in ("apiVersion", "kind", "metadata", "spec") if k in obj}
         annotations = dict(body["metadata"].get("annotations") or {})
@@ -62,8 +63,9 @@ class RunStore:
             if me is not None:
                 body["metadata"] = dict(body["metadata"], annotations={**annotations, **me.annotations()})
         try:
+            extra = {"dry_run": "All"} if dry_run else {}
             return call(f"creating repackrun {name}", self.custom.create_cluster_custom_object,
-                        GROUP, VERSION, PLURAL, body, _request_timeout=REQUEST_TIMEOUT)
+                        GROUP, VERSION, PLURAL, body, _request_timeout=REQUEST_TIMEOUT, **extra)
         except Conflict as e:
             raise Conflict(f"repackrun {name} already exists; choose another name (--name) or delete it "
                            f"with `kubectl delete repackrun {name}`", e.status) from e

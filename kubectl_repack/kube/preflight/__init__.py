@@ -52,7 +52,7 @@ from .certificates import cert_verdict, pem_not_after
 from .network import NETWORK_POLICY, network_policy_verdict, read_apiserver_sources
 from .verdicts import (ADMISSION_POLICIES, SCHEDULER_LEASE_PATTERN, VOLCANO_CRDS, VOLCANO_NAMESPACE, our_webhook,
                        access_verdict, crd_verdict, endpoints_verdict, kubernetes_verdict, lease_verdict,
-                       policies_verdict, ready_endpoints, scheduler_verdict, volcano_crds_verdict,
+                       policies_verdict, ready_endpoints, scheduler_verdict, serves_field, volcano_crds_verdict,
                        webhook_service, webhook_verdict)
 
 class _Reader:
@@ -96,6 +96,12 @@ class _Reader:
             token = as_map(page.get("metadata")).get("continue")
             if not token:
                 return items
+
+
+def installed_crd(api) -> Optional[dict]:
+    """The RepackRun CRD as the API server has it (None: not installed), as the crd check reads it;
+    ClusterAPIError 403 when the caller may not read CRDs (an admin's right)."""
+    return _Reader(api).crd(CRD_NAME)
 
 
 class Preflight:

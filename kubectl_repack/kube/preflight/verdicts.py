@@ -48,6 +48,17 @@ def _served(crd: Mapping) -> Optional[Mapping]:
     return None
 
 
+def serves_field(crd: Mapping, path: Sequence[str]) -> bool:
+    """Whether the served version's openAPIV3Schema of `crd` declares the field at `path` (e.g.
+    ("spec", "target")): an undeclared field of a structural schema is pruned on every write."""
+    node = as_map(as_map(_served(crd)).get("schema")).get("openAPIV3Schema")
+    for name in path:
+        node = as_map(as_map(node).get("properties")).get(name)
+        if node is None:
+            return False
+    return True
+
+
 def _columns(version: Mapping) -> list:
     # The API server drops zero values (priority 0) on its way back; compare without them.
     return [{k: v for k, v in as_map(c).items() if v not in (0, "", None)}
