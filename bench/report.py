@@ -7,9 +7,12 @@ docs/benchmarks.md is written by hand; only the blocks between `<!-- generated:N
     python -m bench.report --run                # rerun both benchmarks first (scale: every default size)
     python -m bench.report --run-scale --sizes 5000 10000   # measure these sizes, keep the others
     python -m bench.report --topology-only      # only the network-topology block, from bench/out/topology.json
+    python -m bench.report --relief-only        # only the pending-gang block, from bench/out/relief.json
 
 The network-topology block (issue 21) comes from bench/out/topology.json when it exists
-(`python -m bench.topology` writes it; it is never rerun from here: it takes ~25 minutes).
+(`python -m bench.topology` writes it; it is never rerun from here: it takes ~25 minutes). The
+block of runs aimed at a pending gang (issue 22) comes from bench/out/relief.json the same way
+(`python -m bench.relief` writes it, ~2 minutes).
 
 Needs the `bench` extra (highspy, matplotlib).
 """
@@ -22,13 +25,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench import quality, scale, topology  # noqa: E402
+from bench import quality, relief, scale, topology  # noqa: E402
 
 DOC = ROOT / "docs" / "benchmarks.md"
 PLOT = ROOT / "docs" / "scale.png"
 QUALITY_JSON = quality.OUT / "quality.json"
 SCALE_JSON = scale.OUT / "scale.json"
 TOPOLOGY_JSON = topology.OUT / "topology.json"
+RELIEF_JSON = relief.OUT / "relief.json"
 TIME_TARGETS = {5000: 15.0, 10000: 40.0}     # seconds, load + plan
 RSS_TARGET_MB = 1536                          # at 10,000 nodes
 RATIO_TARGET = 2.5                            # time(10k) / time(5k)
@@ -212,7 +216,14 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--topology-only", action="store_true",
                     help="regenerate only the network-topology block from bench/out/topology.json")
+    ap.add_argument("--relief-only", action="store_true",
+                    help="regenerate only the pending-gang (issue 22) block from bench/out/relief.json")
     args = ap.parse_args(argv)
+    if args.relief_only:
+        text = DOC.read_text(encoding="utf-8")
+        DOC.write_text(replace_block(text, "relief", relief.markdown(_load(RELIEF_JSON))), encoding="utf-8")
+        print(f"wrote the relief block of {DOC.relative_to(ROOT)}")
+        return
     if args.topology_only:
         text = DOC.read_text(encoding="utf-8")
         DOC.write_text(replace_block(text, "topology", topology.markdown(_load(TOPOLOGY_JSON))), encoding="utf-8")
@@ -230,6 +241,8 @@ def main(argv=None):
     text = replace_block(text, "machine", machine(sdoc, qdoc))
     if TOPOLOGY_JSON.exists():         # bench.topology writes it (issue 21); the block stays as it is otherwise
         text = replace_block(text, "topology", topology.markdown(_load(TOPOLOGY_JSON)))
+    if RELIEF_JSON.exists():           # bench.relief writes it (issue 22)
+        text = replace_block(text, "relief", relief.markdown(_load(RELIEF_JSON)))
     DOC.write_text(text, encoding="utf-8")
     plot(sdoc)
     print(f"wrote {DOC.relative_to(ROOT)} and {PLOT.relative_to(ROOT)}")
