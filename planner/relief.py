@@ -13,7 +13,8 @@ The plan vacates whole nodes with the round loop (`rounds.Planner`: GANG-3 order
 budget, scope), only nodes some target pod may use, never onto an idle node a target pod may use,
 and stops as soon as the target fits (`Planner.stop`). Candidates tried, least disruption kept:
 
-1. each usable candidate alone (the cheapest MAX_SINGLES by their own GANG-3 cost);
+1. each usable candidate alone (the cheapest MAX_SINGLES by their own GANG-3 cost), then each pair
+   of the cheapest PAIR_POOL that could cost less than the best plan so far;
 2. if none suffices, the round loop over all usable candidates until the target fits, then each
    vacated node left out in turn while the target still fits (latest first).
 
@@ -33,6 +34,7 @@ from .state import SimulatedState
 from .verdicts import VerdictReason
 
 MAX_SINGLES = 64          # usable candidates tried alone, cheapest first
+PAIR_POOL = 8             # the cheapest usable candidates whose pairs are tried (28 pairs at most)
 BASE_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
 
 
@@ -225,11 +227,18 @@ def plan_target(prep, weights, optimized, finish):
 
     cost = PlanCost(prep.gangs)
 
-    def alone(c):
-        return sum(w * d for w, d in zip(weights, cost.with_candidate(prep.groups_of[c])))
-
-    for c in sorted(usable, key=lambda c: (alone(c), prep.cards_of[c], c))[:MAX_SINGLES]:
+    alone = {c: sum(w * d for w, d in zip(weights, cost.with_candidate(prep.groups_of[c]))) for c in usable}
+    ranked = sorted(usable, key=lambda c: (alone[c], prep.cards_of[c], c))
+    for c in ranked[:MAX_SINGLES]:
         consider(run([c]))
+    # pairs of the cheapest: two cheap nodes can disrupt less than the cheapest one that suffices
+    # alone, and when none suffices alone, the greedy pass below need not end on the cheapest pair.
+    # A pair costs at least the dearer of its two alone (GANG-3 grows with what moves).
+    pool = ranked[:PAIR_POOL]
+    for i, a in enumerate(pool):
+        for b in pool[i + 1:]:
+            if best_key is None or max(alone[a], alone[b]) < best_key[0]:
+                consider(run([a, b]))
     greedy = None
     if best is None and usable:
         greedy = run(usable)
