@@ -60,6 +60,9 @@ class Reason:
     # spec.target (RELIEF-2): the target fits without a move, or no plan within scope and budget makes room
     TARGET_FITS = REASON_TARGET_FITS
     TARGET_CANNOT_FIT = REASON_TARGET_CANNOT_FIT
+    # ... and during an Execute: the target bound (Succeeded), was deleted or changed minMember (Failed)
+    # before every planned eviction had started; none started after it
+    TARGET_CHANGED = "TargetChanged"
     # an Execute waiting for the cluster-wide mutex
     ANOTHER_RUN_ACTIVE = "AnotherRunActive"
     COOLDOWN = "ExecuteCooldownActive"

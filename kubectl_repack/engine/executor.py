@@ -15,10 +15,11 @@ from typing import Callable, Optional
 
 import planner
 from planner.gcpause import paused_gc
+from planner.model import pod_group_name
 
 from kubectl_repack.api.run import (EVICTION_ACCEPTED, EVICTION_INDIRECTLY_REMOVED, EVICTION_IN_PROGRESS,
                                     EVICTION_PENDING, EVICTION_REJECTED, PHASE_FAILED, PHASE_SUCCEEDED, Eviction,
-                                    Reason, Relocation, RunView)
+                                    Reason, Relocation, RunView, as_map)
 from kubectl_repack.api import status as run_status
 from kubectl_repack.api.times import parse_time, rfc3339
 from kubectl_repack.errors import ClusterAPIError, RepackError
@@ -28,7 +29,7 @@ from .evictions import (ACCEPTED, GONE, REJECTED, RESUME_DONE_ACCEPTED, RESUME_D
                         settle_unknown, victim_opt_out, victim_state)
 from .outcome import Outcome, decide_outcome, taken_messages, validate_records, verify
 from .ports import (EV_CANCELLED, EV_COMPLETED, EV_EVICTED, EV_EVICTION_BLOCKED, EV_FAILED, EV_LEFT_OUT, EV_NODE_TAKEN,
-                    EV_STARTED, Clock, ClusterReader, EvictionResponse, Evictor, Progress, RunWriter)
+                    EV_STARTED, EV_TARGET_CHANGED, Clock, ClusterReader, EvictionResponse, Evictor, Progress, RunWriter)
 from .tracking import PlacementTracker
 
 
@@ -55,6 +56,46 @@ def evicted_any(run) -> bool:
     """Whether any victim of the run (a dict or a RunView) was (or may have been) evicted: starts
     the cooldown. InProgress counts: the call may have gone through."""
     return any(r.eviction.evicted or r.eviction.phase == EVICTION_IN_PROGRESS for r in RunView.of(run).relocations)
+
+
+# What became of a run's target (spec.target) since its plan: no further eviction starts.
+TARGET_BOUND, TARGET_DELETED, TARGET_RESIZED = "bound", "deleted", "resized"
+
+
+def target_keys(spec) -> list:
+    """The "namespace/name" of each target PodGroup of a run's spec ([] for an untargeted run)."""
+    return list(as_map(as_map(spec).get("target")).get("podGroups") or ())
+
+
+def _min_member(pg: dict) -> int:
+    value = as_map(pg.get("spec")).get("minMember")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def target_change(key: str, pg: Optional[dict], pods: list, min_member_then: Optional[int]) -> tuple:
+    """What became of the target PodGroup `key` (as read now: `pg`, None when gone; `pods`: its
+    namespace's pods) since the plan, whose minMember was `min_member_then` (None: not known):
+    ('', '') while it still waits as planned, else (TARGET_DELETED | TARGET_RESIZED | TARGET_BOUND,
+    why). Bound as vc-scheduler has it: phase Running, or minMember of its pods bound (the planner's
+    "not waiting")."""
+    if pg is None:
+        return TARGET_DELETED, f"the target PodGroup {key} was deleted"
+    min_now = _min_member(pg)
+    if min_member_then is not None and min_now != min_member_then:
+        return TARGET_RESIZED, (f"the target PodGroup {key} changed minMember from {min_member_then} to {min_now}, "
+                                "so the plan no longer makes the room it needs")
+    name = key.split("/", 1)[1]
+    bound = 0
+    for p in pods:
+        meta, spec = as_map(p.get("metadata")), as_map(p.get("spec"))
+        if (pod_group_name(as_map(meta.get("annotations")), as_map(meta.get("labels"))) == name
+                and spec.get("nodeName") and as_map(p.get("status")).get("phase") not in ("Succeeded", "Failed")):
+            bound += 1
+    phase = as_map(pg.get("status")).get("phase")
+    if phase == "Running" or bound >= min_now:
+        return TARGET_BOUND, (f"the target PodGroup {key} is running ({bound} of minMember {min_now} pod(s) bound"
+                              + (", phase Running" if phase == "Running" else "") + ")")
+    return "", ""
 
 
 class Executor:
@@ -85,6 +126,13 @@ class Executor:
     checked: an opt-out rejects every record of the PodGroup, none evicted (as a PDB that forbids
     it). Right before each eviction the victim is read once more: an opt-out rejects its record
     and stops its PodGroup, as a refused eviction does.
+
+    A targeted run (spec.target) reads its target again before each PodGroup's first
+    eviction (a GET of the PodGroup, and its namespace's pods unless it is Running): once it is
+    bound, deleted, or its minMember is not the plan's (known from plan_live, else from the first
+    read of this process: a resumed run compares with the minMember it first sees), no further
+    eviction starts; the evicted pods' replacements are still tracked, and the run ends
+    TargetChanged (Succeeded when the target bound, else Failed) saying why.
     """
 
     def __init__(self, reader: ClusterReader, evictor: Evictor, runs: RunWriter, clock: Clock = None,
@@ -107,6 +155,8 @@ class Executor:
         self._cancel = ""
         self._refused: Optional[tuple] = None   # (reason, message) from vet: no further eviction
         self._left_out = ""     # start()'s left_out: repeated in the run's final message
+        self._target_min: dict = {}      # target PodGroup key -> its minMember when the plan was made
+        self._target: tuple = ("", "")   # target_change's answer that stopped the evictions
         self._tracker = PlacementTracker(reader, runs, self.clock, self.options.poll_interval, self.on_event,
                                          self._progress)
 
@@ -145,6 +195,24 @@ class Executor:
         """End a run that must not (or cannot) start: Failed with `reason`, nothing evicted."""
         return self._finish(name, Outcome(PHASE_FAILED, reason, message))
 
+    def succeed(self, name: str, reason: str, message: str) -> dict:
+        """End a run that need not start (its target runs already): Succeeded with `reason`."""
+        return self._finish(name, Outcome(PHASE_SUCCEEDED, reason, message))
+
+    def target_state(self, spec) -> tuple:
+        """target_change for the first target of `spec` that no longer waits as planned (('', '')
+        when every one still does); remembers the minMember it sees where the plan's is not known."""
+        for key in target_keys(spec):
+            ns, _, name = key.partition("/")
+            pg = self.reader.get_podgroup(ns, name)
+            running = pg is not None and as_map(pg.get("status")).get("phase") == "Running"
+            pods = self.reader.list_pods(ns) if pg is not None and not running else []
+            change = target_change(key, pg, pods, self._target_min.get(key))
+            if change[0]:
+                return change
+            self._target_min.setdefault(key, _min_member(pg))
+        return "", ""
+
     def _finish(self, name: str, outcome: Outcome) -> dict:
         """End the run with `outcome` (an Event, and the terminal status). Returns the run."""
         if self._left_out and self._left_out not in outcome.message:   # what this run's plan could not move
@@ -170,8 +238,13 @@ class Executor:
         spec = planner.RunSpec.from_spec(run["spec"])
         objects = self.reader.snapshot_objects() if snapshot is None else None
         with paused_gc():
-            return planner.plan(snapshot if snapshot is not None else planner.load_objects(objects), spec,
-                                not_evictable=not_evictable)
+            if snapshot is None:
+                snapshot = planner.load_objects(objects)
+            for key in target_keys(run["spec"]):   # what the plan is made for: a change stops the evictions
+                pg = snapshot.podgroup_by_key.get(key)
+                if pg is not None:
+                    self._target_min[key] = pg.min_member
+            return planner.plan(snapshot, spec, not_evictable=not_evictable)
 
     def start(self, name: str, plan: "planner.Plan", left_out: str = "") -> dict:
         """Persist the plan and every relocation record BEFORE the first eviction (EXEC-3); or end
@@ -232,6 +305,10 @@ class Executor:
         if self._refused:
             stopped = decide_outcome(st, ver, timed_out, cancelled=self._refused[1])
             return self._finish(name, Outcome(PHASE_FAILED, self._refused[0], stopped.message, stopped.result))
+        if self._target[0] and not self._cancel:
+            stopped = decide_outcome(st, ver, timed_out, cancelled=f"{self._target[1]}: no further eviction started")
+            return self._finish(name, Outcome(PHASE_SUCCEEDED if self._target[0] == TARGET_BOUND else PHASE_FAILED,
+                                              Reason.TARGET_CHANGED, stopped.message, stopped.result))
         return self._finish(name, decide_outcome(st, ver, timed_out, not_started=skipped, cancelled=self._cancel))
 
     def _progress(self, run: RunView) -> None:
@@ -277,6 +354,14 @@ class Executor:
                 self._cancel = self.cancelled(self.runs.get(name))
             if self._cancel or self._refused:
                 run = self._not_evicted(name, run, [i for i, _ in todo], self._cancel or self._refused[1])
+                continue
+            if not self._target[0] and target_keys(run.spec):   # between PodGroups: a gang is never split
+                self._target = self.target_state(run.spec)
+                if self._target[0]:
+                    self.on_event(EV_TARGET_CHANGED, f"{self._target[1]}: no further eviction starts",
+                                  self._target[0] != TARGET_BOUND)
+            if self._target[0]:
+                run = self._not_evicted(name, run, [i for i, _ in todo], self._target[1])
                 continue
             if self.clock.now() >= deadline:
                 run = self._not_started(name, run, [i for i, _ in todo], deadline)

@@ -24,6 +24,7 @@ EV_STARTED, EV_EVICTED, EV_EVICTION_BLOCKED = "Started", "Evicted", "EvictionBlo
 EV_NOMINATED, EV_PLACED, EV_PLACEMENT_TIMED_OUT = "Nominated", "Placed", "PlacementTimedOut"
 EV_COMPLETED, EV_FAILED, EV_CANCELLED = "Completed", "Failed", "Cancelled"
 EV_LEFT_OUT = "PodsLeftOut"     # the plan was not allowed to move some pods (the creator may not evict there)
+EV_TARGET_CHANGED = "TargetChanged"   # a targeted run's target bound, was deleted or resized: no further eviction
 EV_NODE_TAKEN = "VacatedNodeTaken"   # a waiting workload took a node the run vacated ("<node> vacated; now used by ...")
 
 
@@ -55,6 +56,7 @@ class Clock:
 class ClusterReader(Protocol):
     def snapshot_objects(self) -> list: ...
     def get_pod(self, namespace: str, name: str) -> Optional[dict]: ...
+    def get_podgroup(self, namespace: str, name: str) -> Optional[dict]: ...   # read for targeted runs only
     def list_pods(self, namespace: str) -> list: ...
     def list_pdbs(self, namespace: str) -> list: ...
 

@@ -5,7 +5,8 @@ one) -> take the cluster-wide execute Lease (else the run stays Pending with Ano
 ExecuteCooldownActive, and apply waits or gives up) -> plan again on live state (in the cluster:
 only pods the run's creator may evict, `screen`) -> persist the plan and every relocation record ->
 evict, track, verify (Executor) -> release the Lease, starting the cooldown if anything was
-evicted. Re-running it on the same run continues from the records.
+evicted. Re-running it on the same run continues from the records. A targeted run (spec.target)
+whose target runs already when the Lease is taken ends TargetAlreadyFits there, evicting nothing.
 """
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ import planner
 
 from kubectl_repack.api.run import EVICTION_IN_PROGRESS, EVICTION_PENDING, MODE_EXECUTE, Reason, RunView, is_finished
 from kubectl_repack.api.status import initial_relocations
-from kubectl_repack.errors import ClusterAPIError, NotFound, RepackError, ValidationError
+from kubectl_repack.errors import ClusterAPIError, NotFound, RepackError, SpecError, ValidationError
 
-from .executor import Executor, Options, evicted_any
+from .executor import TARGET_BOUND, Executor, Options, evicted_any, target_keys
 from .mutex import holder_identity
 from .ports import Clock, ClusterReader, Evictor, Mutex, Reporter, RunStore
 
@@ -118,6 +119,58 @@ def namespaces_to_evict(run: dict) -> list:
                    if r.eviction.phase in (EVICTION_PENDING, EVICTION_IN_PROGRESS)})
 
 
+def _target_moved_on(engine: Executor, name: str, current: dict) -> Optional[dict]:
+    """Before anything is planned (spec.target): a target that runs already leaves nothing to make
+    room for (Succeeded, TargetAlreadyFits), one that is gone nothing to aim at (Failed,
+    TargetChanged); the ended run, or None (untargeted, or every target still waits)."""
+    if not target_keys(current["spec"]):
+        return None
+    target, why = engine.target_state(current["spec"])
+    if target == TARGET_BOUND:
+        return engine.succeed(name, Reason.TARGET_FITS, f"{why} before the Execute began: nothing to make room "
+                                                        "for; nothing was evicted")
+    if target:
+        return engine.fail(name, Reason.TARGET_CHANGED, f"{why} before the Execute began; nothing was evicted")
+    return None
+
+
+def _start_new(engine: Executor, name: str, current: dict, request: ApplyRequest,
+               screen: Optional[Callable[[list], Screening]], authorize: Optional[Callable[[list], str]],
+               seal: Optional[Callable[[dict, list], None]]) -> tuple:
+    """A new start under the Lease (apply_run's docstring says which hook does what): the target
+    checked, the screen, the live plan, the authorization of what it moves, the records. Returns
+    (the run, the cooldown to store when the Lease is released: None unless the run started)."""
+    ended = _target_moved_on(engine, name, current)
+    if ended is not None:
+        return ended, None
+    snapshot, not_evictable, left_out = None, None, ""
+    if screen:
+        snapshot = engine.live_snapshot()
+        namespaces = planner.movable_namespaces(snapshot, current["spec"])
+        screening = screen(namespaces)
+        refused = screening.refused or refused_everywhere(namespaces, screening)
+        if refused:
+            return engine.fail(name, Reason.NOT_AUTHORIZED, f"{refused}; nothing was evicted"), None
+        denied = [ns for ns in namespaces if ns in screening.denied]
+        if denied:
+            not_evictable = not_evictable_reasons(denied, screening.creator)
+            left_out = left_out_line(denied, screening.creator)
+    try:
+        plan = engine.plan_live(current, snapshot, not_evictable)    # EXEC-1: never a DryRun's plan
+    except SpecError as e:   # a spec the live state refuses would never pass: the run ends
+        # (the planner refuses a target that is not waiting: one that started running or went away meanwhile)
+        ended = _target_moved_on(engine, name, current)
+        return ended if ended is not None else engine.fail(
+            name, Reason.INVALID_SPEC, f"the planner refuses the spec on live state: {e}; nothing was evicted"), None
+    # asked again for what the plan moves (the screen is not the only check)
+    denied_now = authorize(sorted({m.pod.namespace for m in plan.moves})) if authorize and plan.moves else ""
+    if denied_now:
+        return engine.fail(name, Reason.NOT_AUTHORIZED, f"{denied_now}; nothing was evicted"), None
+    if seal and plan.moves:
+        seal(current, initial_relocations(plan))    # before the records exist
+    return engine.start(name, plan, left_out), (request.cooldown if authorize else None)
+
+
 def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: ClusterReader, evictor: Evictor,
               reporter: Reporter, clock: Optional[Clock] = None, me: Optional[str] = None,
               authorize: Optional[Callable[[list], str]] = None, cancelled: Optional[Callable[[dict], str]] = None,
@@ -196,30 +249,7 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
     completed = None
     try:
         if not RunView(current).has_records and not is_finished(current):
-            snapshot, not_evictable, left_out, refused = None, None, "", ""
-            if screen:
-                snapshot = engine.live_snapshot()
-                namespaces = planner.movable_namespaces(snapshot, current["spec"])
-                screening = screen(namespaces)
-                refused = screening.refused or refused_everywhere(namespaces, screening)
-                denied = [ns for ns in namespaces if ns in screening.denied]
-                if denied:
-                    not_evictable = not_evictable_reasons(denied, screening.creator)
-                    left_out = left_out_line(denied, screening.creator)
-            if refused:
-                current = engine.fail(name, Reason.NOT_AUTHORIZED, f"{refused}; nothing was evicted")
-            else:
-                plan = engine.plan_live(current, snapshot, not_evictable)    # EXEC-1: never a DryRun's plan
-                # asked again for what the plan moves (the screen is not the only check)
-                denied_now = authorize(sorted({m.pod.namespace for m in plan.moves})) if authorize and plan.moves \
-                    else ""
-                if denied_now:
-                    current = engine.fail(name, Reason.NOT_AUTHORIZED, f"{denied_now}; nothing was evicted")
-                else:
-                    store_later = request.cooldown if authorize else None
-                    if seal and plan.moves:
-                        seal(current, initial_relocations(plan))    # before the records exist
-                    current = engine.start(name, plan, left_out)
+            current, store_later = _start_new(engine, name, current, request, screen, authorize, seal)
         elif not is_finished(current) and authorize:
             denied_now = authorize(namespaces_to_evict(current))
             if denied_now:

@@ -80,6 +80,7 @@ SNAPSHOT_KINDS = (
 FILTER_KINDS = tuple(k for k in SNAPSHOT_KINDS if k.kind in ("Namespace", "Node", "PersistentVolume",
                                                            "PersistentVolumeClaim", "Pod"))
 POD_KIND = next(k for k in SNAPSHOT_KINDS if k.kind == "Pod")
+PODGROUP_KIND = next(k for k in SNAPSHOT_KINDS if k.kind == "PodGroup")
 
 # What `kubectl repack install` writes (kubectl_repack.deploy.installer), besides the Namespace.
 INSTALL_KINDS = (
@@ -292,6 +293,10 @@ class LiveCluster:
             return call_json(f"reading pod {namespace}/{name}", self.core.read_namespaced_pod, name, namespace)
         except NotFound:
             return None
+
+    def get_podgroup(self, namespace: str, name: str) -> Optional[dict]:
+        """The Volcano PodGroup, or None when it does not exist (a targeted run watches its target)."""
+        return get_path(self.api, PODGROUP_KIND.path(namespace, name))
 
     def list_pods(self, namespace: Optional[str] = None) -> list:
         """Pods of one namespace, or of the whole cluster (paginated), each with apiVersion and kind."""

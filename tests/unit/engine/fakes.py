@@ -55,6 +55,12 @@ class FakeCluster:
                 return copy.deepcopy(p)
         return None
 
+    def get_podgroup(self, namespace, name):
+        for o in self.objects:
+            if o["kind"] == "PodGroup" and o["metadata"]["namespace"] == namespace and o["metadata"]["name"] == name:
+                return copy.deepcopy(o)
+        return None
+
     def list_pods(self, namespace):
         return [copy.deepcopy(p) for p in self._pods() if p["metadata"]["namespace"] == namespace]
 
