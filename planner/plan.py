@@ -43,8 +43,7 @@ def plan(snapshot, spec, weights=DEFAULT_WEIGHTS, optimized=True, progress=None,
     with "pod ns/name: why" (`movable_namespaces(snapshot, spec)` says which namespaces to ask about).
     """
     run = spec if isinstance(spec, RunSpec) else RunSpec.from_spec(spec)
-    if run.target is not None and not run.resource:
-        run = dataclasses.replace(run, resource=relief.Gangs(snapshot, run.target).resource())
+    run = relief.resolve_resource(snapshot, run)
     prep = prepare(snapshot, run, not_evictable)
     if run.target is not None:
         return relief.plan_target(prep, weights, optimized, finish)

@@ -87,7 +87,8 @@ def movable_namespaces(snapshot, spec) -> list:
     bound, not finished, requesting the run's resource, on a provider node in scope.nodes, and
     movable by every rule (planner.rules) but the caller's own `not_evictable`. What a caller asks
     about before planning when the run may evict only where someone allows it (one pass)."""
-    run = spec if isinstance(spec, RunSpec) else RunSpec.from_spec(spec)
+    from .relief import resolve_resource   # relief builds on this module
+    run = resolve_resource(snapshot, spec if isinstance(spec, RunSpec) else RunSpec.from_spec(spec))
     R, scope = run.resource, run.scope
     alloc, _, _ = usage(snapshot, R)
     ctx = RuleContext(snapshot, scope)

@@ -103,6 +103,14 @@ class Gangs:
                          for k in self.keys)
 
 
+def resolve_resource(snapshot, run):
+    """`run` with its resource: a targeted run that names no goal takes the one extended resource
+    its targets request (SpecError naming them when they request none or several)."""
+    if run.target is None or run.resource:
+        return run
+    return replace(run, resource=Gangs(snapshot, run.target).resource())
+
+
 class Placer:
     """Places the targets' pending pods on a state (see the module doc)."""
 

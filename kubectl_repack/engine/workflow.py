@@ -144,18 +144,18 @@ def _start_new(engine: Executor, name: str, current: dict, request: ApplyRequest
     if ended is not None:
         return ended, None
     snapshot, not_evictable, left_out = None, None, ""
-    if screen:
-        snapshot = engine.live_snapshot()
-        namespaces = planner.movable_namespaces(snapshot, current["spec"])
-        screening = screen(namespaces)
-        refused = screening.refused or refused_everywhere(namespaces, screening)
-        if refused:
-            return engine.fail(name, Reason.NOT_AUTHORIZED, f"{refused}; nothing was evicted"), None
-        denied = [ns for ns in namespaces if ns in screening.denied]
-        if denied:
-            not_evictable = not_evictable_reasons(denied, screening.creator)
-            left_out = left_out_line(denied, screening.creator)
     try:
+        if screen:
+            snapshot = engine.live_snapshot()
+            namespaces = planner.movable_namespaces(snapshot, current["spec"])
+            screening = screen(namespaces)
+            refused = screening.refused or refused_everywhere(namespaces, screening)
+            if refused:
+                return engine.fail(name, Reason.NOT_AUTHORIZED, f"{refused}; nothing was evicted"), None
+            denied = [ns for ns in namespaces if ns in screening.denied]
+            if denied:
+                not_evictable = not_evictable_reasons(denied, screening.creator)
+                left_out = left_out_line(denied, screening.creator)
         plan = engine.plan_live(current, snapshot, not_evictable)    # EXEC-1: never a DryRun's plan
     except SpecError as e:   # a spec the live state refuses would never pass: the run ends
         # (the planner refuses a target that is not waiting: one that started running or went away meanwhile)

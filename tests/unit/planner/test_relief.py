@@ -252,3 +252,16 @@ def test_a_gang_without_pods_yet_waits_for_enqueue_and_its_queue_comes_first():
     assert p.outcome == "TargetAlreadyFits" and "queue closed-q is Closed" in p.message and p.resource == R
     p = plan(snap, target_spec("default/unborn2-pg"))
     assert p.outcome == "TargetCannotFit" and "has no pod yet" in p.message and p.moves == ()
+
+
+def test_the_namespaces_a_targeted_run_may_move_are_those_of_its_resource():
+    """The controller asks whether the creator may evict in movable_namespaces(snapshot, spec) before
+    planning: a targeted run without goals must name the namespaces of the pods holding the
+    target's resource, not none (then nothing would be screened out)."""
+    from planner import movable_namespaces
+    objs = seed()
+    for o in objs:
+        if o["kind"] in ("Pod", "PodGroup") and o["metadata"]["name"].startswith("batch"):
+            o["metadata"]["namespace"] = "team-b"
+    snap = load_objects(objs)
+    assert "team-b" in movable_namespaces(snap, target_spec("default/large-pg", goals=False))
