@@ -294,7 +294,8 @@ def test_two_coordinators_only_the_lease_holder_acts_and_the_other_takes_over(co
         first = unique("gated-a")
         _gated_orphan(core, ns, first)
         wait_for(f"pod {first}'s gate released by the leader", lambda: _released(core, ns, first), timeout=30)
-        assert f"pod {ns}/{first}: gate removed" in a.log()
+        wait_for(f"coordinator a to log removing {first}'s gate",
+                 lambda: f"pod {ns}/{first}: gate removed" in a.log() or None, timeout=10)
         assert "gate removed" not in b.log() and b.identity() is None     # the standby did nothing
 
         a.proc.send_signal(signal.SIGKILL)    # the holder dies without releasing the Lease
@@ -312,7 +313,9 @@ def test_two_coordinators_only_the_lease_holder_acts_and_the_other_takes_over(co
         second = unique("gated-b")
         _gated_orphan(core, ns, second)
         wait_for(f"pod {second}'s gate released by the new leader", lambda: _released(core, ns, second), timeout=30)
-        assert f"pod {ns}/{second}: gate removed" in b.log()
+        # the line is written after the patch returns: the test can see the pod first
+        wait_for(f"coordinator b to log removing {second}'s gate",
+                 lambda: f"pod {ns}/{second}: gate removed" in b.log() or None, timeout=10)
     finally:
         a.stop()
         if b is not None:

@@ -313,4 +313,4 @@ def test_paginated_lists_see_every_object(seed):
         "online-serving-critical-entry-0", "online-serving-critical-worker-0",
         "llm-pretrain-critical-master-0", "llm-pretrain-critical-worker-0"}
     # ModelServing's CRD is not installed on this control plane: the list is empty, not an error.
-    assert kobjects.list_objects(api, kobjects.SNAPSHOT_KINDS[-1]) == []
+    assert kobjects.list_objects(api, kobjects.KINDS_BY_NAME["ModelServing"]) == []
