@@ -629,6 +629,10 @@ def test_a_run_aimed_at_the_waiting_job_makes_room_for_it(
             api, ns, "ascend-large-training")
         assert done["status"]["plan"]["summary"]["target"]["fits"] is True, done["status"]["plan"]
         assert done["status"]["plan"]["freedNodes"] == [nodes[0]], done["status"]["plan"]
+        # node 01 was vacated (the target may already hold it: then it is named there, not in freedNodes)
+        vacated = done["status"]["result"]["vacatedNodes"]
+        assert [v["node"] for v in vacated] == [nodes[0]], done["status"]["result"]
+        assert vacated[0].get("takenBy", [f"{ns}/ascend-large-training"]) == [f"{ns}/ascend-large-training"], vacated
         large = wait_running(api, ns, "ascend-large-training")
         FIGURES["targeted_apply_to_bound_seconds"] = round(time.monotonic() - t0, 1)
         assert {n for n, _ in large.values()} == {nodes[0]}, large
