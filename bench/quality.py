@@ -20,7 +20,6 @@ Not a test: it prints figures. Needs the `bench` extra (highspy).
 """
 import argparse
 import json
-import os
 import random
 import sys
 import time
@@ -725,7 +724,7 @@ def main(argv=None):
         reuse = {(r["id"], r["seed"], r.get("profile", "base"), r["variant"]): r for r in old_rows}
     rows = []
     t0 = time.perf_counter()
-    from bench.scale import _git_head
+    from bench.scale import _git_head, write_results
     if args.rows:
         with open(args.rows, "w", encoding="utf-8") as f:
             f.write(json.dumps({"generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": _git_head(),
@@ -755,11 +754,7 @@ def main(argv=None):
     md = markdown(result)
     print()
     print(md)
-    for path, text in ((args.output, json.dumps(result, indent=1) + "\n"), (args.markdown, md)):
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-    print(f"wrote {args.output} and {args.markdown}")
+    write_results(result, md, args.output, args.markdown)
 
 
 if __name__ == "__main__":

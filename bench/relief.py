@@ -23,7 +23,6 @@ Not a test: it prints figures. Needs the `bench` extra (highspy).
 """
 import argparse
 import json
-import os
 import random
 import re
 import sys
@@ -596,7 +595,7 @@ def main(argv=None):
         for iid in args.diagnose:
             diagnose(iid, args.time_limit)
         return
-    from bench.scale import _git_head
+    from bench.scale import _git_head, write_results
     checker_selftest()
     rows, t0 = [], time.perf_counter()
     for inst in instances(args.instances):
@@ -619,11 +618,7 @@ def main(argv=None):
     md = markdown(doc)
     print()
     print(md)
-    for path, text in ((args.output, json.dumps(doc, indent=1) + "\n"), (args.markdown, md)):
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-    print(f"wrote {args.output} and {args.markdown}")
+    write_results(doc, md, args.output, args.markdown)
 
 
 if __name__ == "__main__":

@@ -114,6 +114,15 @@ def _git_head():
         return ""
 
 
+def write_results(doc: dict, md: str, json_path: str, md_path: str) -> None:
+    """A benchmark's results: `doc` as JSON at `json_path`, its markdown `md` at `md_path`."""
+    for path, text in ((json_path, json.dumps(doc, indent=1) + "\n"), (md_path, md)):
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    print(f"wrote {json_path} and {md_path}")
+
+
 def machine():
     """What the figures were measured on."""
     mem = ""

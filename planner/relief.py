@@ -44,6 +44,15 @@ def extended(resource: str) -> bool:
     return "/" in resource and not resource.startswith(("hugepages-", "requests.", "limits.", "count/"))
 
 
+def gang_members(snapshot, key) -> tuple:
+    """(its pending pods in name order, how many of its pods are bound) of PodGroup `key`, counting
+    the pods that have not finished."""
+    ns, name = key.split("/", 1)
+    members = [p for p in snapshot.pods if p.namespace == ns and p.group_name == name and not p.terminal]
+    pending = sorted((p for p in members if not p.node_name), key=lambda p: p.name)
+    return pending, len(members) - len(pending)
+
+
 class Gangs:
     """The target gangs of a snapshot: their pending pods and how many each still needs."""
 
@@ -56,10 +65,7 @@ class Gangs:
             where = f"spec.target.podGroups[{i}]"
             if pg is None:
                 raise SpecError(f"{where}: PodGroup {key} is not in the snapshot")
-            ns, name = key.split("/", 1)
-            members = [p for p in snapshot.pods if p.namespace == ns and p.group_name == name and not p.terminal]
-            pending = sorted((p for p in members if not p.node_name), key=lambda p: p.name)
-            bound = len(members) - len(pending)
+            pending, bound = gang_members(snapshot, key)
             need = pg.min_member - bound
             if need <= 0:
                 raise SpecError(f"{where}: PodGroup {key} is not waiting: {bound} of its pods are bound "
@@ -385,9 +391,7 @@ def explain(snapshot, key, resource="", weights=None, spec=None) -> Diagnosis:
     if pg is None:
         raise SpecError(f"PodGroup {key} is not in the snapshot")
     ns, name = key.split("/", 1)
-    members = [p for p in snapshot.pods if p.namespace == ns and p.group_name == name and not p.terminal]
-    pending = sorted((p for p in members if not p.node_name), key=lambda p: p.name)
-    bound = len(members) - len(pending)
+    pending, bound = gang_members(snapshot, key)
     need = max(pg.min_member - bound, 0)
     queue = snapshot.queue_by_name.get(pg.queue)
     base = dict(podgroup=key, phase=pg.phase, min_member=pg.min_member, bound=bound, pending=len(pending),
