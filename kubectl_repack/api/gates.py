@@ -40,6 +40,16 @@ REPLACEMENT_MARKS = (RELOCATION_RUN_ANNOTATION, RELOCATION_INDEX_ANNOTATION, REL
                      REPLACEMENT_PODGROUP_ANNOTATION, PLANNED_NODE_ANNOTATION, PLACEMENT_GATE_OWNER_ANNOTATION,
                      GATED_AT_ANNOTATION)
 
+# The pending pods of a targeted run's target (RELIEF-3): the coordinator marks such a pod with the
+# run (`<run name>/<run uid>`) and the vacated node it nominates, in one pods patch, and only then
+# writes status.nominatedNodeName through pods/status. The admission policy
+# `nomination_policy` lets the coordinator set nominatedNodeName only to the node these name (or, on
+# a gated replacement, to PLANNED_NODE_ANNOTATION); the executor reads them back for
+# status.result.target.nominated. Nobody but the coordinator and the controller may change them.
+TARGET_RUN_ANNOTATION = "repack.volcano.sh/target-of"
+TARGET_NODE_ANNOTATION = "repack.volcano.sh/target-node"
+TARGET_MARKS = (TARGET_RUN_ANNOTATION, TARGET_NODE_ANNOTATION)
+
 # The promise: no pod stays gated longer than this (the coordinator lifts the gate then, and the
 # controller does too, should the coordinator be down). Gates fail open.
 PLACEMENT_LEASE = dt.timedelta(seconds=30)
@@ -86,3 +96,13 @@ def expired_gate_patches(pods, now: dt.datetime, lease: dt.timedelta = PLACEMENT
         if gated is None or now - gated >= lease:
             out.append((view.namespace, view.name, ungate_patch(pod)))
     return out
+
+
+def target_mark_patch(pod: Mapping[str, Any], run_ref: str, node: str) -> list:
+    """JSON patch writing the target marks (TARGET_MARKS) on `pod`: the run `run_ref`
+    (`<name>/<uid>`) and the node about to be nominated."""
+    ops: list = [] if ObjectView(pod).meta.get("annotations") else [
+        {"op": "add", "path": "/metadata/annotations", "value": {}}]
+    for key, value in ((TARGET_RUN_ANNOTATION, run_ref), (TARGET_NODE_ANNOTATION, node)):
+        ops.append({"op": "add", "path": "/metadata/annotations/" + escape_pointer(key), "value": value})
+    return ops

@@ -10,6 +10,10 @@ process, the leader of the Lease `repack-coordinator`, finishes the job for ever
 4. a gate older than the placement lease is removed whatever happens (fail open, TimedOut);
 5. once the replacement is bound, record actualNodeName (phase Placed).
 
+And for a targeted run (RELIEF-3), once its executor has seen the planned nodes vacated
+(status.result.target written, not yet bound): mark each pending pod of the target with the run and
+the vacated node that fits it (`decide_target`), then PATCH its pods/status nominatedNodeName.
+
 It never deletes a run: finished runs past `ttlSecondsAfterFinished` are the controller's to delete
 (kubectl_repack.engine.workflow.sweep_expired).
 
@@ -37,8 +41,8 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
 
 from kubectl_repack.api import installed
-from kubectl_repack.api.gates import COORDINATOR_LEASE_NAME, PLACEMENT_LEASE, ungate_patch
-from kubectl_repack.api.run import RunView, goal_resource, write_placement_fields
+from kubectl_repack.api.gates import COORDINATOR_LEASE_NAME, PLACEMENT_LEASE, target_mark_patch, ungate_patch
+from kubectl_repack.api.run import RunView, as_map, goal_resource, write_placement_fields
 from kubectl_repack.api.times import parse_duration, utcnow
 from kubectl_repack.api.view import ObjectView
 from kubectl_repack.errors import NotFound, RepackError
@@ -46,7 +50,8 @@ from kubectl_repack.kube.objects import FILTER_KINDS
 from webhook.common.election import LeaderElector, leader_process_args, process_identity
 from webhook.common.health import Answer, serve
 from webhook.common.metrics import Metrics
-from webhook.coordinator.placement import Decision, LiveFit, Replacement, decide, find_record_in, replacement_of
+from webhook.coordinator.placement import (Decision, LiveFit, Replacement, awaiting_target, decide, decide_target,
+                                          find_record_in, replacement_of, target_run_ref)
 
 log = logging.getLogger("webhook.coordinator")
 
@@ -61,6 +66,7 @@ class Cluster(Protocol):
     def snapshot_objects(self, kinds=...) -> list: ...
     def patch_pod(self, namespace: str, name: str, json_patch: list) -> None: ...
     def nominate(self, namespace: str, name: str, node: str) -> None: ...
+    def get_podgroup(self, namespace: str, name: str) -> Optional[dict]: ...
 
 
 class Runs(Protocol):
@@ -86,6 +92,7 @@ class Coordinator:
         self.metrics = metrics if metrics is not None else Metrics()
         self.clock = clock
         self._last_sweep = float("-inf")
+        self._said: set = set()   # (run uid, note) already logged
         self.stop_event = threading.Event()
 
     # ----- main loop
@@ -107,6 +114,12 @@ class Coordinator:
         runs = self.runs.list()
         now = self.clock()
         views = [RunView(r) for r in runs]
+        for view in views:
+            if awaiting_target(view.obj) and self.elector.is_leader:
+                try:
+                    self.nominate_target(view.obj)
+                except Exception:  # noqa: BLE001 - retried next tick
+                    log.exception("run %s: nominating its target failed", view.name)
         by_name = {v.name: v.obj for v in views}
         namespaces = sorted({str((rel or {}).get("namespace") or "") for v in views if v.active_execute
                              for rel in v.status.get("relocations") or ()} - {""})
@@ -145,6 +158,29 @@ class Coordinator:
                     continue
                 if decision.nominate and fit is not None:
                     fit.reserve(rep.key, decision.nominate)
+
+    def nominate_target(self, run: Mapping[str, Any]) -> None:
+        """RELIEF-3: once a targeted run's planned nodes are vacated, hint them to its target's
+        pending pods (`decide_target`): mark the pod (TARGET_MARKS, a pods patch), then PATCH
+        pods/status nominatedNodeName. A hint, never a reservation (NOM-4)."""
+        view = RunView(run)
+        keys = [str(k) for k in as_map(view.spec.get("target")).get("podGroups") or ()]
+        namespaces = sorted({k.partition("/")[0] for k in keys})
+        pods = [p for ns in namespaces for p in self.cluster.list_pods(ns)]
+        groups = {k: self.cluster.get_podgroup(*k.split("/", 1)) for k in keys if "/" in k}
+        fit: Any = _LazyFit(lambda: LiveFit(self.cluster.snapshot_objects(FILTER_KINDS), goal_resource(run)))
+        decision = decide_target(run, pods, groups, fit)
+        by_key = {f"{ObjectView(p).namespace}/{ObjectView(p).name}": p for p in pods}
+        ref = target_run_ref(run)
+        for ns, name, node in decision.nominations:
+            self.cluster.patch_pod(ns, name, target_mark_patch(by_key[f"{ns}/{name}"], ref, node))
+            self.cluster.nominate(ns, name, node)
+            self.metrics.inc("nominations_total")   # replacements and target pods alike
+            log.info("pod %s/%s: nominated %s for the target of run %s", ns, name, node, view.name)
+        for note in decision.notes:
+            if (view.uid, note) not in self._said:
+                self._said.add((view.uid, note))
+                log.info("run %s: %s", view.name, note)
 
     def apply(self, rep: Replacement, pod: Mapping[str, Any], d: Decision) -> None:
         """Carry out a decision in the order NOM-2 requires: record, hint, record, ungate.
@@ -190,6 +226,32 @@ class Coordinator:
             self.runs.update_status(rep.run_name, mutate, uid=rep.run_uid or None)
         except (_NotOurs, NotFound) as e:
             log.info("pod %s: not recording (%s)", rep.key, e)
+
+
+class _LazyFit:
+    """A LiveFit read from the cluster only when a node is first checked (a target already bound
+    needs no snapshot)."""
+
+    def __init__(self, load: Callable[[], LiveFit]):
+        self._load, self._fit = load, None
+        self._error = ""
+
+    def _get(self) -> Optional[LiveFit]:
+        if self._fit is None and not self._error:
+            try:
+                self._fit = self._load()
+            except Exception as exc:  # noqa: BLE001 - an unreadable cluster: no hint
+                self._error = f"live state could not be loaded: {exc}"
+        return self._fit
+
+    def check(self, pod_key: str, node: str) -> Optional[str]:
+        fit = self._get()
+        return self._error if fit is None else fit.check(pod_key, node)
+
+    def reserve(self, pod_key: str, node: str) -> None:
+        fit = self._get()
+        if fit is not None:
+            fit.reserve(pod_key, node)
 
 
 # --- process entry point ---------------------------------------------------------------------------

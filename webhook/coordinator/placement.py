@@ -2,7 +2,8 @@
 
 `replacement_of` reads the webhook's annotations back off a pod; `decide` is the whole policy for
 one pod (record, nominate, lift the gate, time out) as a function of the pod, its run and the
-time, tested as a table; `LiveFit` checks a planned node on a live snapshot with the planner's
+time, tested as a table; `decide_target` is the policy for a targeted run's pending pods once its
+planned nodes are vacated (RELIEF-3), also a table; `LiveFit` checks a planned node on a live snapshot with the planner's
 own scheduler filters. The coordinator process (webhook.coordinator.loop) only does the I/O around them.
 The placement fields a decision writes are the run API's `Placement` transitions (the executor's
 time-out writes through the same ones).
@@ -11,16 +12,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Protocol
 
 from kubectl_repack.api.gates import (GATED_AT_ANNOTATION, PLACEMENT_GATE_OWNER_ANNOTATION,
                                       RELOCATION_INDEX_ANNOTATION, RELOCATION_RUN_ANNOTATION,
-                                      RELOCATION_VICTIM_ANNOTATION, REPLACEMENT_PODGROUP_ANNOTATION, has_gate)
-from kubectl_repack.api.run import Placement, as_map, is_active_execute
+                                      RELOCATION_VICTIM_ANNOTATION, REPLACEMENT_PODGROUP_ANNOTATION,
+                                      TARGET_NODE_ANNOTATION, TARGET_RUN_ANNOTATION, has_gate)
+from kubectl_repack.api.run import Placement, RunView, as_map, is_active_execute
 from kubectl_repack.api.times import parse_time
 from kubectl_repack.api.view import ObjectView
 from planner.filters import run_filters
 from planner.load import load_objects
+from planner.model import pod_group_name
 from planner.state import SimulatedState
 
 POD_FINISHED_PHASES = ("Succeeded", "Failed")
@@ -160,6 +163,109 @@ def decide(rep: Replacement, run: Optional[Mapping[str, Any]], now: datetime, pl
                         after_nomination=placement.changes(placement.nominated(planned)), ungate=True,
                         reason=f"planned node {planned} still fits")
     return Decision(record=first(placement), ungate=True, reason=f"planned node {planned} no longer fits: {reason}")
+
+
+# --- the target of a run (RELIEF-3) ---------------------------------------------------------------
+class Fit(Protocol):
+    """What decide_target asks about a node (LiveFit): check, then count a nomination made."""
+    def check(self, pod_key: str, node: str) -> Optional[str]: ...
+    def reserve(self, pod_key: str, node: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class TargetDecision:
+    """The target pods to nominate, and why the others get no hint (one line each)."""
+
+    nominations: tuple = ()   # ((namespace, pod, node), ...) in the order to write them
+    notes: tuple = ()
+
+
+def target_run_ref(run: Mapping[str, Any]) -> str:
+    """`<name>/<uid>` of a run: the value of TARGET_RUN_ANNOTATION on the pods it nominates."""
+    view = ObjectView(run)
+    return f"{view.name}/{view.uid}"
+
+
+def awaiting_target(run: Optional[Mapping[str, Any]]) -> bool:
+    """A Running targeted Execute whose executor has seen the planned nodes vacated and waits for
+    the target to bind (status.result.target written without `bound: true`)."""
+    if not isinstance(run, Mapping) or not is_active_execute(run):
+        return False
+    view = RunView(run)
+    target = as_map(as_map(view.status.get("result")).get("target"))
+    return bool(as_map(view.spec.get("target")).get("podGroups")) and bool(target.get("vacatedAt")) \
+        and target.get("bound") is not True
+
+
+def decide_target(run: Optional[Mapping[str, Any]], pods: list, podgroups: Mapping[str, Optional[Mapping]],
+                  fit: Fit) -> TargetDecision:
+    """Which pending pods of a targeted run's target get status.nominatedNodeName, and which node.
+
+    Only while the run awaits its target (`awaiting_target`): the nodes are the vacated ones
+    (status.result.vacatedNodes), the plan's node for the pod first
+    (status.plan.summary.target.placements), every one checked with `fit` (the planner's filters on
+    live state; a node that no longer fits gets no hint), and each nomination is reserved so two pods
+    never overfill a node. A target that is gone, or bound already (phase Running or minMember of
+    its pods bound: it took the room on its own), gets nothing; a pod nominated by this run already
+    is left as it is. `pods`: the pods of the targets' namespaces; `podgroups`: "namespace/name" ->
+    the PodGroup as read now (None: deleted). The marks on the pod (TARGET_*_ANNOTATION) are written
+    before the hint, and admission lets the coordinator write no other hint."""
+    if not isinstance(run, Mapping):
+        return TargetDecision(notes=("run not found",))
+    view = RunView(run)
+    keys = [str(k) for k in as_map(view.spec.get("target")).get("podGroups") or ()]
+    if not keys:
+        return TargetDecision(notes=(f"run {view.name} is not targeted",))
+    if not awaiting_target(run):
+        return TargetDecision(notes=(f"run {view.name}: the planned nodes are not vacated yet"
+                                     if is_active_execute(run) else f"run {view.name} is not a Running Execute run",))
+    result = as_map(view.status.get("result"))
+    vacated = [str(as_map(v).get("node")) for v in result.get("vacatedNodes") or () if as_map(v).get("node")]
+    planned = {str(as_map(p).get("pod")): str(as_map(p).get("node"))
+               for p in as_map(as_map(view.plan.get("summary")).get("target")).get("placements") or ()}
+    ref = target_run_ref(run)
+    nominations, notes = [], []
+    for key in keys:
+        ns, _, name = key.partition("/")
+        pg = podgroups.get(key)
+        if pg is None:
+            notes.append(f"target {key} was deleted: nothing to nominate")
+            continue
+        min_member = as_map(pg.get("spec")).get("minMember")
+        min_member = min_member if isinstance(min_member, int) and not isinstance(min_member, bool) else 0
+        members = []
+        for p in pods:
+            pv = ObjectView(p)
+            if (pv.namespace == ns and pod_group_name(pv.annotations, pv.labels) == name
+                    and pv.status.get("phase") not in POD_FINISHED_PHASES and not pv.deleting):
+                members.append(pv)
+        bound = sum(1 for pv in members if pv.spec.get("nodeName"))
+        if as_map(pg.get("status")).get("phase") == "Running" or bound >= max(min_member, 1):
+            notes.append(f"target {key}: {bound} of minMember {min_member} pod(s) bound, nothing to nominate")
+            continue
+        if not vacated:
+            notes.append(f"target {key}: no planned node was vacated, nothing to nominate")
+            continue
+        for pv in sorted((pv for pv in members if not pv.spec.get("nodeName")), key=lambda pv: pv.name):
+            pod_key = f"{ns}/{pv.name}"
+            if pv.annotations.get(RELOCATION_RUN_ANNOTATION):
+                continue   # a replacement: decide's to place
+            ours = pv.annotations.get(TARGET_RUN_ANNOTATION) == ref
+            if ours and pv.status.get("nominatedNodeName") == pv.annotations.get(TARGET_NODE_ANNOTATION):
+                continue   # nominated by this run already
+            first = planned.get(pod_key)
+            candidates = ([first] if first in vacated else []) + [n for n in vacated if n != first]
+            why = []
+            for node in candidates:
+                reason = fit.check(pod_key, node)
+                if reason is None:
+                    fit.reserve(pod_key, node)
+                    nominations.append((ns, pv.name, node))
+                    break
+                why.append(f"{node}: {reason}")
+            else:
+                notes.append(f"pod {pod_key}: no vacated node fits ({'; '.join(why)}), no hint")
+    return TargetDecision(tuple(nominations), tuple(notes))
 
 
 # --- live feasibility with the planner's filters ---------------------------------------------------
