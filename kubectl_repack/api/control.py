@@ -45,7 +45,9 @@ LEGACY_SIGNING_SECRET_NAME = "repack-run-signing-key"        # deleted by instal
 CREATOR_POLICY_NAME = "repack-run-creator"                   # the ValidatingAdmissionPolicy and its binding
 POD_WRITE_POLICY_NAME = "repack-pod-writes"                  # what the coordinator's/controller's pod patches may do
 REPLACEMENT_POD_POLICY_NAME = "repack-replacement-pods"      # who may create a pod carrying repack's marks
-ADMISSION_POLICY_NAMES = (CREATOR_POLICY_NAME, POD_WRITE_POLICY_NAME, REPLACEMENT_POD_POLICY_NAME)
+NOMINATION_POLICY_NAME = "repack-nominations"               # the coordinator's pods/status writes (RELIEF-3)
+ADMISSION_POLICY_NAMES = (CREATOR_POLICY_NAME, POD_WRITE_POLICY_NAME, REPLACEMENT_POD_POLICY_NAME,
+                          NOMINATION_POLICY_NAME)
 CREATOR_MAX_AGE = dt.timedelta(hours=1)
 RECORDS_SEAL_ANNOTATION = "repack.volcano.sh/records-seal"
 FINALIZER = "repack.volcano.sh/stop-before-delete"

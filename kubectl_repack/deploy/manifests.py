@@ -10,7 +10,8 @@ RBAC is least privilege by construction (SEC-3), one ServiceAccount per process:
   no key, no write;
 - the coordinator may read what the planner's filters need, patch pods (to remove its own gate and
   write its annotations: the admission policy `pod_write_policy` refuses any other pod change it
-  asks for) and pods/status (nominatedNodeName), write RepackRun status, delete finished
+  asks for) and pods/status (nominatedNodeName: the admission policy `nomination_policy` allows only
+  that field, and only the node a gated replacement or a marked target pod names), write RepackRun status, delete finished
   RepackRuns (ttlSecondsAfterFinished) and renew its own Lease;
 - Leases are made by install and granted by name (Kubernetes cannot limit `create` by name).
 
@@ -38,8 +39,9 @@ from .controller import controller_cluster_role_rules, controller_deployment, co
 from .coordinator import coordinator_deployment, coordinator_rbac, coordinator_service
 from .parts import (CONFIG_NAME, CONTAINER_PORT, CONTROLLER_NAME, COORDINATOR_NAME, DEFAULT_IMAGE, LABELS,
                     METRICS_PORT, NAME, RUN_AS, SECRET_NAME, STAMP_WEBHOOK_NAME, Manifest, object_meta)
-from .policies import (creator_policy, creator_policy_binding, pod_write_policy, pod_write_policy_binding,
-                       replacement_pod_policy, replacement_pod_policy_binding)
+from .policies import (creator_policy, creator_policy_binding, nomination_policy, nomination_policy_binding,
+                       pod_write_policy, pod_write_policy_binding, replacement_pod_policy,
+                       replacement_pod_policy_binding)
 
 # The install set's API: the names and ports of what it renders, each object's builder (one module
 # per process: admission_webhook, coordinator, controller; the admission policies; what they share
@@ -52,6 +54,7 @@ __all__ = [
     "coordinator_rbac", "coordinator_deployment", "coordinator_service", "controller_cluster_role_rules",
     "controller_role_rules", "controller_rbac", "controller_deployment", "creator_policy", "creator_policy_binding",
     "pod_write_policy", "pod_write_policy_binding", "replacement_pod_policy", "replacement_pod_policy_binding",
+    "nomination_policy", "nomination_policy_binding",
     "leases", "render", "to_yaml", "FILES", "write_reference", "rbac_table", "readme_with_table"]
 
 def namespace_manifest(namespace: str) -> Manifest:
@@ -87,7 +90,7 @@ def render(namespace: str = NAMESPACE, image: str = DEFAULT_IMAGE, ca_bundle_pem
         ca_bundle_pem = certs.ca_cert_pem
     out = [creator_policy(), creator_policy_binding(), pod_write_policy(namespace), pod_write_policy_binding(),
            replacement_pod_policy(namespace, replacement_creators), replacement_pod_policy_binding(),
-           namespace_manifest(namespace), service_account(namespace), cluster_role(),
+           nomination_policy(namespace), nomination_policy_binding(), namespace_manifest(namespace), service_account(namespace), cluster_role(),
            cluster_role_binding(namespace), lease_role(namespace), lease_role_binding(namespace)]
     if certs is not None:
         out.append(secret(namespace, certs))
@@ -121,7 +124,8 @@ FILES = {
     "mutatingwebhookconfiguration.yaml": lambda ns, image: [mutating_webhook_configuration(ns)],
     "validatingadmissionpolicy.yaml": lambda ns, image: [creator_policy(), creator_policy_binding(),
                                                          pod_write_policy(ns), pod_write_policy_binding(),
-                                                         replacement_pod_policy(ns), replacement_pod_policy_binding()],
+                                                         replacement_pod_policy(ns), replacement_pod_policy_binding(),
+                                                         nomination_policy(ns), nomination_policy_binding()],
 }
 
 

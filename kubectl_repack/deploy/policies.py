@@ -1,12 +1,13 @@
 """The ValidatingAdmissionPolicies of the install (SEC-1, SEC-5) and their bindings: who created a
-RepackRun, which pod writes the in-cluster processes may make, which pods may claim a relocation."""
+RepackRun, which pod writes the in-cluster processes may make, which pods may claim a relocation,
+which nominations the coordinator may write."""
 from __future__ import annotations
 
 from typing import Optional
 
 from kubectl_repack.api.control import (CREATOR_GROUPS_ANNOTATION, CREATOR_POLICY_NAME, CREATOR_UID_ANNOTATION,
-                                        CREATOR_USERNAME_ANNOTATION, GROUP_SEPARATOR, POD_WRITE_POLICY_NAME,
-                                        REPLACEMENT_POD_POLICY_NAME)
+                                        CREATOR_USERNAME_ANNOTATION, GROUP_SEPARATOR, NOMINATION_POLICY_NAME,
+                                        POD_WRITE_POLICY_NAME, REPLACEMENT_POD_POLICY_NAME)
 
 from .parts import CONTROLLER_NAME, COORDINATOR_NAME, Manifest, object_meta
 
@@ -154,11 +155,12 @@ def replacement_pod_policy(namespace: str, creators: Optional[list] = None) -> M
     that re-creates evicted pods (`creators`; the webhook adds the marks during exactly those
     requests); afterwards only the coordinator and the controller may change the marks. Cluster
     admins (system:masters) are not checked: `uninstall` lifts leftover gates as one."""
-    from kubectl_repack.api.gates import DEFAULT_REPLACEMENT_CREATORS, PLACEMENT_GATE, REPLACEMENT_MARKS
+    from kubectl_repack.api.gates import DEFAULT_REPLACEMENT_CREATORS, PLACEMENT_GATE, REPLACEMENT_MARKS, TARGET_MARKS
 
     creators = list(creators or DEFAULT_REPLACEMENT_CREATORS)
     ours = [f"system:serviceaccount:{namespace}:{n}" for n in (COORDINATOR_NAME, CONTROLLER_NAME)]
-    marks = "[" + ", ".join(map(_cel_string, REPLACEMENT_MARKS)) + "]"
+    # the target marks (RELIEF-3) too: written by the coordinator only, read back by the executor
+    marks = "[" + ", ".join(map(_cel_string, REPLACEMENT_MARKS + TARGET_MARKS)) + "]"
     cel_list = lambda names: "[" + ", ".join(map(_cel_string, names)) + "]"   # noqa: E731
     return {
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
@@ -195,3 +197,103 @@ def replacement_pod_policy(namespace: str, creators: Optional[list] = None) -> M
 
 def replacement_pod_policy_binding() -> Manifest:
     return _binding(REPLACEMENT_POD_POLICY_NAME)
+
+
+# The pod status fields of every Kubernetes version with ValidatingAdmissionPolicy v1 (1.30) besides
+# nominatedNodeName: a field the API server's schema lacks would not compile, and with failurePolicy
+# Fail that would refuse every nomination.
+POD_STATUS_FIELDS = ("phase", "conditions", "message", "reason", "hostIP", "hostIPs", "podIP", "podIPs", "startTime",
+                     "initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses", "qosClass", "resize",
+                     "resourceClaimStatuses")
+
+
+def nomination_policy(namespace: str) -> Manifest:
+    """SEC-3, RELIEF-3: what the coordinator may write through `pods/status` (its RBAC allows `patch`
+    there on every pod, and pod_write_policy matches `pods` only, not the subresource). A status
+    write can change labels, annotations and every status field (podIP, the Ready condition: what
+    Services route to), so this policy allows exactly one change, status.nominatedNodeName, and
+    only to the node the pod's own marks name:
+
+    - a gated replacement: the pod still carries the placement gate (which only the webhook adds, at
+      creation by a replacement creator, SEC-5; gates cannot be added later) and the relocation run
+      annotation, and the hint is its `repack.volcano.sh/planned-node`;
+    - a target pod of a run: unbound, Pending, in a PodGroup, marked `repack.volcano.sh/target-of`
+      (the run) and `repack.volcano.sh/target-node`, and the hint is that node.
+
+    Spec, labels, annotations, owner references, finalizers and every other status field must stay
+    as they were (compared field by field: POD_STATUS_FIELDS); clearing or changing another's hint
+    is refused. failurePolicy Fail. Residual risk, stated: the coordinator writes the target marks
+    itself (pod_write_policy lets it write repack.volcano.sh/ annotations), so a stolen coordinator
+    token can mark any pending pod of a PodGroup and hint it to any node. A hint is not a binding:
+    the scheduler still runs every filter, and the worst it does is steer such a pod (or, for
+    kube-scheduler, make lower-priority pods avoid that node for a while). Status fields newer than
+    Kubernetes 1.30 (observedGeneration, extendedResourceClaimStatus) are not compared."""
+    from kubectl_repack.api.gates import (PLACEMENT_GATE, PLANNED_NODE_ANNOTATION, RELOCATION_RUN_ANNOTATION,
+                                          TARGET_NODE_ANNOTATION, TARGET_RUN_ANNOTATION)
+    from planner.model import GROUP_ANNOTATIONS, GROUP_LABEL
+
+    user = _cel_string(f"system:serviceaccount:{namespace}:{COORDINATOR_NAME}")
+    run_ann, planned = _cel_string(RELOCATION_RUN_ANNOTATION), _cel_string(PLANNED_NODE_ANNOTATION)
+    target_run, target_node = _cel_string(TARGET_RUN_ANNOTATION), _cel_string(TARGET_NODE_ANNOTATION)
+    groups = "[" + ", ".join(map(_cel_string, GROUP_ANNOTATIONS)) + "]"
+
+    def same(path: str, empty: str) -> str:
+        new_value, old_value = (f"(has({o}.{path}) ? {o}.{path} : {empty})" for o in ("object", "oldObject"))
+        return f"{new_value} == {old_value}"
+
+    def same_field(name: str) -> str:
+        return (f"has(object.status.{name}) == has(oldObject.status.{name}) && "
+                f"(!has(object.status.{name}) || object.status.{name} == oldObject.status.{name})")
+
+    who = f"{COORDINATOR_NAME} (pods/status)"
+    unchanged = [("spec", "object.spec == oldObject.spec"),
+                 ("metadata.labels", same("metadata.labels", "{}")),
+                 ("metadata.annotations", "variables.newAnn == variables.oldAnn"),
+                 ("metadata.ownerReferences", same("metadata.ownerReferences", "[]")),
+                 ("metadata.finalizers", same("metadata.finalizers", "[]")),
+                 ("status (other than nominatedNodeName)", " && ".join(same_field(f) for f in POD_STATUS_FIELDS))]
+    validations = [{"expression": expr, "message": f"{who} may not change a pod's {what}", "reason": "Forbidden"}
+                   for what, expr in unchanged]
+    validations.append({
+        "expression": "variables.node == variables.oldNode || variables.replacement || variables.target",
+        "messageExpression": (f"'{who} may set status.nominatedNodeName only to the planned node of a gated "
+                              f"replacement ({PLANNED_NODE_ANNOTATION}) or to the node a target pod is marked "
+                              f"for ({TARGET_NODE_ANNOTATION}), not to ' + variables.node"),
+        "reason": "Forbidden"})
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": object_meta(NOMINATION_POLICY_NAME),
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
+                                                    "resources": ["pods/status"]}]},
+            "matchConditions": [{"name": "repack-coordinator", "expression": f"request.userInfo.username == {user}"}],
+            "variables": [
+                {"name": "newAnn", "expression": "has(object.metadata.annotations) ? object.metadata.annotations : {}"},
+                {"name": "oldAnn",
+                 "expression": "has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}"},
+                {"name": "node",
+                 "expression": "has(object.status.nominatedNodeName) ? object.status.nominatedNodeName : ''"},
+                {"name": "oldNode",
+                 "expression": "has(oldObject.status.nominatedNodeName) ? oldObject.status.nominatedNodeName : ''"},
+                {"name": "unbound", "expression": "!has(oldObject.spec.nodeName) || oldObject.spec.nodeName == ''"},
+                {"name": "replacement",
+                 "expression": f"variables.node != '' && has(oldObject.spec.schedulingGates) && "
+                               f"oldObject.spec.schedulingGates.exists(g, g.name == {_cel_string(PLACEMENT_GATE)}) && "
+                               f"{run_ann} in variables.oldAnn && {planned} in variables.oldAnn && "
+                               f"variables.node == variables.oldAnn[{planned}]"},
+                {"name": "target",
+                 "expression": f"variables.node != '' && variables.unbound && has(oldObject.status.phase) && "
+                               f"oldObject.status.phase == 'Pending' && {target_run} in variables.oldAnn && "
+                               f"variables.oldAnn[{target_run}] != '' && {target_node} in variables.oldAnn && "
+                               f"variables.node == variables.oldAnn[{target_node}] && "
+                               f"({groups}.exists(k, k in variables.oldAnn && variables.oldAnn[k] != '') || "
+                               f"(has(oldObject.metadata.labels) && {_cel_string(GROUP_LABEL)} in oldObject.metadata.labels))"},
+            ],
+            "validations": validations,
+        },
+    }
+
+
+def nomination_policy_binding() -> Manifest:
+    return _binding(NOMINATION_POLICY_NAME)

@@ -35,7 +35,7 @@ def by_kind(objs, kind):
 def test_dry_run_renders_every_object_crd_first():
     objs = dry_run()
     assert [o["kind"] for o in objs] == [
-        "CustomResourceDefinition", *["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * 3, "Namespace",
+        "CustomResourceDefinition", *["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * 4, "Namespace",
         *["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"] * 3,
         "Lease", "Lease", "Lease", "Deployment", "Service", "Deployment", "Service", "Deployment",
         "MutatingWebhookConfiguration"]
@@ -229,7 +229,7 @@ def test_install_applies_every_object_server_side(fake_api):
     result = invoke("install")
     assert result.exit_code == 0, result.output
     applies = [c for c in fake_api.calls if c[0] == "PATCH"]
-    assert len(applies) == 32
+    assert len(applies) == 34
     assert all(c[2] == "application/apply-patch+yaml" and c[3] == {"fieldManager": "kubectl-repack", "force": "true"}
                for c in applies)
     paths = [c[1] for c in applies]
@@ -317,7 +317,7 @@ def test_server_dry_run_sends_every_object_with_dry_run_all_and_stores_nothing(f
     result = invoke("install", "--dry-run=server")
     assert result.exit_code == 0, result.output
     writes = [c for c in fake_api.calls if c[0] != "GET"]
-    assert len(writes) == 32
+    assert len(writes) == 34
     assert all(c[0] == "PATCH" and c[3] == {"fieldManager": "kubectl-repack", "force": "true", "dryRun": "All"}
                for c in writes)
     lines = result.output.splitlines()
@@ -343,7 +343,7 @@ def test_server_dry_run_leaves_a_foreign_namespace_alone_and_prints_the_answers_
     result = invoke("install", "--dry-run=server", "--repack-namespace", "default", "-o", "json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert doc["kind"] == "List" and len(doc["items"]) == 31     # the fake server answers {} for each
+    assert doc["kind"] == "List" and len(doc["items"]) == 33     # the fake server answers {} for each
     assert not any(c[0] == "PATCH" and c[1] == "/api/v1/namespaces/default" for c in fake_api.calls)
     assert any(c[0] == "PATCH" and c[1] == "/api/v1/namespaces/default/serviceaccounts/repack-webhook"
                for c in fake_api.calls)

@@ -168,7 +168,7 @@ def test_secret_service_deployment(bundle):
     assert pod_spec["serviceAccountName"] == "repack-webhook"
     assert svc["spec"]["selector"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
     assert pod_spec["volumes"][0]["secret"]["secretName"] == sec["metadata"]["name"]
-    assert [o["kind"] for o in objs][:8] == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * 3 + [
+    assert [o["kind"] for o in objs][:10] == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * 4 + [
         "Namespace", "ServiceAccount"]
     assert objs[-1]["kind"] == "MutatingWebhookConfiguration"  # registered last, once the server exists
 
