@@ -21,15 +21,16 @@ from kubectl_repack.api.run import (EVICTION_ACCEPTED, EVICTION_INDIRECTLY_REMOV
                                     EVICTION_PENDING, EVICTION_REJECTED, PHASE_FAILED, PHASE_SUCCEEDED, Eviction,
                                     Reason, Relocation, RunView, as_map)
 from kubectl_repack.api import status as run_status
-from kubectl_repack.api.times import parse_time, rfc3339
+from kubectl_repack.api.gates import PLACEMENT_LEASE
+from kubectl_repack.api.times import micro_time, parse_time, rfc3339
 from kubectl_repack.errors import ClusterAPIError, RepackError
 
 from .evictions import (ACCEPTED, GONE, REJECTED, RESUME_DONE_ACCEPTED, RESUME_DONE_GONE, RESUME_EVICT, RETRY,
                         UNKNOWN, VICTIM_GONE, Backoff, classify_eviction, dnd_message, pdb_blocks, resume_action,
                         settle_unknown, victim_opt_out, victim_state)
-from .outcome import Outcome, decide_outcome, taken_messages, validate_records, verify
+from .outcome import Outcome, decide_outcome, taken_messages, target_result, validate_records, verify
 from .ports import (EV_CANCELLED, EV_COMPLETED, EV_EVICTED, EV_EVICTION_BLOCKED, EV_FAILED, EV_LEFT_OUT, EV_NODE_TAKEN,
-                    EV_STARTED, EV_TARGET_CHANGED, Clock, ClusterReader, EvictionResponse, Evictor, Progress, RunWriter)
+                    EV_STARTED, EV_TARGET_BOUND, EV_TARGET_CHANGED, EV_TARGET_NOT_BOUND, Clock, ClusterReader, EvictionResponse, Evictor, Progress, RunWriter)
 from .tracking import PlacementTracker
 
 
@@ -38,6 +39,9 @@ class Options:
     execution_timeout: dt.timedelta = dt.timedelta(minutes=10)
     eviction_retry_timeout: dt.timedelta = dt.timedelta(seconds=60)
     poll_interval: float = 1.0
+    # how long a targeted Execute waits, once its planned nodes are vacated, for its target to be
+    # bound (RELIEF-3): the placement lease, the longest a replacement's hint is held too
+    target_wait: dt.timedelta = PLACEMENT_LEASE
 
 
 class LeaseLost(RepackError):
@@ -157,6 +161,7 @@ class Executor:
         self._left_out = ""     # start()'s left_out: repeated in the run's final message
         self._target_min: dict = {}      # target PodGroup key -> its minMember when the plan was made
         self._target: tuple = ("", "")   # target_change's answer that stopped the evictions
+        self._last_evicted_at: Optional[dt.datetime] = None   # when this process's last eviction was accepted
         self._tracker = PlacementTracker(reader, runs, self.clock, self.options.poll_interval, self.on_event,
                                          self._progress)
 
@@ -307,9 +312,45 @@ class Executor:
             return self._finish(name, Outcome(PHASE_FAILED, self._refused[0], stopped.message, stopped.result))
         if self._target[0] and not self._cancel:
             stopped = decide_outcome(st, ver, timed_out, cancelled=f"{self._target[1]}: no further eviction started")
-            return self._finish(name, Outcome(PHASE_SUCCEEDED if self._target[0] == TARGET_BOUND else PHASE_FAILED,
-                                              Reason.TARGET_CHANGED, stopped.message, stopped.result))
-        return self._finish(name, decide_outcome(st, ver, timed_out, not_started=skipped, cancelled=self._cancel))
+            outcome = Outcome(PHASE_SUCCEEDED if self._target[0] == TARGET_BOUND else PHASE_FAILED,
+                              Reason.TARGET_CHANGED, stopped.message, stopped.result)
+        else:
+            outcome = decide_outcome(st, ver, timed_out, not_started=skipped, cancelled=self._cancel)
+        if target_keys(run.spec) and outcome.result is not None and not self._cancel:
+            outcome = self._await_target(name, run, outcome, deadline)
+        return self._finish(name, outcome)
+
+    def _await_target(self, name: str, run: RunView, outcome: Outcome, deadline: dt.datetime) -> Outcome:
+        """RELIEF-3: a targeted Execute that vacated planned nodes tells the coordinator so
+        (status.result written with `target.vacatedAt`, `bound: false`: the coordinator then hints
+        the vacated nodes to the target's pending pods) and waits up to `Options.target_wait` (the
+        placement lease), within the execution deadline, for every target to be bound. The outcome
+        is unchanged (EXEC-6: judged on the vacated nodes); its result gets `target` (whether and
+        when the target was bound, the coordinator's nominations) and its message that line."""
+        keys = target_keys(run.spec)
+        result = dict(outcome.result or {})
+        vacated = bool(result.get("vacatedNodes"))
+        vacated_at = self._last_evicted_at or self.clock.now()
+        waited = dt.timedelta(0)
+        if vacated:
+            interim = dict(result, target={"podGroups": keys, "vacatedAt": micro_time(vacated_at), "bound": False})
+            self._update(name, lambda st: st.__setitem__("result", interim))
+            start = self.clock.now()
+            until = min(start + self.options.target_wait, deadline)
+            while True:
+                change, _ = self.target_state(run.spec)
+                if change or self.clock.now() >= until:
+                    break
+                self.clock.sleep(self.options.poll_interval)
+            waited = self.clock.now() - start
+        namespaces = sorted({k.partition("/")[0] for k in keys})
+        pods = [p for ns in namespaces for p in self.reader.list_pods(ns)]
+        groups = {k: self.reader.get_podgroup(*k.split("/", 1)) for k in keys}
+        block = target_result(keys, pods, groups, f"{name}/{run.uid}", vacated_at, vacated, waited)
+        result["target"] = block
+        line = f"target {', '.join(keys)}: {block['message']}"
+        self.on_event(EV_TARGET_BOUND if block["bound"] else EV_TARGET_NOT_BOUND, line, not block["bound"])
+        return Outcome(outcome.phase, outcome.reason, f"{outcome.message}; {line}", result)
 
     def _progress(self, run: RunView) -> None:
         relocs = run.relocations
@@ -434,6 +475,7 @@ class Executor:
                         run = self._not_evicted(name, run, rest, self._cancel)
                         break
                 if verdict == ACCEPTED:
+                    self._last_evicted_at = self.clock.now()
                     run = self._set_eviction(name, i, EVICTION_ACCEPTED, msg)
                     self.on_event(EV_EVICTED, f"evicted {rec.victim} (planned node {rec.planned_node_name})", False)
                     self.on_evicted(rec, victim_now)

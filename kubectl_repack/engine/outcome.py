@@ -8,9 +8,11 @@ from typing import Optional, Sequence
 import planner
 from planner import frag as fragmod
 from planner.errors import RepackError
+from planner.model import pod_group_name
 
+from kubectl_repack.api.gates import TARGET_NODE_ANNOTATION, TARGET_RUN_ANNOTATION
 from kubectl_repack.api.run import EVICTION_REJECTED, PHASE_FAILED, PHASE_SUCCEEDED, Reason, Relocation, relocations
-from kubectl_repack.api.times import parse_time
+from kubectl_repack.api.times import micro_time, parse_time, rfc3339
 from kubectl_repack.api.matching import POD_TEMPLATE_HASH_LABEL
 from kubectl_repack.api.view import ObjectView, as_map
 
@@ -371,3 +373,101 @@ def _decide(status: dict, relocs: list, ver: Optional[Verification], timed_out: 
                        f"{summary}; {len(alternative)} of {len(placed)} replacement(s) bound off their planned node",
                        result)
     return Outcome(PHASE_SUCCEEDED, Reason.COMPLETED, f"{summary}; every replacement on its planned node", result)
+
+
+# --- the target of a targeted run (RELIEF-3) ------------------------------------------------------
+def gang_bound_at(pg: Optional[dict], pods: list, name: str) -> tuple:
+    """(bound, when) of one target PodGroup as read now: bound as vc-scheduler has it (phase
+    Running, or minMember of its pods bound), and when its minMember-th pod was scheduled (its
+    PodScheduled condition; None when the pods do not say)."""
+    if pg is None:
+        return False, None
+    min_member = as_map(pg.get("spec")).get("minMember")
+    min_member = min_member if isinstance(min_member, int) and not isinstance(min_member, bool) else 0
+    times, bound = [], 0
+    scheduled = _scheduled_at(pods)
+    for p in pods:
+        view = ObjectView(p)
+        if (pod_group_name(view.annotations, view.labels) == name and view.spec.get("nodeName")
+                and view.status.get("phase") not in ("Succeeded", "Failed")):
+            bound += 1
+            at = scheduled.get(f"{view.namespace or 'default'}/{view.name}")
+            if at is not None:
+                times.append(at)
+    is_bound = as_map(pg.get("status")).get("phase") == "Running" or bound >= max(min_member, 1)
+    times.sort()
+    need = max(min_member, 1)
+    return is_bound, (times[need - 1] if is_bound and len(times) >= need else (times[-1] if is_bound and times else None))
+
+
+def nominated_by(pods: list, run_ref: str) -> list:
+    """[{pod, node}] of the pods the coordinator nominated for the run `run_ref` (`<name>/<uid>`):
+    its marks (TARGET_*_ANNOTATION), which stay on the pod after it is bound."""
+    out = []
+    for p in pods:
+        view = ObjectView(p)
+        if view.annotations.get(TARGET_RUN_ANNOTATION) == run_ref and view.annotations.get(TARGET_NODE_ANNOTATION):
+            out.append({"pod": f"{view.namespace}/{view.name}", "node": str(view.annotations[TARGET_NODE_ANNOTATION])})
+    return sorted(out, key=lambda e: (e["pod"], e["node"]))
+
+
+def _nominated_phrase(nominated: list) -> str:
+    if not nominated:
+        return "nothing nominated"
+    by_node: dict = {}
+    for e in nominated:
+        by_node[e["node"]] = by_node.get(e["node"], 0) + 1
+    parts = [f"{k} pod{'s' if k != 1 else ''} nominated to {n}" if i == 0 else f"{k} to {n}"
+             for i, (n, k) in enumerate(sorted(by_node.items()))]
+    return ", ".join(parts)
+
+
+def target_result(keys: Sequence[str], pods: list, groups: dict, run_ref: str, vacated_at, vacated: bool,
+                  waited) -> dict:
+    """status.result.target of a targeted Execute (RELIEF-3), from what is read after the wait:
+    `pods` of the targets' namespaces, `groups` ("namespace/name" -> PodGroup, None when deleted),
+    `vacated_at` (when the planned nodes were vacated: the last eviction accepted; a datetime),
+    `vacated` (whether any planned node was), `waited` (how long the executor waited, a timedelta).
+    `bound` is whether every target is bound; `boundAt` when the last of them was (its minMember-th
+    pod scheduled), `boundAfterSeconds` that after vacatedAt; `nominated` the coordinator's hints;
+    `message` one line, the one `kubectl repack status` shows."""
+    bound_all, at_all, deleted = True, None, []
+    for key in keys:
+        ns, _, name = key.partition("/")
+        pg = groups.get(key)
+        if pg is None:
+            deleted.append(key)
+            bound_all = False
+            continue
+        is_bound, at = gang_bound_at(pg, [p for p in pods if ObjectView(p).namespace == ns], name)
+        bound_all = bound_all and is_bound
+        if is_bound and at is not None:
+            at_all = at if at_all is None or at > at_all else at_all
+    nominated = nominated_by(pods, run_ref)
+    block: dict = {"podGroups": list(keys), "bound": bound_all}
+    if vacated_at is not None and vacated:
+        block["vacatedAt"] = micro_time(vacated_at)
+    after = None
+    if bound_all and at_all is not None:
+        block["boundAt"] = rfc3339(at_all)
+        if vacated_at is not None and vacated:
+            after = round(max(0.0, (at_all - vacated_at).total_seconds()), 1)
+            block["boundAfterSeconds"] = after
+    if nominated:
+        block["nominated"] = nominated[:TARGET_NOMINATED_MAX]
+    hints = _nominated_phrase(nominated)
+    if not vacated:
+        msg = ("bound" if bound_all else "not bound") + "; no planned node was vacated, nothing nominated"
+    elif bound_all:
+        when = f"{after:g} s after the nodes were vacated" if after is not None else "after the nodes were vacated"
+        msg = f"bound {when} ({hints})" if nominated else f"bound {when}, on its own before any nomination (nothing nominated)"
+    elif deleted:
+        msg = f"{', '.join(deleted)} deleted before it was bound ({hints})"
+    else:
+        msg = (f"not bound within {waited.total_seconds():g} s after the nodes were vacated ({hints}); the room was made, "
+               "the run is judged on the vacated nodes")
+    block["message"] = msg
+    return block
+
+
+TARGET_NOMINATED_MAX = 256   # status.result.target.nominated (the CRD's maxItems)

@@ -25,6 +25,8 @@ EV_NOMINATED, EV_PLACED, EV_PLACEMENT_TIMED_OUT = "Nominated", "Placed", "Placem
 EV_COMPLETED, EV_FAILED, EV_CANCELLED = "Completed", "Failed", "Cancelled"
 EV_LEFT_OUT = "PodsLeftOut"     # the plan was not allowed to move some pods (the creator may not evict there)
 EV_TARGET_CHANGED = "TargetChanged"   # a targeted run's target bound, was deleted or resized: no further eviction
+EV_TARGET_BOUND = "TargetBound"         # RELIEF-3: the target was bound after the planned nodes were vacated
+EV_TARGET_NOT_BOUND = "TargetNotBound"  # ... or not within the wait (a report, not a failure)
 EV_NODE_TAKEN = "VacatedNodeTaken"   # a waiting workload took a node the run vacated ("<node> vacated; now used by ...")
 
 

@@ -73,12 +73,14 @@ NODE_BLOCKS = {"tier", "nodeBlockSize", "before", "after"}
 OWN_FIELDS = {
     "spec": {"target"},
     "status.plan.summary": {"nodeBlocks", "target"},
-    "status.result": {"nodeBlocks", "vacatedNodes"},
+    "status.result": {"nodeBlocks", "vacatedNodes", "target"},
 }
 # Lists of our own whose items name what they are about (required) and may say more (optional).
-OWN_ITEMS = {"status.result.vacatedNodes[]": {"node"}, "status.plan.summary.target.placements[]": {"pod", "node"}}
+OWN_ITEMS = {"status.result.vacatedNodes[]": {"node"}, "status.plan.summary.target.placements[]": {"pod", "node"},
+             "status.result.target.nominated[]": {"pod", "node"}}
 # Objects of our own with required fields of mixed types (spec.target: RELIEF-2).
-OWN_REQUIRED = {"spec.target": ["podGroups"], "status.plan.summary.target": ["fits", "podGroups"]}
+OWN_REQUIRED = {"spec.target": ["podGroups"], "status.plan.summary.target": ["fits", "podGroups"],
+                "status.result.target": ["bound", "podGroups"]}
 OWN_OBJECTS = {  # objects wholly our own: every field, all required (one writer fills them all)
     "status.plan.summary.nodeBlocks": NODE_BLOCKS,
     "status.result.nodeBlocks": NODE_BLOCKS,
