@@ -438,6 +438,20 @@ def _status_blocks_row(planned, observed) -> list:
             _cell(observed.get("after")) if observed else "-"]
 
 
+def target_line(target) -> str:
+    """One line for status.result.target (RELIEF-3): the targets and what became of them ('' when
+    the run has none). While the executor waits, that it waits; afterwards its message, e.g.
+    `repack-demo/big-pg: bound 4.2 s after the nodes were vacated (2 pods nominated to node-01)`."""
+    if not isinstance(target, dict) or not target:
+        return ""
+    groups = ", ".join(map(str, target.get("podGroups") or ())) or "?"
+    if target.get("message"):
+        return f"{groups}: {target['message']}"
+    if target.get("vacatedAt") and not target.get("bound"):
+        return f"{groups}: the planned nodes were vacated at {target['vacatedAt']}; waiting for it to be bound"
+    return f"{groups}: {'bound' if target.get('bound') else 'not bound'}"
+
+
 def run_status(obj: dict) -> str:
     """`kubectl repack status NAME`: phase, conditions, plan vs result, moves and relocations."""
     view = ObjectView(obj)
@@ -457,6 +471,9 @@ def run_status(obj: dict) -> str:
             lines.append(f"{label:<13}{st[key]}")
     if st.get("message"):
         lines.append(f"Message:     {st['message']}")
+    target = target_line(result.get("target"))
+    if target:
+        lines.append(f"Target:      {target}")
     out = "\n".join(lines) + "\n"
     conds = st.get("conditions") or []
     out += "\nCONDITIONS\n"
@@ -527,7 +544,7 @@ def run_status(obj: dict) -> str:
 
 
 __all__ = ["no_provider_warning", "unknown_resource", "node_pools", "pool_table", "hypernode_table", "node_blocks_text", "table", "canonical_run", "to_yaml", "to_json", "dump", "card_bar", "card_map", "moves_table",
-           "blocked_table", "plan_summary", "run_status", "wrap_names"]
+           "blocked_table", "plan_summary", "run_status", "target_line", "wrap_names"]
 
 
 def _extended_resources(snapshot, nonzero: bool) -> str:
