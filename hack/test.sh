@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one command that runs every test: installs the package with its test extras, builds (or
-# reuses from the cache) the real control plane the e2e tests run against, and as root the
+# reuses from the cache) the real control plane the e2e tests run against and the pinned helm, and as root the
 # Debian packages, the webhook image and the pause image of the e2e tests' real kubelet node;
 # then runs pytest.
 set -euo pipefail
@@ -13,6 +13,11 @@ t0=$(date +%s)
 env_lines="$(bash hack/build-control-plane.sh --print-env)"
 eval "$env_lines"
 stamp "control plane and node binaries" "$t0"
+# The pinned helm of the chart tests (tests/unit/deploy/test_helm_chart.py, tests/e2e/test_helm.py).
+t0=$(date +%s)
+helm_lines="$(bash hack/build-helm.sh --print-env)"
+eval "$helm_lines"
+stamp "helm" "$t0"
 if [ "$(id -u)" = 0 ]; then
   t0=$(date +%s)
   bash hack/install-node-deps.sh
