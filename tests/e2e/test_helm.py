@@ -1,0 +1,206 @@
+"""The Helm chart for real (issue 25): `helm install` of charts/kubectl-repack with the image
+hack/build-image.sh built, on the real kubelet node, then `kubectl repack doctor` all OK; `helm
+upgrade` with a changed value, applied and still all OK (the caBundle the controller wrote survives
+Helm's merge); `helm uninstall`, which keeps the CRD and the RepackRuns, then `kubectl repack
+uninstall` for what Helm does not know about (the controller's Secrets, the runs' finalizers); and a
+second `helm install` over the kept CRD.
+
+The session's API server was started with the RepackRun CRD (the harness installs config/crd), as
+a cluster that `kubectl repack install` set up would have it: the release adopts it the way the
+README says (Helm's ownership label and annotations). Everything goes into a namespace of its own,
+and the CRD is given back without Helm's metadata, so later modules find the session as it was.
+`helm` is the one hack/build-helm.sh builds (REPACK_HELM)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+from kubernetes import client
+
+from kubectl_repack.api.installed import POLICY_SOURCE_ANNOTATION, SOURCE_ENDPOINTS
+from kubectl_repack.deploy import manifests
+from kubectl_repack.schema import CRD_NAME
+from tests.e2e.helpers import absent, wait_for
+from tests.harness.controlplane import REPO_ROOT
+from tests.harness.realnode import NODE_LABEL
+from tests.unit.deploy.test_helm_chart import CHART_DIR, helm_binary
+
+pytestmark = pytest.mark.e2e
+
+NAMESPACE = "repack-helm"
+RELEASE = "repack"
+FIGURES: dict = {}
+
+
+def repack(kubeconfig, *args, timeout=400):
+    """`kubectl repack` as its own process, as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "kubectl_repack.cli", "--kubeconfig", kubeconfig, *args],
+                          cwd=REPO_ROOT, env=dict(os.environ, PYTHONPATH=REPO_ROOT), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def built_image() -> tuple:
+    """(repository, sha256:digest) of the image hack/build-image.sh built."""
+    name, digest = os.environ.get("REPACK_IMAGE"), os.environ.get("REPACK_IMAGE_DIGEST")
+    if not name or not digest:
+        pytest.fail("REPACK_IMAGE/REPACK_IMAGE_DIGEST are not set: run `eval \"$(bash hack/build-image.sh "
+                    "--print-env)\"` first (hack/test.sh does this)", pytrace=False)
+    return name.rsplit(":", 1)[0], digest
+
+
+def doctor_all_ok(kubeconfig, timeout=60) -> str:
+    """`kubectl repack doctor`: every line OK (waited for: a Lease is renewed, vc-scheduler acts)."""
+    last = None
+
+    def ok():
+        nonlocal last
+        last = repack(kubeconfig, "doctor", "--repack-namespace", NAMESPACE)
+        lines = last.stdout.splitlines()
+        return last.returncode == 0 and lines and all(line.startswith("OK ") for line in lines)
+
+    deadline = time.monotonic() + timeout
+    while not ok():
+        assert time.monotonic() < deadline, f"doctor is not all OK after {timeout}s:\n{last.stdout}{last.stderr}"
+        time.sleep(2)
+    return last.stdout
+
+
+@pytest.fixture
+def gang(control_plane, make_namespace):
+    """A PodGroup for vc-scheduler to act on (doctor's volcano-scheduler check looks for its traces)."""
+    ns = make_namespace("helm-gang")
+    client.CustomObjectsApi(control_plane.api_client).create_namespaced_custom_object(
+        "scheduling.volcano.sh", "v1beta1", ns, "podgroups",
+        {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "helm-e2e"},
+         "spec": {"minMember": 1, "queue": "default"}})
+    return ns
+
+
+@pytest.fixture(scope="module")
+def helm_cli(control_plane, tmp_path_factory):
+    """`helm ARGS` against the session's cluster, with Helm's own dirs in a temporary directory."""
+    home = tmp_path_factory.mktemp("helm-home")
+    env = dict(os.environ, HELM_CACHE_HOME=str(home / "cache"), HELM_CONFIG_HOME=str(home / "config"),
+               HELM_DATA_HOME=str(home / "data"), KUBECONFIG=control_plane.kubeconfig)
+    binary = helm_binary()
+
+    def run(*args, timeout=400):
+        t0 = time.monotonic()
+        done = subprocess.run([binary, *args], capture_output=True, text=True, timeout=timeout, env=env)
+        FIGURES.setdefault("helm", []).append((args[0], round(time.monotonic() - t0, 1)))
+        assert done.returncode == 0, f"helm {' '.join(args)}:\n{done.stdout}{done.stderr}"
+        return done.stdout
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def adopted_crd(control_plane):
+    """The CRD the harness made, handed to the release as the README says; given back afterwards."""
+    crd = f"customresourcedefinition/{CRD_NAME}"
+    control_plane.kubectl("label", crd, "app.kubernetes.io/managed-by=Helm", "--overwrite")
+    control_plane.kubectl("annotate", crd, f"meta.helm.sh/release-name={RELEASE}",
+                          f"meta.helm.sh/release-namespace={NAMESPACE}", "--overwrite")
+    yield
+    control_plane.kubectl("label", crd, "app.kubernetes.io/managed-by-", check=False)
+    control_plane.kubectl("annotate", crd, "meta.helm.sh/release-name-", "meta.helm.sh/release-namespace-",
+                          "helm.sh/resource-policy-", check=False)
+
+
+def install_args() -> list:
+    """The built image by digest, on the real node (Helm's --set needs the label's dots escaped)."""
+    repository, digest = built_image()
+    label = NODE_LABEL.replace(".", "\\.")
+    return ["--namespace", NAMESPACE, "--create-namespace", "--set", f"image.repository={repository}",
+            "--set", f"image.digest={digest}", "--set-string", f"nodeSelector.{label}=true",
+            "--wait", "--timeout", "240s"]
+
+
+def test_helm_install_doctor_upgrade_uninstall(real_node, control_plane, helm_cli, adopted_crd, gang, tmp_path):
+    api = control_plane.api_client
+    core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+    reg, ext = client.AdmissionregistrationV1Api(api), client.ApiextensionsV1Api(api)
+    custom = client.CustomObjectsApi(api)
+    kc = control_plane.kubeconfig
+    run_name = "helm-e2e-dryrun"
+    t_all = time.monotonic()
+    try:
+        # ---- helm install, then doctor: every check OK (the NetworkPolicy from the advertised address)
+        out = helm_cli("install", RELEASE, str(CHART_DIR), *install_args())
+        assert "STATUS: deployed" in out, out
+        print(out)
+        report = doctor_all_ok(kc)
+        print(report)
+        policy = client.NetworkingV1Api(api).read_namespaced_network_policy(manifests.NAME, NAMESPACE)
+        assert policy.metadata.annotations[POLICY_SOURCE_ANNOTATION] == SOURCE_ENDPOINTS
+        assert policy.spec.ingress[0]._from[0].ip_block.cidr.endswith("/32")
+        _repository, digest = built_image()
+        for name in (manifests.NAME, manifests.COORDINATOR_NAME, manifests.CONTROLLER_NAME):
+            (pod,) = [p for p in core.list_namespaced_pod(NAMESPACE, label_selector=f"app.kubernetes.io/name={name}")
+                      .items if p.metadata.deletion_timestamp is None]
+            assert pod.spec.node_name == real_node.name, name
+            assert all(cs.ready and cs.image_id.endswith(digest) for cs in pod.status.container_statuses), name
+        crd = ext.read_custom_resource_definition(CRD_NAME)
+        assert crd.metadata.annotations["helm.sh/resource-policy"] == "keep"
+        ca_bundle = reg.read_mutating_webhook_configuration(manifests.CONFIG_NAME).webhooks[0].client_config.ca_bundle
+        assert ca_bundle, "the controller did not write the caBundle"
+
+        # a run made through the installed webhook (it stamps the creator), to see it outlive the release
+        run = {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun", "metadata": {"name": run_name},
+               "spec": {"mode": "DryRun", "goals": [{"resource": "huawei.com/ascend-1980"}]}}
+        path = tmp_path / "run.yaml"
+        path.write_text(yaml.safe_dump(run))
+        applied = control_plane.kubectl("apply", "-f", str(path), check=False)
+        assert applied.returncode == 0, applied.stdout + applied.stderr
+
+        # ---- helm upgrade: a changed value reaches the cluster; the controller's caBundle survives
+        out = helm_cli("upgrade", RELEASE, str(CHART_DIR), "--reuse-values",
+                       "--set", "resources.controller.limits.memory=768Mi", "--namespace", NAMESPACE,
+                       "--wait", "--timeout", "240s")
+        assert "REVISION: 2" in out, out
+        dep = apps.read_namespaced_deployment(manifests.CONTROLLER_NAME, NAMESPACE)
+        assert dep.spec.template.spec.containers[0].resources.limits["memory"] == "768Mi"
+        assert dep.spec.template.spec.node_selector == {NODE_LABEL: "true"}   # --reuse-values kept it
+        assert reg.read_mutating_webhook_configuration(manifests.CONFIG_NAME).webhooks[0].client_config.ca_bundle \
+            == ca_bundle
+        doctor_all_ok(kc, timeout=120)   # the new controller pod takes its Lease over
+
+        # ---- helm uninstall: the release's objects go; the CRD and the run stay (resource-policy keep)
+        helm_cli("uninstall", RELEASE, "--namespace", NAMESPACE, "--wait", "--timeout", "120s")
+        for what, read in [
+            ("MutatingWebhookConfiguration", lambda: reg.read_mutating_webhook_configuration(manifests.CONFIG_NAME)),
+            ("ValidatingAdmissionPolicy", lambda: reg.read_validating_admission_policy("repack-run-creator")),
+            ("ClusterRole", lambda: client.RbacAuthorizationV1Api(api).read_cluster_role(manifests.CONTROLLER_NAME)),
+            ("Deployment", lambda: apps.read_namespaced_deployment(manifests.NAME, NAMESPACE)),
+            ("Deployment", lambda: apps.read_namespaced_deployment(manifests.CONTROLLER_NAME, NAMESPACE)),
+            ("Lease", lambda: client.CoordinationV1Api(api).read_namespaced_lease("repack-coordinator", NAMESPACE)),
+        ]:
+            assert absent(read), f"{what} still there after helm uninstall"
+        ext.read_custom_resource_definition(CRD_NAME)
+        custom.get_cluster_custom_object("repack.volcano.sh", "v1alpha1", "repackruns", run_name)
+        # What the controller made is not the release's: Helm leaves it, `kubectl repack uninstall` removes it.
+        core.read_namespaced_secret(manifests.SECRET_NAME, NAMESPACE)
+        out = repack(kc, "uninstall", "--repack-namespace", NAMESPACE)
+        assert out.returncode == 0, out.stdout + out.stderr
+        print(out.stdout)
+        assert absent(lambda: core.read_namespaced_secret(manifests.SECRET_NAME, NAMESPACE))
+        left = custom.get_cluster_custom_object("repack.volcano.sh", "v1alpha1", "repackruns", run_name)
+        assert not left["metadata"].get("finalizers"), left["metadata"]
+        assert f"namespace/{NAMESPACE} kept (not created by install)" in out.stdout   # helm --create-namespace's
+
+        # ---- a second helm install over the kept CRD (still the release's by its metadata) works
+        helm_cli("install", RELEASE, str(CHART_DIR), *install_args())
+        doctor_all_ok(kc)
+    finally:
+        FIGURES["seconds"] = round(time.monotonic() - t_all, 1)
+        print(f"\nhelm e2e: {FIGURES}")
+        subprocess.run([helm_binary(), "uninstall", RELEASE, "--namespace", NAMESPACE, "--wait"],
+                       env=dict(os.environ, KUBECONFIG=kc), capture_output=True, timeout=180)
+        repack(kc, "uninstall", "--repack-namespace", NAMESPACE)
+        control_plane.kubectl("delete", "repackrun", run_name, "--ignore-not-found", "--wait=false", check=False)
+        control_plane.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=false", check=False)
+    wait_for("the namespace gone", lambda: absent(lambda: core.read_namespace(NAMESPACE)) or None, timeout=120)
