@@ -330,7 +330,9 @@ class Executor:
         keys = target_keys(run.spec)
         result = dict(outcome.result or {})
         vacated = bool(result.get("vacatedNodes"))
-        vacated_at = self._last_evicted_at or self.clock.now()
+        # a resumed run keeps the moment it wrote before (this process evicted nothing)
+        stored = parse_time(as_map(as_map(run.status.get("result")).get("target")).get("vacatedAt"))
+        vacated_at = self._last_evicted_at or stored or self.clock.now()
         waited = dt.timedelta(0)
         if vacated:
             interim = dict(result, target={"podGroups": keys, "vacatedAt": micro_time(vacated_at), "bound": False})

@@ -316,3 +316,20 @@ def test_an_untargeted_run_has_no_target_result():
     del runs.runs["run-1"]["spec"]["target"]
     run = eng.execute("run-1")
     assert "target" not in run["status"]["result"]
+
+
+def test_a_resumed_run_keeps_the_moment_the_nodes_were_vacated():
+    clock = HookClock()
+    cluster, runs, eng = started_with(clock)
+    first = eng.execute("run-1")
+    vacated_at = first["status"]["result"]["target"]["vacatedAt"]
+    runs.runs["run-1"]["status"]["phase"] = "Running"     # as if the process died during the wait
+    for c in runs.runs["run-1"]["status"]["conditions"]:
+        if c["type"] in ("Complete", "Failed"):
+            c["status"] = "False"
+    clock.sleep(120)
+    again = engine_for(cluster, runs, clock)
+    before = clock.now()
+    run = again.execute("run-1")
+    assert clock.now() - before >= executor.Options().target_wait    # it did wait for the target again
+    assert run["status"]["result"]["target"]["vacatedAt"] == vacated_at
