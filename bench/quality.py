@@ -3,9 +3,10 @@
 For each instance (a seeded `bench.generate` cluster of at most 40 nodes and one RepackRun spec:
 no budget, a typical budget, a scope that excludes protected workloads, or both) this computes:
 
-- the planner's plan (`planner.plan`): nodes freed; it never occupies an idle node;
+- the planner's plan (`planner.plan`): nodes freed and idle nodes newly occupied;
 - the exact optimum of (nodes freed - idle nodes newly occupied) under the same scope, budget and
-  filters, by a MILP solved with HiGHS (highspy), with any node as a receiver, idle ones included;
+  filters, by a MILP solved with HiGHS (highspy), with any node as a receiver, idle ones included
+  when the freed nodes cover them one for one (planner.cover);
   and the same optimum with receivers restricted to occupied nodes, as the planner restricts them;
 - a cluster-autoscaler-style pass (nodes by ascending R utilisation; remove one if all its R pods
   fit elsewhere, first fit in name order, every filter, cumulative);
@@ -32,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 import planner  # noqa: E402
 import planner.cost  # noqa: E402
 from planner.cost import gang_infos, plan_dimensions  # noqa: E402
+from planner.cover import Cover  # noqa: E402
 from planner.filters import STATIC_FILTERS, run_filters  # noqa: E402
 from planner.frag import usage  # noqa: E402
 from planner.plan import RunSpec  # noqa: E402
@@ -126,6 +128,7 @@ class Setting:
                                  if all(check_movable(p, self.ctx) is None for p in self.r_pods[n]))
         self.gangs = gang_infos(snap, R)
         self.pod_by_key = {p.key: p for p in snap.pods}
+        self.cover = Cover(snap, R, self.providers)
 
     def movable(self, pod):
         return check_movable(pod, self.ctx) is None
@@ -334,6 +337,7 @@ class _Model:
                     self._row(-inf, float(free), idx + [y[m]], val + [float(free)])
                 else:
                     self._row(-inf, float(free), idx, val)
+        self._cover()
         self._disruption()
         run = setting.run
         if run.max_podgroups is not None and self.a:
@@ -341,6 +345,32 @@ class _Model:
         if run.max_resource is not None and cands:
             self._row(-inf, float(run.max_resource), [y[n] for n in cands],
                       [float(sum(p.requests[R] for p in setting.r_pods[n])) for n in cands])
+
+    def _cover(self):
+        """RELIEF-4: the freed nodes cover the idle nodes filled one for one. A transportation
+        problem over the cover classes (planner.cover): w[f, i] idle nodes of class i covered by
+        freed nodes of class f; sum_f w[f, i] = sum z over class i; sum_i w[f, i] <= sum y over class f
+        (integral flows are exactly the matchings of nodes)."""
+        s, inf = self.setting, self.inf
+        cover = s.cover
+        idle_by, cand_by = {}, {}
+        for m, j in self.z.items():
+            idle_by.setdefault(cover.class_of[m], []).append(j)
+        for n, j in self.y.items():
+            cand_by.setdefault(cover.class_of[n], []).append(j)
+        out = {f: [] for f in cand_by}
+        for i, zs in sorted(idle_by.items()):
+            ws = []
+            for f in cover.covering[i]:
+                if f in cand_by:
+                    w = self._col(0.0, float(len(zs)), True)
+                    ws.append(w)
+                    out[f].append(w)
+            self._row(0.0, 0.0, ws + zs, [1.0] * len(ws) + [-1.0] * len(zs))
+        for f, ws in sorted(out.items()):
+            if ws:
+                ys = cand_by[f]
+                self._row(-inf, 0.0, ws + ys, [1.0] * len(ws) + [-1.0] * len(ys))
 
     def _col(self, lo, hi, integer):
         self.h.addCol(0.0, lo, hi, 0, [], [])
@@ -495,6 +525,8 @@ def _verify(setting, freed, moves, pods):
         why = run_filters(p, setting.snap.node_by_name[m], state, {})
         assert why is None, f"MILP solution infeasible: {pk} -> {m}: {why}"
         state.bind(p, m)
+    filled = {m for _, m in moves if m in setting.idle}
+    assert not setting.cover.uncovered(freed, filled), f"MILP: idle {sorted(filled)} not covered by {sorted(freed)}"
     run = setting.run
     groups = {f"{pods[pk][0].namespace}/{pods[pk][0].group_name}" for pk, _ in moves}
     assert run.max_podgroups is None or len(groups) <= run.max_podgroups

@@ -56,24 +56,30 @@ def net_freed(planner) -> int:
     return len(planner.freed) - len(planner.reoccupied)
 
 
+def uncovered(planner) -> int:
+    """Idle nodes the pass re-occupies that its freed nodes do not cover (RELIEF-4: planner.cover)."""
+    return planner.prep.cover.uncovered(planner.freed, planner.reoccupied)
+
+
 def plan_key(planner):
-    """How passes compare, lower first: most net nodes freed, then fewest idle nodes re-occupied
+    """How passes compare, lower first: a pass whose freed nodes cover the idle nodes it fills
+    (RELIEF-4) before any other, then most net nodes freed, then fewest idle nodes re-occupied
     (PLAN-2 rule 1: fill an idle node only when that raises net freed), then least GANG-3
-    disruption of the whole plan. With a block goal (TOPO-3) most blocks come first and the
+    disruption of the whole plan. With a block goal (TOPO-3) most blocks come next and the
     goal's mode decides between plans equal in everything else."""
     key = (-net_freed(planner), len(planner.reoccupied), weighted_disruption(planner))
     counter = planner.prep.blocks
     if counter is None:
-        return key
+        return (uncovered(planner), *key)
     blocks, mode = counter.key(planner.freed, planner.reoccupied)
-    return (blocks, *key, mode)
+    return (uncovered(planner), blocks, *key, mode)
 
 
 def at_best(planner) -> bool:
     """Can no pass do better? At the theoretical minimum of occupied nodes and, with a block goal,
     at the most blocks the candidates could make (each HyperNode's idle and candidate nodes)."""
     prep = planner.prep
-    if len(prep.occupied) - net_freed(planner) > prep.minimum.value:
+    if len(prep.occupied) - net_freed(planner) > prep.minimum.value or uncovered(planner):
         return False
     counter = prep.blocks
     return counter is None or -counter.key(planner.freed, planner.reoccupied)[0] >= counter.bound(prep.candidates)
@@ -346,10 +352,11 @@ def searched(best, make_planner):
     if not search.start(best.freed, {m.pod.key: m.to_node for m in best.moves}):
         search = setsearch.SetSearch(prep, best.weights)
     (score, neg_weighted), (vacated, opened, pins) = search.run(iterations)
-    key = (-score[-1], len(opened), -neg_weighted)
+    key = (-(len(vacated) - len(opened)), len(opened), -neg_weighted)
     if prep.blocks is not None:
         blocks, mode = prep.blocks.key(vacated, opened)
         key = (blocks, *key, mode)
+    key = (prep.cover.uncovered(vacated, opened), *key)
     if key >= plan_key(best):
         return None
     return make_planner(vacated, frozenset(), opened, pins=pins).run_rounds()

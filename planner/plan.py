@@ -176,7 +176,8 @@ def finish(p) -> Plan:
                 minimum.exact, fb, fa, tuple(p.moves), tuple(p.freed), verdicts, p.rounds,
                 prep.resolved_podgroups, prep.resolved_nodes, tuple(notes), owners, cards,
                 tuple(p.reoccupied), why, why_code, node_blocks,
-                block_view.rows(prep, counter, p.freed, p.reoccupied))
+                block_view.rows(prep, counter, p.freed, p.reoccupied),
+                freed_capacity=tuple(prep.cover.describe(p.freed, R)))
 
 
 def _blocks_not_met(p, best, fb, notes) -> Plan:

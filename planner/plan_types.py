@@ -262,6 +262,7 @@ class Plan:
     node_blocks: Optional[NodeBlocks] = None          # with spec.networkTopology (TOPO-4)
     hypernodes: tuple = ()                            # HyperNodeRow of the goal tier, else of the lowest tier
     target: Optional[TargetFit] = None                # with spec.target (RELIEF-2)
+    freed_capacity: tuple = ()                        # what the freed nodes can host, one line per kind (RELIEF-4)
 
     @property
     def moved_cards(self) -> int:

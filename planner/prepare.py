@@ -9,6 +9,7 @@ from types import MappingProxyType
 
 from .blocks import BlockCounter
 from .cost import gang_infos
+from .cover import Cover
 from .filters import has_interpod_constraints
 from .frag import theoretical_min, usage
 from .plan_types import NodeVerdict, RunSpec
@@ -47,6 +48,7 @@ class Prepared:
     # candidates holding pods of gangs with hard network topology: evaluated on their own (never by
     # a shared signature), re-evaluated when their gang moves or a node they may use changes
     topo: set = None
+    cover: object = None         # cover.Cover: which freed nodes may stand in for a re-occupied idle one
 
     # check_movable reads `snapshot`, `scope` and `not_evictable`
     @property
@@ -124,6 +126,7 @@ def prepare(snapshot, run, not_evictable=None) -> Prepared:
     if run.network_topology is not None:
         prep.blocks = BlockCounter(prep, run.network_topology)
     prep.gangs = gang_infos(snapshot, R)
+    prep.cover = Cover(snapshot, R, alloc)
     for node in sorted(occupied):
         pods = [p for p in snapshot.pods_by_node.get(node, ()) if not p.terminal and p.requests.get(R, 0) > 0]
         pods.sort(key=lambda p: (-p.requests[R], p.key))

@@ -296,7 +296,7 @@ def _not_recommended(prep, plan, outcome, fit):
     verdicts = tuple(NodeVerdict(v.node, False, VerdictReason.NOT_SELECTED,
                                  f"{outcome}: nothing is moved", round=v.round) if v.vacated else v
                      for v in plan.verdicts)
-    return replace(plan, outcome=outcome, message=fit.message, moves=(), freed_nodes=(), reoccupied=(),
+    return replace(plan, outcome=outcome, message=fit.message, moves=(), freed_nodes=(), reoccupied=(), freed_capacity=(),
                    occupied_after=plan.occupied_before, frag_after=plan.frag_before, cards=cards,
                    above_minimum="", above_minimum_reason="", target=fit, verdicts=verdicts, owners={},
                    hypernodes=block_view.rows(prep, prep.blocks, (), ()))

@@ -1,7 +1,7 @@
 """The round loop (PLAN-1, PLAN-3, BUDGET-1): evaluate the remaining candidates, drop those over
 budget, score the rest over the complete plan (GANG-3), commit the best, repeat; then, when no
 candidate is feasible any more, try to consolidate more of them than idle nodes onto idle nodes
-(PLAN-2 rule 1), and go on. Every occupied provider node in scope ends with a verdict.
+(PLAN-2 rule 1, only onto idle nodes the freed ones cover: planner.cover), and go on. Every occupied provider node in scope ends with a verdict.
 
 Two loops make the same decisions: `_rounds_reference` evaluates every remaining candidate from
 scratch each round (`optimized=False`); `_rounds_fast` keeps cached evaluations, re-checks only
@@ -58,6 +58,7 @@ class Planner:
         self.rnd = 0
         self.progress = None          # progress("round", k, at most n): see planner.plan
         self.stop = None              # stop(planner) -> True ends the pass after a round (planner.relief)
+        self.cover_noted = False      # a consolidation refused because the freed nodes would not cover (said once)
         self.consolidation_left = max(CONSOLIDATION_TRACES_MIN,
                                       CONSOLIDATION_TRACES_PER_CANDIDATE * len(prep.candidates))
 
@@ -361,6 +362,16 @@ class Planner:
         used = {to for _, t in donors for _, to, _ in t.moves}
         opened = [n for n in opened if n in used]
         if not opened:
+            return [], []
+        # RELIEF-4: the idle nodes filled must be covered, one for one, by the nodes freed
+        cover = self.prep.cover
+        if cover.uncovered(self.freed + [c for c, _ in donors], self.reoccupied + opened):
+            if not self.cover_noted:
+                self.cover_noted = True
+                R = self.R
+                self.notes.append(f"idle node(s) {', '.join(opened)} kept free ({'; '.join(cover.describe(opened, R))}): "
+                                  f"the nodes that would vacate onto them ({'; '.join(cover.describe([c for c, _ in donors], R))}) "
+                                  "could not host every pod they can")
             return [], []
         counter = self.prep.blocks
         if counter is None:

@@ -149,6 +149,7 @@ class SetSearch:
         run = prep.run
         self.max_groups, self.max_cards = run.max_podgroups, run.max_resource
         self.room = max(len(prep.occupied) - prep.minimum.value, 0)
+        self.uncover_penalty = len(prep.alloc) + 1    # more than any net or block count
         # the state
         self.S = set()
         self.where = {}                   # pod key -> receiver
@@ -429,10 +430,13 @@ class SetSearch:
         return len(self.S) - len(self.opened)
 
     def score(self) -> tuple:
-        """What the walks maximise: (net,), or with a block goal (blocks, net) (TOPO-3)."""
+        """What the walks maximise: (net,), or with a block goal (blocks, net) (TOPO-3); a state
+        whose vacated nodes do not cover the idle nodes it opens (RELIEF-4) ranks below every state
+        that does (its first figure lowered by more than any state can reach)."""
+        penalty = self.uncover_penalty * self.prep.cover.uncovered(self.S, self.opened) if self.opened else 0
         if self.blocks is None:
-            return (self.net(),)
-        return (self.blocks.blocks(self.S, self.opened), self.net())
+            return (self.net() - penalty,)
+        return (self.blocks.blocks(self.S, self.opened) - penalty, self.net())
 
     def disruption(self):
         moved = {}

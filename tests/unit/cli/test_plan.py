@@ -68,6 +68,8 @@ def test_summary_has_figures_moves_table_and_card_map():
     assert "Nodes:          3 providers, occupied 3 -> 2, theoretical minimum 2\n" in out
     assert "Scope:          1 PodGroup(s), 3 node(s)" in out
     assert "Freed nodes:    1 (ascend-node-01)" in out
+    assert ("Freed nodes:    1 (ascend-node-01)\n"
+            "Can host:       1 node(s) with 8 huawei.com/ascend-1980, untainted, labelled accelerator-pool=ascend-npu\n") in out
     assert "Moved:          2 huawei.com/ascend-1980 in 2 pod(s) of 1 PodGroup(s)" in out
     lines = out.splitlines()
     header = lines.index("MOVES") + 1

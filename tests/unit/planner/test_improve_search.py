@@ -37,7 +37,9 @@ def test_at_the_same_net_freed_a_pass_that_reoccupies_no_idle_node_wins():
     from planner.improve import plan_key
     gangs = {"default/g": GangInfo("default/g", "default/Job/g", 2, 0, 2, {"default/p": 1, "default/q": 1})}
     pod = SimpleNamespace(namespace="default", group_name="g", key="default/p")
-    prep = SimpleNamespace(blocks=None)      # no block goal
+    # no block goal; the freed nodes cover the idle node ("spare") unless "e" is among them
+    prep = SimpleNamespace(blocks=None, cover=SimpleNamespace(
+        uncovered=lambda freed, reoccupied: int(bool(reoccupied) and "e" in freed)))
     plain = SimpleNamespace(freed=["a", "b"], reoccupied=[], moves=[SimpleNamespace(pod=pod)], gangs=gangs,
                             weights=DEFAULT_WEIGHTS, prep=prep)
     filling = SimpleNamespace(freed=["a", "b", "c"], reoccupied=["spare"], moves=[], gangs=gangs,
@@ -46,3 +48,7 @@ def test_at_the_same_net_freed_a_pass_that_reoccupies_no_idle_node_wins():
     more = SimpleNamespace(freed=["a", "b", "c", "d"], reoccupied=["spare"], moves=[], gangs=gangs,
                            weights=DEFAULT_WEIGHTS, prep=prep)
     assert plan_key(more) < plan_key(plain)       # it does when it raises net freed
+    # RELIEF-4: not when the freed nodes do not cover the idle one, however many they are
+    uncovered = SimpleNamespace(freed=["a", "b", "c", "d", "e"], reoccupied=["spare"], moves=[], gangs=gangs,
+                                weights=DEFAULT_WEIGHTS, prep=prep)
+    assert plan_key(plain) < plan_key(uncovered)

@@ -29,21 +29,6 @@ def test_receiver_avoids_node_of_a_podgroup_the_plan_disrupts():
     assert disrupted(p) == {"default/job-a-pg"}
 
 
-def test_two_donors_consolidated_onto_one_idle_node():
-    def team(t):
-        return {"taints": [{"key": "team", "value": t, "effect": "NoSchedule"}],
-                "tolerations": [{"key": "team", "operator": "Equal", "value": t, "effect": "NoSchedule"}]}
-    objs = [node("a", taints=team("a")["taints"]), node("b", taints=team("b")["taints"]), node("spare")]
-    objs += gang("ja", workers=["a"], cards=4, min_member=1, tolerations=team("a")["tolerations"])
-    objs += gang("jb", workers=["b"], cards=4, min_member=1, tolerations=team("b")["tolerations"])
-    p = plan(load_objects(objs), spec())
-    assert sorted(p.freed_nodes) == ["a", "b"]
-    assert {m.to_node for m in p.moves} == {"spare"}
-    assert disrupted(p) == {"default/ja-pg", "default/jb-pg"}
-    assert p.occupied_before == 2 and p.occupied_after == 1      # net one node freed
-    assert plan_status(p)["plan"]["summary"]["fragAfterPercent"] == 0
-
-
 def test_idle_node_not_reoccupied_for_a_single_donor():
     objs = [node("a", taints=[{"key": "team", "value": "a", "effect": "NoSchedule"}]), node("spare"),
             node("c", taints=[{"key": "team", "value": "c", "effect": "NoSchedule"}])]

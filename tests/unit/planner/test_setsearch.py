@@ -15,6 +15,7 @@ from planner.filters import run_filters
 from planner.plan import RunSpec
 from planner.prepare import prepare
 from planner.state import SimulatedState
+from tests.unit.planner.test_exact_small import covered
 
 
 def net(p):
@@ -34,6 +35,8 @@ def replay(snapshot, p):
         state.bind(m.pod, m.to_node)
     for n in p.freed_nodes:
         assert not any(q.requests.get(p.resource, 0) for q in state.pods_on[n].values()), n
+    # RELIEF-4, checked with the exhaustive test's own reading of the rule
+    assert covered(snapshot, p.resource, p.freed_nodes, p.reoccupied), (p.freed_nodes, p.reoccupied)
 
 
 # (instance, nodes, seed, profile, spec, optimum net) from bench.quality.instances() and the MILP
