@@ -403,6 +403,7 @@ def _schema(vals: dict) -> dict:
         "type": "object",
         "additionalProperties": False,
         "properties": {
+            "global": {"type": "object"},   # what a parent chart passes to every subchart
             "namespace": string,
             "createNamespace": {"type": "boolean"},
             "image": {"type": "object", "additionalProperties": False, "required": ["repository"],

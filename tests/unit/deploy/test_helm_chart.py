@@ -167,6 +167,13 @@ def test_network_policy_disabled_renders_none_even_with_cidrs():
     assert policy["spec"]["ingress"][0]["from"] == [{"ipBlock": {"cidr": "10.0.0.1/32"}}]
 
 
+def test_a_parent_charts_global_values_are_accepted():
+    """The values schema is closed (a misspelt value fails), except for what every subchart receives."""
+    assert helm_template("--namespace", manifests.NAMESPACE, "--set", "global.imageRegistry=registry.example")
+    done = helm("template", RELEASE, str(CHART_DIR), "--set", "nodeSelectors.zone=a", check=False)
+    assert done.returncode != 0 and "nodeSelectors" in done.stderr
+
+
 def test_values_the_install_refuses_are_refused():
     """No replacement creator (install falls back to its defaults; the chart lists them in values.yaml)
     and a malformed digest fail at render time with the value named."""
