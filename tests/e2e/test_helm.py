@@ -157,6 +157,12 @@ def test_helm_install_doctor_upgrade_uninstall(real_node, control_plane, helm_cl
         applied = control_plane.kubectl("apply", "-f", str(path), check=False)
         assert applied.returncode == 0, applied.stdout + applied.stderr
 
+        def finished():
+            got = custom.get_cluster_custom_object("repack.volcano.sh", "v1alpha1", "repackruns", run_name)
+            return got if (got.get("status") or {}).get("phase") in ("Succeeded", "Failed") else None
+
+        planned = wait_for("the installed controller finishing the DryRun", finished, timeout=90)
+
         # ---- helm upgrade: a changed value reaches the cluster; the controller's caBundle survives
         out = helm_cli("upgrade", RELEASE, str(CHART_DIR), "--reuse-values",
                        "--set", "resources.controller.limits.memory=768Mi", "--namespace", NAMESPACE,
@@ -181,15 +187,14 @@ def test_helm_install_doctor_upgrade_uninstall(real_node, control_plane, helm_cl
         ]:
             assert absent(read), f"{what} still there after helm uninstall"
         ext.read_custom_resource_definition(CRD_NAME)
-        custom.get_cluster_custom_object("repack.volcano.sh", "v1alpha1", "repackruns", run_name)
+        kept = custom.get_cluster_custom_object("repack.volcano.sh", "v1alpha1", "repackruns", run_name)
+        assert (kept["metadata"]["uid"], kept["status"]) == (planned["metadata"]["uid"], planned["status"])
         # What the controller made is not the release's: Helm leaves it, `kubectl repack uninstall` removes it.
         core.read_namespaced_secret(manifests.SECRET_NAME, NAMESPACE)
         out = repack(kc, "uninstall", "--repack-namespace", NAMESPACE)
         assert out.returncode == 0, out.stdout + out.stderr
         print(out.stdout)
         assert absent(lambda: core.read_namespaced_secret(manifests.SECRET_NAME, NAMESPACE))
-        left = custom.get_cluster_custom_object("repack.volcano.sh", "v1alpha1", "repackruns", run_name)
-        assert not left["metadata"].get("finalizers"), left["metadata"]
         assert f"namespace/{NAMESPACE} kept (not created by install)" in out.stdout   # helm --create-namespace's
 
         # ---- a second helm install over the kept CRD (still the release's by its metadata) works
