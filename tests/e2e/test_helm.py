@@ -164,13 +164,13 @@ def test_helm_install_doctor_upgrade_uninstall(real_node, control_plane, helm_cl
         planned = wait_for("the installed controller finishing the DryRun", finished, timeout=90)
 
         # ---- helm upgrade: a changed value reaches the cluster; the controller's caBundle survives
-        out = helm_cli("upgrade", RELEASE, str(CHART_DIR), "--reuse-values",
+        out = helm_cli("upgrade", RELEASE, str(CHART_DIR), "--reset-then-reuse-values",
                        "--set", "resources.controller.limits.memory=768Mi", "--namespace", NAMESPACE,
                        "--wait", "--timeout", "240s")
         assert "REVISION: 2" in out, out
         dep = apps.read_namespaced_deployment(manifests.CONTROLLER_NAME, NAMESPACE)
         assert dep.spec.template.spec.containers[0].resources.limits["memory"] == "768Mi"
-        assert dep.spec.template.spec.node_selector == {NODE_LABEL: "true"}   # --reuse-values kept it
+        assert dep.spec.template.spec.node_selector == {NODE_LABEL: "true"}   # the install's value kept
         assert reg.read_mutating_webhook_configuration(manifests.CONFIG_NAME).webhooks[0].client_config.ca_bundle \
             == ca_bundle
         doctor_all_ok(kc, timeout=120)   # the new controller pod takes its Lease over
