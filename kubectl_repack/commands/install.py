@@ -20,6 +20,15 @@ webhook served outside the cluster, e.g. on loopback in tests): no Deployment or
 installed then, install generates the TLS pair itself (needs `cryptography`), renders it as the
 Secret and the caBundle, keeps a still-valid pair on a re-install, and `--cert-dir` receives it.
 
+Over an earlier install, install is an upgrade (deploy.installer.Applied): each object is read
+before it is applied, and install ends by saying what changed, what it created and how many objects
+were already current. An earlier install applied with kubectl (`kubectl apply -f` of the rendered
+manifests, create, replace, or `kubectl apply --server-side`) owns its fields under kubectl's field
+managers, so server-side apply alone would keep what this version no longer sets (a container, a
+Service port): install takes those managers' fields over first, as kubectl does when an object moves
+from client-side to server-side apply, and the apply then removes them. Other managers' fields (the
+controller's caBundle, a user's label) stay theirs. The RepackRuns are not touched.
+
 Uninstall deletes what install created, webhook configuration first (so no pod creation waits
 on a webhook that is going away), then releases any pod still carrying the placement gate (the
 coordinator that would have is going away too); the CRD, and with it every RepackRun, only with
@@ -214,6 +223,10 @@ def command(repack_namespace, image, node_selector, tolerations, priority_class,
     Secret, the webhook's pod waits for its volume (ContainerCreating); --wait waits for both.
     The rendered objects carry no key material, so they can be committed (GitOps).
 
+    Over an earlier install (made by install, or by `kubectl apply` of its rendered manifests) this
+    is an upgrade: it says which objects changed and which it created, and removes what this version
+    no longer sets. RepackRuns are kept; the upgraded controller takes over those not finished.
+
     \b
     Examples:
       kubectl repack install
@@ -269,10 +282,12 @@ def command(repack_namespace, image, node_selector, tolerations, priority_class,
         if output:
             _print_objects(answers, output)
         return
-    installer.apply_all(api, objs, click.echo, said)
+    applied = installer.apply_all(api, objs, click.echo, said)
     if not policy.cidrs:
         _no_policy(policy, installer.remove_stale_policy(api, namespace), click.echo)
     installer.remove_legacy_secret(api, namespace, click.echo)
+    for line in applied.report(namespace):   # over an earlier install: what the upgrade changed
+        click.echo(line)
     deployments = [o["metadata"] for o in objs if o["kind"] == "Deployment"]
     if wait and deployments:
         installer.wait_all(api, deployments, timeout, click.echo)

@@ -18,8 +18,9 @@ from kubectl_repack.api.installed import PART_OF, PART_OF_LABEL, SOURCE_ENDPOINT
 from kubectl_repack.api.run import is_finished
 from kubectl_repack.errors import RepackError
 from kubectl_repack.kube.client import request
+from kubectl_repack.errors import Conflict, Invalid, NotFound
 from kubectl_repack.kube.objects import (KINDS_BY_NAME, POD_KIND, apply_object, delete_object, get_path, json_patch,
-                                         kind_of, read_object)
+                                         kind_of, object_path, read_object)
 from kubectl_repack.kube.preflight.network import read_apiserver_sources
 from kubectl_repack.kube.runs import RUN_KIND, RunStore
 
@@ -169,16 +170,156 @@ def remove_stale_policy(api, namespace: str, dry_run: bool = False) -> str:
 
 # ---------- applying ----------
 
-def apply_all(api, objs: list, echo: Echo, after: Callable[[dict], None]) -> None:
+def apply_all(api, objs: list, echo: Echo, after: Callable[[dict], None]) -> "Applied":
     """Each object with server-side apply, in order; a Namespace install did not create is left as
-    it is. `after(obj)` is called once each object's line is printed."""
+    it is. `after(obj)` is called once each object's line is printed. Returns what each apply did
+    (created, changed, unchanged, taken over), which says whether this was an upgrade."""
+    applied = Applied()
     for obj in objs:
         if obj["kind"] == "Namespace" and not ours(api, obj["metadata"]["name"], absent=True):
             echo(f"{describe(obj)} exists, left as it is (not created by install)")
             continue
-        server_side_apply(api, obj)
+        before = read_object(api, obj)
+        if before is not None:
+            managers = take_over(api, obj, before)
+            if managers:
+                applied.taken_over.append((describe(obj), managers))
+        answer = server_side_apply(api, obj)
+        applied.record(describe(obj), obj["kind"], before, answer)
         echo(f"{describe(obj)} serverside-applied")
         after(obj)
+    return applied
+
+
+# ---------- upgrading an earlier install ----------
+
+# How the install set reached a cluster when `kubectl repack install` did not apply it itself:
+# `kubectl apply -f` of the rendered manifests (client-side apply), `kubectl create -f`, `kubectl
+# replace -f`, `kubectl apply --server-side` (its default manager). Server-side apply removes only
+# the fields its own manager applied before and no longer applies, so the fields these managers set
+# would stay when a newer version stops setting them (the coordinator container that moved out of
+# the webhook's pod, a Service port): install takes them over first, as `kubectl apply
+# --server-side` does for objects applied client-side (client-go's csaupgrade). Fields of any other
+# manager (a controller's caBundle, a user's label, Helm) are left to their owner.
+EARLIER_APPLIERS = frozenset({("kubectl-client-side-apply", "Update"), ("kubectl-create", "Update"),
+                              ("kubectl-replace", "Update"), ("kubectl", "Apply")})
+
+
+def _union(a: dict, b: dict) -> dict:
+    """Two FieldsV1 sets (nested dicts keyed by f:/k:/v:/i: path elements) as one."""
+    out = dict(a)
+    for key, value in b.items():
+        mine = out.get(key)
+        out[key] = _union(mine, value) if isinstance(mine, dict) and isinstance(value, dict) else \
+            (value if mine is None else mine)
+    return out
+
+
+def taken_over(managed_fields: list) -> tuple:
+    """(managedFields with the entries of EARLIER_APPLIERS merged into install's own Apply entry, or
+    turned into it when there is none; the managers merged) — (None, []) when there is nothing to
+    take over. Only entries of the main resource and of the same apiVersion as install's entry merge:
+    a field set in another version's paths cannot be compared."""
+    def main(m):
+        return not m.get("subresource")
+
+    ours = next((m for m in managed_fields if main(m) and m.get("manager") == FIELD_MANAGER
+                 and m.get("operation") == "Apply"), None)
+    earlier = [m for m in managed_fields if main(m) and (m.get("manager"), m.get("operation")) in EARLIER_APPLIERS]
+    if not earlier:
+        return None, []
+    api_version = (ours or earlier[0]).get("apiVersion")
+    movable = [m for m in earlier if m.get("apiVersion") == api_version]
+    if not movable:
+        return None, []
+    fields = dict((ours or {}).get("fieldsV1") or {})
+    for entry in movable:
+        fields = _union(fields, entry.get("fieldsV1") or {})
+    merged = {"manager": FIELD_MANAGER, "operation": "Apply", "apiVersion": api_version,
+              "time": (ours or movable[0]).get("time"), "fieldsType": "FieldsV1", "fieldsV1": fields}
+    replaced = [ours] if ours is not None else []
+    out, placed = [], False
+    for entry in managed_fields:
+        if any(entry is m for m in movable + replaced):
+            if not placed:
+                out.append(merged)
+                placed = True
+            continue
+        out.append(entry)
+    return out, [m["manager"] for m in movable]
+
+
+def take_over(api, obj: dict, live: dict) -> list:
+    """Make install's manager the owner of the fields an earlier applier of the install set
+    (EARLIER_APPLIERS) owns in `live`, the stored form of `obj`, so the apply that follows removes
+    those this version no longer sets. Returns
+    the managers taken over ([] when none, or when the object changed meanwhile: the apply still
+    converges every field it sets)."""
+    meta = live.get("metadata") or {}
+    fields, managers = taken_over(meta.get("managedFields") or [])
+    if fields is None:
+        return []
+    ops = [{"op": "test", "path": "/metadata/resourceVersion", "value": meta.get("resourceVersion")},
+           {"op": "replace", "path": "/metadata/managedFields", "value": fields}]
+    try:
+        request(api, "PATCH", object_path(obj), ops, content_type="application/json-patch+json")
+    except (NotFound, Conflict, Invalid):
+        return []
+    return managers
+
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def _content(obj: Optional[dict]) -> dict:
+    """What an apply can change in an object: everything but its status and the bookkeeping in its
+    metadata (versions, times, managedFields, kubectl's last-applied copy), labels and annotations kept."""
+    obj = obj or {}
+    meta = obj.get("metadata") or {}
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != LAST_APPLIED}
+    kept = {"labels": meta.get("labels") or {}, "annotations": annotations}
+    return {**{k: v for k, v in obj.items() if k not in ("metadata", "status")}, "metadata": kept}
+
+
+class Applied:
+    """What apply_all did to each object: created, changed (its spec, rules, labels... differ after
+    the apply), unchanged; and whose fields it took over. An install is an upgrade when an object other
+    than the Namespace and the CRD (both may outlive an install: uninstall keeps the CRD, and an
+    existing namespace is used as it is) was there before."""
+
+    def __init__(self):
+        self.created, self.changed, self.unchanged, self.existed = [], [], [], []
+        self.taken_over: list = []   # [(object, [managers])]
+
+    def record(self, ref: str, kind: str, before: Optional[dict], after: Optional[dict]) -> None:
+        if before is None:
+            self.created.append(ref)
+            return
+        if kind not in ("Namespace", "CustomResourceDefinition"):
+            self.existed.append(ref)
+        (self.changed if _content(before) != _content(after) else self.unchanged).append(ref)
+
+    @property
+    def upgrade(self) -> bool:
+        return bool(self.existed)
+
+    def report(self, namespace: str) -> list[str]:
+        """The lines that say what an upgrade changed (none for a first install)."""
+        if not self.upgrade:
+            return []
+        if not (self.changed or self.created or self.taken_over):
+            return [f"the install found in namespace {namespace} is current: {len(self.unchanged)} object(s) unchanged"]
+        lines = [f"upgraded the install found in namespace {namespace}: {len(self.changed)} object(s) changed, "
+                 f"{len(self.created)} created, {len(self.unchanged)} unchanged"]
+        if self.changed:
+            lines.append(f"changed: {', '.join(self.changed)}")
+        if self.created:
+            lines.append(f"created: {', '.join(self.created)}")
+        if self.taken_over:
+            managers = sorted({m for _, ms in self.taken_over for m in ms})
+            lines.append(f"taken over from {', '.join(managers)} (an earlier install applied with kubectl), so the "
+                         f"fields this version no longer sets were removed: {', '.join(r for r, _ in self.taken_over)}")
+        return lines
 
 
 def server_dry_run(api, objs: list, echo: Echo, after=None) -> list:
