@@ -25,6 +25,7 @@ from kubectl_repack.api.installed import POLICY_SOURCE_ANNOTATION, SOURCE_ENDPOI
 from kubectl_repack.deploy import manifests
 from kubectl_repack.schema import CRD_NAME
 from tests.e2e.helpers import absent, wait_for
+from tests.e2e.test_network_policy import advertised, quiet_plane  # noqa: F401  (fixtures)
 from tests.harness.controlplane import REPO_ROOT
 from tests.harness.realnode import NODE_LABEL
 from tests.unit.deploy.test_helm_chart import CHART_DIR, helm_binary
@@ -133,6 +134,7 @@ def test_helm_install_doctor_upgrade_uninstall(real_node, control_plane, helm_cl
         out = helm_cli("install", RELEASE, str(CHART_DIR), *install_args())
         assert "STATUS: deployed" in out, out
         print(out)
+        assert "NetworkPolicy repack-webhook: the webhook port admits only the API server (" in out   # the notes
         report = doctor_all_ok(kc)
         print(report)
         policy = client.NetworkingV1Api(api).read_namespaced_network_policy(manifests.NAME, NAMESPACE)
@@ -209,3 +211,43 @@ def test_helm_install_doctor_upgrade_uninstall(real_node, control_plane, helm_cl
         control_plane.kubectl("delete", "repackrun", run_name, "--ignore-not-found", "--wait=false", check=False)
         control_plane.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=false", check=False)
     wait_for("the namespace gone", lambda: absent(lambda: core.read_namespace(NAMESPACE)) or None, timeout=120)
+
+
+def _network_policies(objs) -> list:
+    return [o for o in objs if o and o["kind"] == "NetworkPolicy"]
+
+
+def test_helm_reads_the_api_servers_addresses_as_install_does(quiet_plane, advertised, tmp_path):
+    """`helm template --dry-run=server` (Helm's `lookup` reads the cluster, as at `helm install`)
+    renders the NetworkPolicy that `install --dry-run=server` renders, from the kubernetes Service's
+    EndpointSlices (IPv4 in numeric order), else from its Endpoints; with neither, both render none.
+    (A loopback address the API server refuses to store: a unit case of install's reader, not
+    reachable here.)"""
+    kc = quiet_plane.kubeconfig
+    namespace = "repack-helm-lookup"      # never created: both dry runs render into it
+    env = dict(os.environ, KUBECONFIG=kc, HELM_CACHE_HOME=str(tmp_path / "cache"),
+               HELM_CONFIG_HOME=str(tmp_path / "config"), HELM_DATA_HOME=str(tmp_path / "data"))
+
+    def rendered():
+        done = subprocess.run([helm_binary(), "template", RELEASE, str(CHART_DIR), "--namespace", namespace,
+                               "--dry-run=server"], capture_output=True, text=True, timeout=120, env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        by_helm = _network_policies(yaml.safe_load_all(done.stdout))
+        out = repack(kc, "install", "--repack-namespace", namespace, "--dry-run=server", "-o", "yaml")
+        assert out.returncode == 0, out.stdout + out.stderr
+        by_install = _network_policies(yaml.safe_load_all(out.stdout))
+        assert by_helm == by_install
+        return by_helm
+
+    advertised.slice("192.0.2.10", "192.0.2.9")
+    (policy,) = rendered()
+    assert [p["ipBlock"]["cidr"] for p in policy["spec"]["ingress"][0]["from"]] == ["192.0.2.9/32", "192.0.2.10/32"]
+    assert policy["metadata"]["annotations"][POLICY_SOURCE_ANNOTATION] == SOURCE_ENDPOINTS
+
+    advertised.clear()
+    advertised.endpoints("192.0.2.20")
+    (policy,) = rendered()
+    assert [p["ipBlock"]["cidr"] for p in policy["spec"]["ingress"][0]["from"]] == ["192.0.2.20/32"]
+
+    advertised.clear()
+    assert rendered() == []
