@@ -229,7 +229,7 @@ def _crd_template() -> str:
 
     from kubectl_repack.schema import CRD_RESOURCE
 
-    text = resources.files("kubectl_repack").joinpath("data", CRD_RESOURCE).read_text(encoding="utf-8")
+    text = resources.files("kubectl_repack").joinpath("data").joinpath(CRD_RESOURCE).read_text(encoding="utf-8")
     if "{{" in text or "\nmetadata:\n" not in text:
         raise ValueError(f"{CRD_RESOURCE}: cannot be used as a template as it is")
     keep = "".join(f"    {k}: {v}\n" for k, v in KEEP.items())
