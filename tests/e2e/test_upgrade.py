@@ -258,11 +258,10 @@ def test_install_over_the_previous_release_is_an_upgrade(real_node, control_plan
         assert crd["spec"]["versions"] == load_crd()["spec"]["versions"]    # the old schema is gone
         assert crd["status"]["storedVersions"] == ["v1alpha1"]
         assert LAST_APPLIED not in (crd["metadata"].get("annotations") or {})
-        wait_for("one webhook pod, with one container", lambda: [
-            p for p in core.list_namespaced_pod(NAMESPACE, label_selector=f"app.kubernetes.io/name={manifests.NAME}").items
-            if p.metadata.deletion_timestamp is None] and all(
-            len(p.spec.containers) == 1 for p in core.list_namespaced_pod(
-                NAMESPACE, label_selector=f"app.kubernetes.io/name={manifests.NAME}").items), timeout=90)
+        def webhook_pods():
+            return core.list_namespaced_pod(NAMESPACE, label_selector=f"app.kubernetes.io/name={manifests.NAME}").items
+        wait_for("the old webhook pod gone, the new one with one container", lambda: (
+            pods := webhook_pods()) and all(len(p.spec.containers) == 1 for p in pods), timeout=90)
 
         # ---- the runs made under the old install: readable, and the pending one planned by today's controller
         planned = wait_for("the pending run planned by the upgraded controller", lambda: (
@@ -293,3 +292,7 @@ def test_install_over_the_previous_release_is_an_upgrade(real_node, control_plan
             control_plane.kubectl("delete", "repackrun", name, "--ignore-not-found", "--wait=false", check=False)
         repack(kc, "uninstall", "--repack-namespace", NAMESPACE)
         restore_crd(api)
+        # the next module may install into the same namespace: not while it is still terminating
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and any(n.metadata.name == NAMESPACE for n in core.list_namespace().items):
+            time.sleep(1)

@@ -91,7 +91,8 @@ def test_install_over_an_install_applied_with_kubectl_takes_it_over_and_reports_
     test, replace = take[4]
     assert test == {"op": "test", "path": "/metadata/resourceVersion", "value": "41"}
     assert replace["op"] == "replace" and replace["path"] == "/metadata/managedFields"
-    assert [m["manager"] for m in replace["value"]] == ["kubectl-repack", "repack-controller", "kube-controller-manager"]
+    managers = [m["manager"] for m in replace["value"]]
+    assert managers == ["kubectl-repack", "repack-controller", "kube-controller-manager"]
     lines = result.output.splitlines()
     assert any(line.startswith("upgraded the install found in namespace repack-system: ") for line in lines), lines
     changed = next(line for line in lines if line.startswith("changed: "))
