@@ -636,6 +636,18 @@ def test_a_run_aimed_at_the_waiting_job_makes_room_for_it(
         large = wait_running(api, ns, "ascend-large-training")
         FIGURES["targeted_apply_to_bound_seconds"] = round(time.monotonic() - t0, 1)
         assert {n for n, _ in large.values()} == {nodes[0]}, large
+        # RELIEF-3: the result says the target was bound, and how soon after node 01 was vacated (here
+        # vc-scheduler usually binds it on its own as the node empties: then nothing is nominated, and
+        # the result says so; the nomination itself is shown with a held target below)
+        target = done["status"]["result"]["target"]
+        assert target["bound"] is True and target["podGroups"] == [f"{ns}/{pg['metadata']['name']}"], target
+        assert isinstance(target["boundAfterSeconds"], (int, float)) and 0 <= target["boundAfterSeconds"] < 60, target
+        assert target.get("nominated") or "on its own before any nomination" in target["message"], target
+        FIGURES["targeted_bound_after_vacated_seconds"] = target["boundAfterSeconds"]
+        shown = repack(control_plane.kubeconfig, "status", name)
+        assert shown.returncode == 0, shown.stderr
+        assert f"Target:      {ns}/{pg['metadata']['name']}: bound {target['boundAfterSeconds']:g} s after the nodes " \
+               "were vacated" in shown.stdout, shown.stdout
         # only the eligible batch job moved; the protected jobs were never touched
         assert sorted(r["victimPodName"] for r in done["status"]["relocations"]) == sorted(layout["batch"]), \
             done["status"]["relocations"]
@@ -675,6 +687,154 @@ def test_a_run_aimed_at_the_waiting_job_makes_room_for_it(
     finally:
         custom.delete_namespaced_custom_object("batch.volcano.sh", "v1alpha1", ns, "jobs", "queued-training")
         custom.delete_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", queue)
+
+
+HOLD_GATE = "e2e.repack.volcano.sh/hold"
+
+
+def held_gang(core, custom, ns, name, members, cards):
+    """A bare Volcano gang (a PodGroup with minMember `members`, and its pods) whose pods carry a
+    scheduling gate of this test's own: vc-scheduler cannot bind them until the test lifts it."""
+    custom.create_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", ns, "podgroups", {
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": name},
+        "spec": {"minMember": members, "queue": "default"}})
+    requests = {"cpu": "1", "memory": "1Gi", NPU_RESOURCE: str(cards)}
+    for i in range(members):
+        core.create_namespaced_pod(ns, {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{name}-{i}", "labels": {"app": name},
+                         "annotations": {"scheduling.k8s.io/group-name": name}},
+            "spec": {"schedulerName": "volcano", "nodeSelector": {"accelerator-pool": "ascend-npu"},
+                     "schedulingGates": [{"name": HOLD_GATE}], "terminationGracePeriodSeconds": 0,
+                     "restartPolicy": "Never",
+                     "containers": [{"name": "trainer", "image": "alpine:3.20", "command": ["sh", "-c", "tail -f /dev/null"],
+                                     "resources": {"requests": requests, "limits": requests}}]}})
+    return [f"{name}-{i}" for i in range(members)]
+
+
+def test_the_coordinator_nominates_the_vacated_node_to_the_targets_pending_pods(
+        installed, real_node, control_plane, node_agent, fake_nodes, make_namespace, tmp_path):
+    """RELIEF-3 on the installed controller and coordinator. The target (a gang of 2 x 4 cards) is
+    held by a scheduling gate of the test's own, so vc-scheduler cannot take node 01 for it on its
+    own: once the targeted Execute has vacated node 01, the coordinator marks the target's pods with
+    the run and writes status.nominatedNodeName = node 01 through pods/status (admitted by the
+    repack-nominations policy). The test sees the hint, lifts its gate, the gang is bound there,
+    and the run's status.result.target says bound, how long after the vacating, and the hints."""
+    from kubectl_repack.api.gates import TARGET_NODE_ANNOTATION, TARGET_RUN_ANNOTATION
+    from tests.e2e.execute_helpers import build_seed_layout, delete_runs, seed_nodes, unique
+
+    api = control_plane.api_client
+    core = client.CoreV1Api(api)
+    custom = client.CustomObjectsApi(api)
+    ns = make_namespace("repack-demo")
+    nodes = seed_nodes()
+    layout = build_seed_layout(api, fake_nodes, ns, nodes)
+    held = held_gang(core, custom, ns, "held-training", 2, 4)
+    name = unique("relief-held")
+    # no cooldown left by an earlier Execute of this module, and none left by this one
+    client.CoordinationV1Api(api).patch_namespaced_lease("repack-execute", NAMESPACE, {"metadata": {"annotations": {
+        "repack.volcano.sh/execute-cooldown": "0s"}}})
+    run = {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun",
+           "metadata": {"name": name, "annotations": {"repack.volcano.sh/execute-cooldown": "0s"}},
+           "spec": {"mode": "Execute", "target": {"podGroups": [f"{ns}/held-training"]},
+                    "scope": {"podGroups": {"exclude": {"selector": {"matchLabels": {
+                        "repack.volcano.sh/protected": "true"}}}}},
+                    "eviction": {"gracePeriodSeconds": 0}}}
+
+    def hinted():
+        pods = [core.read_namespaced_pod(p, ns) for p in held]
+        if all(p.status.nominated_node_name for p in pods):
+            return {p.metadata.name: (p.status.nominated_node_name, p.spec.node_name, p.metadata.annotations) for p in pods}
+        return None
+    try:
+        _kubectl_apply(control_plane, run, tmp_path)
+        seen = wait_for("the coordinator to nominate the held target's pods", hinted, timeout=240)
+        t_hint = time.monotonic()
+        stored = custom.get_cluster_custom_object("repack.volcano.sh", "v1alpha1", "repackruns", name)
+        for pod, (hint, bound_to, ann) in seen.items():
+            assert hint == nodes[0] and not bound_to, seen       # a hint on a pending pod, not a binding
+            assert ann[TARGET_RUN_ANNOTATION] == f"{name}/{stored['metadata']['uid']}", ann
+            assert ann[TARGET_NODE_ANNOTATION] == nodes[0], ann
+        # the hint came once node 01 was vacated, and the run waits for the target meanwhile
+        interim = stored["status"]["result"]
+        assert stored["status"]["phase"] == "Running", stored["status"]
+        assert [v["node"] for v in interim["vacatedNodes"]] == [nodes[0]], interim
+        assert interim["target"]["bound"] is False and interim["target"]["vacatedAt"], interim
+        for pod in held:   # the job's own gate goes: vc-scheduler binds it, trying the hinted node first
+            core.patch_namespaced_pod(pod, ns, [{"op": "replace", "path": "/spec/schedulingGates", "value": []}])
+        done = wait_for("the targeted Execute to end", lambda: _finished(api, name), timeout=120)
+        FIGURES["held_target_hint_to_run_end_seconds"] = round(time.monotonic() - t_hint, 1)
+        st = done["status"]
+        assert st["phase"] == "Succeeded", json.dumps({k: v for k, v in st.items() if k != "plan"}, indent=1)[:4000]
+        target = st["result"]["target"]
+        assert target["bound"] is True, target
+        assert sorted(target["nominated"], key=lambda e: e["pod"]) == [
+            {"pod": f"{ns}/{p}", "node": nodes[0]} for p in held], target
+        assert 0 <= target["boundAfterSeconds"] < 60 and target["boundAt"], target
+        assert target["message"] == (f"bound {target['boundAfterSeconds']:g} s after the nodes were vacated "
+                                     f"(2 pods nominated to {nodes[0]})"), target
+        FIGURES["held_target_bound_after_vacated_seconds"] = target["boundAfterSeconds"]
+        assert {core.read_namespaced_pod(p, ns).spec.node_name for p in held} == {nodes[0]}
+        assert sorted(r["victimPodName"] for r in st["relocations"]) == sorted(layout["batch"]), st["relocations"]
+        logs = control_plane.kubectl("-n", NAMESPACE, "logs", f"deploy/{manifests.COORDINATOR_NAME}", "--tail=400",
+                                     check=False).stdout
+        assert f"pod {ns}/{held[0]}: nominated {nodes[0]} for the target of run {name}" in logs, logs[-3000:]
+        shown = repack(control_plane.kubeconfig, "status", name)
+        assert f"Target:      {ns}/held-training: {target['message']}" in shown.stdout, shown.stdout
+    finally:
+        delete_runs(api, [name])
+
+
+def test_the_coordinators_token_may_nominate_only_what_its_marks_name(installed, control_plane, make_namespace):
+    """SEC-3 for pods/status (the repack-nominations admission policy): the coordinator's
+    ServiceAccount may patch pods/status on every pod (RBAC), so without the policy its token could
+    hint any pod anywhere, and rewrite labels, podIP or the Ready condition through the status
+    subresource. With it: an unrelated pod cannot be hinted; a target pod (pending, in a PodGroup,
+    marked by the coordinator) only to the node its mark names; no other field changes. (The
+    coordinator's identity by impersonation with the admin's credentials, as its token would be.)"""
+    from kubectl_repack.api.gates import TARGET_NODE_ANNOTATION, TARGET_RUN_ANNOTATION
+
+    core = client.CoreV1Api(control_plane.api_client)
+    ns = make_namespace("nominate")
+    coordinator = f"system:serviceaccount:{NAMESPACE}:{manifests.COORDINATOR_NAME}"
+    as_coordinator = client.CoreV1Api(client.ApiClient(control_plane.api_client.configuration,
+                                                       header_name="Impersonate-User", header_value=coordinator))
+    for pod in ("unrelated", "target"):   # nobody schedules them: no scheduler of that name
+        core.create_namespaced_pod(ns, {"metadata": {"name": pod, "annotations": {
+            "scheduling.k8s.io/group-name": "some-gang"}}, "spec": {
+            "schedulerName": "nobody", "containers": [{"name": "c", "image": "alpine:3.20"}]}})
+
+    def refused(pod, body):
+        try:
+            as_coordinator.patch_namespaced_pod_status(pod, ns, body)
+        except ApiException as e:
+            assert e.status == 403 and "ValidatingAdmissionPolicy 'repack-nominations'" in e.body, (body, e.body)
+            return e.body
+        pytest.fail(f"the coordinator's status patch {body} of pod {pod} was admitted")
+
+    # RBAC lets the coordinator patch pods/status on every pod: the policy is what refuses the writes below
+    can = control_plane.kubectl("auth", "can-i", "patch", "pods", "--subresource=status", "-n", ns,
+                                f"--as={coordinator}", check=False)
+    assert can.stdout.strip() == "yes", can.stdout + can.stderr
+    said = refused("unrelated", {"status": {"nominatedNodeName": "some-node"}})
+    assert "may set status.nominatedNodeName only to" in said and "not to some-node" in said, said
+    assert not core.read_namespaced_pod("unrelated", ns).status.nominated_node_name
+
+    # marked as a target pod of a run (through the pods patch the coordinator may make), the hint to
+    # the marked node goes through; to any other node, or with any other change, it does not
+    as_coordinator.patch_namespaced_pod("target", ns, {"metadata": {"annotations": {
+        TARGET_RUN_ANNOTATION: "run-x/uid-x", TARGET_NODE_ANNOTATION: "node-x"}}})
+    for body in ({"status": {"nominatedNodeName": "node-y"}},
+                 {"status": {"nominatedNodeName": "node-x", "podIP": "10.9.9.9", "podIPs": [{"ip": "10.9.9.9"}]}},
+                 {"status": {"nominatedNodeName": "node-x", "conditions": [
+                     {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}},
+                 {"metadata": {"labels": {"app": "hijacked"}}, "status": {"nominatedNodeName": "node-x"}},
+                 {"metadata": {"annotations": {TARGET_NODE_ANNOTATION: "node-y"}}, "status": {"nominatedNodeName": "node-y"}}):
+        refused("target", body)
+    pod = core.read_namespaced_pod("target", ns)
+    assert not pod.status.nominated_node_name and not pod.status.pod_ip and "app" not in (pod.metadata.labels or {})
+    as_coordinator.patch_namespaced_pod_status("target", ns, {"status": {"nominatedNodeName": "node-x"}})
+    assert core.read_namespaced_pod("target", ns).status.nominated_node_name == "node-x"
 
 
 def test_records_written_by_a_status_writer_evict_nothing(
