@@ -140,9 +140,12 @@ class Setting:
             g = f"{p.namespace}/{p.group_name}"
             groups.setdefault(g, set()).add(p.key)
             evicted[p.key] = p
-        idle_used = sum(1 for n in self.idle if state.amount(n, R) > 0)
+        idle_nodes = [n for n in sorted(self.idle) if state.amount(n, R) > 0]
+        idle_used = len(idle_nodes)
         dims, weighted, _ = dimensions(self, list(evicted))
         out = {"freed": len(freed), "idle_occupied": idle_used, "net": len(freed) - idle_used,
+               # idle nodes filled that the freed nodes do not cover (RELIEF-4): the peers' passes ignore the rule
+               "idle_uncovered": self.cover.uncovered(list(freed), idle_nodes),
                "cards_moved": sum(p.requests[R] for p, _, _ in moves), "evictions": len(moves),
                "podgroups": len(groups), "below_min": dims[1], "unplaced": unplaced,
                "dims": list(dims), "weighted": weighted}
@@ -581,6 +584,7 @@ def aggregate(rows):
         for k in STRATEGIES:
             tot = {m: sum(r[k][m] for r in rs) for m in ("freed", "idle_occupied", "net", "cards_moved", "evictions",
                                                          "podgroups", "below_min", "unplaced", "weighted")}
+            tot["idle_uncovered"] = sum(r[k].get("idle_uncovered", 0) for r in rs)
             tot["dims"] = [sum(r[k]["dims"][i] for r in rs) for i in range(5)]
             tot["weighted"] = round(tot["weighted"], 3)
             tot["of_optimum"] = ratio(tot["net"], opt)
@@ -591,6 +595,8 @@ def aggregate(rows):
         pl["mean_instance_ratio"] = sum(ratio(r["planner"]["net"], r["optimum"]["value"]) for r in rs) / max(len(rs), 1)
         pl["worse_than_ca"] = [r["id"] for r in rs if r["planner"]["net"] < r["autoscaler"]["net"]]
         pl["better_than_ca"] = sum(r["planner"]["net"] > r["autoscaler"]["net"] for r in rs)
+        pl["ca_uncovered"] = [r["id"] for r in rs if r["planner"]["net"] < r["autoscaler"]["net"]
+                              and r["autoscaler"].get("idle_uncovered")]
         # at the same net freed: the planner at stage 1's value, and both stage-2 solves with a
         # solution at that value (a solve that hit its time limit before any incumbent has none)
         at_opt = [r for r in rs if r["planner"]["net"] == r["optimum"]["value"]]
@@ -662,7 +668,10 @@ def markdown(result):
         "",
         f"Against cluster-autoscaler-style: the planner frees fewer net nodes on "
         f"**{len(pl['worse_than_ca'])}** instances{' (' + ', '.join(pl['worse_than_ca']) + ')' if pl['worse_than_ca'] else ''}"
-        f", more on {pl['better_than_ca']}.",
+        f", more on {pl['better_than_ca']}"
+        + (f" (on {len(pl['ca_uncovered'])} of those {len(pl['worse_than_ca'])} the autoscaler-style pass fills idle nodes "
+           "that its freed nodes do not cover — tainted team nodes emptied into untainted spares, say — which the "
+           "planner and the MILP may not do)" if pl.get("ca_uncovered") else "") + ".",
         "",
         "| instances | n | optimum (net) | planner | planner / optimum | at optimum | CA-style | PodGroups disrupted: planner / 2a / 2b | weighted: planner / min | MILP limit hits |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -680,7 +689,9 @@ def markdown(result):
         "",
         "Per strategy, totals over all instances (net = nodes freed − idle nodes newly occupied; GANG-3 dimensions "
         "of each whole plan: affected workloads / PodGroups below minAvailable / affected R / moved R / moved pods, "
-        "GANG-5 widening included; weighted = 1.0, 0.8, 0.6, 0.3, 0.1):",
+        "GANG-5 widening included; weighted = 1.0, 0.8, 0.6, 0.3, 0.1). The planner and the MILP fill an idle node "
+        "only when the freed nodes cover it one for one (taints, size, selected labels); the cluster-autoscaler-style "
+        "pass does not, so its net counts idle nodes it filled that no freed node can stand in for (\"not covered\"):",
         "",
         "| strategy | nodes freed | idle nodes newly occupied | net | net / optimum | instances at optimum | cards moved "
         "| pods evicted | PodGroups disrupted | GANG-3 dimensions | weighted | evicted pods with no feasible place |",
@@ -691,7 +702,8 @@ def markdown(result):
     for k in STRATEGIES:
         t = a[k]
         freed = f"{t['freed']}" + (f" ({t['emptied']} emptied)" if k == "descheduler" else "")
-        lines.append(f"| {labels[k]} | {freed} | {t['idle_occupied']} | {t['net']} | {pct(t['of_optimum'])} | "
+        idle = f"{t['idle_occupied']}" + (f" ({t['idle_uncovered']} not covered)" if t.get("idle_uncovered") else "")
+        lines.append(f"| {labels[k]} | {freed} | {idle} | {t['net']} | {pct(t['of_optimum'])} | "
                      f"{t['at_optimum']} / {a['instances']} | {t['cards_moved']} | {t['evictions']} | {t['podgroups']} | "
                      f"{_dims(t['dims'])} | {t['weighted']:.1f} | {t['unplaced']} |")
     lines.append(f"| exact optimum, stage 1 (MILP) | {sum(r['optimum']['freed'] for r in rows)} | "

@@ -506,7 +506,7 @@ def aggregate(rows):
     gate = [r for r in done if r["optimum_blocks"]["value"] < r["goal"]["required"]]
     reach = [r for r in done if r not in gate]
     same = [r for r in reach if r["planner"]["blocks"] == r["optimum_blocks"]["value"]]
-    disr = []
+    disr, no_least = [], []
     for r in same:
         pl = r["planner"]
         if pl["net"] == r["optimum_net"]["value"]:
@@ -516,6 +516,9 @@ def aggregate(rows):
         elif pl["net"] <= 0 and not pl["moves"]:
             ref = {"value": 0.0, "proven": True}
         else:
+            continue
+        if not ref.get("proven", True) and ref.get("net", pl["net"]) < pl["net"]:
+            no_least.append(r["id"])   # the solve hit its time limit before any plan at that net: no minimum
             continue
         disr.append((r, ref))
     pw = round(sum(r["planner"]["weighted"] for r, _ in disr), 3)
@@ -529,7 +532,7 @@ def aggregate(rows):
         "blocks_before": sum(r["blocks_before"] for r in reach),
         "net_short": [r["id"] for r in same if r["planner"]["net"] < r["optimum_net"]["value"]],
         "net_planner": sum(r["planner"]["net"] for r in same), "net_optimum": sum(r["optimum_net"]["value"] for r in same),
-        "disruption_instances": len(disr), "planner_weighted": pw, "least_weighted": mw,
+        "disruption_instances": len(disr), "planner_weighted": pw, "least_weighted": mw, "no_least_solution": no_least,
         "disruption_over": [r["id"] for r, ref in disr if r["planner"]["weighted"] > DISRUPTION_TARGET * ref["value"] + 1e-6],
         "violations": sum(r["planner"].get("violations", 0) for r in done),
         "violating": [r["id"] for r in done if r["planner"].get("violations")],
@@ -585,7 +588,9 @@ def markdown(doc):
         f"the planner frees {a['net_planner']} net nodes against {a['net_optimum']} (short on "
         f"{len(a['net_short'])}: {', '.join(a['net_short']) or 'none'}). GANG-3 weighted disruption "
         f"{a['planner_weighted']:.1f} against a minimum of {a['least_weighted']:.1f} at the same blocks and net "
-        f"({a['disruption_instances']} instances; above 105 % on {', '.join(a['disruption_over']) or 'none'}). "
+        f"({a['disruption_instances']} instances; above 105 % on {', '.join(a['disruption_over']) or 'none'}"
+        + (f"; left out, the least-disruption solve found no plan at that net within its time limit: "
+           f"{', '.join(a['no_least_solution'])}" if a.get("no_least_solution") else "") + "). "
         f"Hard-topology violations in the planner's moves, checked on the final placement from the raw "
         f"objects: **{a['violations']}**{' (' + ', '.join(a['violating']) + ')' if a['violating'] else ''}. "
         f"MILP proven optimal in all three stages on {a['proven']} of {n}"

@@ -11,13 +11,15 @@ def net(p):
     return len(p.freed_nodes) - len(p.reoccupied)
 
 
-def test_idle_node_opened_from_the_start():
-    # w015: teams of nodes split by taints and idle untainted spares. Packing each team first leaves
-    # leftovers that do not pair up on a spare; a pass with a spare open from the start frees 7 net.
-    p = plan(load_objects(generate(24, 8015, profile="split")), ALL_VARIANTS["none"])
-    assert net(p) == 7
-    assert p.reoccupied and len(p.freed_nodes) > len(p.reoccupied) + 1
+def test_a_covered_idle_node_is_filled_when_that_frees_more():
+    # w132: the MILP optimum (9 net) fills one idle node that the freed nodes cover (RELIEF-4), and
+    # so does the planner. (w015, where a pass with an untainted spare open from the start freed 7 net,
+    # filled the spare with tainted teams' pods: under the rule its optimum is 5, which every pass reaches.)
+    p = plan(load_objects(generate(64, 8132, profile="split")), ALL_VARIANTS["scoped-nodes"])
+    assert net(p) == 9
+    assert len(p.reoccupied) == 1 and len(p.freed_nodes) == 10
     assert p.occupied_after == p.occupied_before - net(p)
+    assert p.freed_capacity
 
 
 def test_size_ordered_proposal_within_a_card_budget():

@@ -40,11 +40,9 @@ def replay(snapshot, p):
 
 
 # (instance, nodes, seed, profile, spec, optimum net) from bench.quality.instances() and the MILP
+# (w188 and w101 were cases too until RELIEF-4: their optimum filled untainted shared spares with the
+# pods of tainted teams, which the freed team nodes do not cover; under the rule the passes reach it.)
 CASES = [
-    # a card budget: ten small nodes and one shared spare, not eight nodes with the most room
-    ("w188", 32, 8188, "split", "cards32", 9),
-    # teams split by taints, several teams' leftovers packed into shared spares at once
-    ("w101", 56, 8101, "split", "scoped", 11),
     # a pure packing loss: which twelve of 46 nodes can be vacated together
     ("w071", 64, 8071, "gangs", "scoped", 12),
 ]
