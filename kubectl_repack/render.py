@@ -342,7 +342,7 @@ def plan_summary(run: dict, plan, source: str, wide: bool = False, saved: str = 
         f"Freed nodes:    {len(plan.freed_nodes)}" + _names(plan.freed_nodes) + label,
     ]
     if plan.freed_capacity:      # RELIEF-4: who can use the freed nodes
-        lines.append(f"Can host:       {'; '.join(plan.freed_capacity)}" + label)
+        lines.append(f"Can host:       {'; '.join(c.text(plan.resource) for c in plan.freed_capacity)}" + label)
     lines.append(f"Moved:          {plan.moved_cards} {plan.resource} in {pods} pod(s) of {groups} PodGroup(s)" + label)
     if plan.node_blocks is not None:
         lines.append(f"Node blocks:    {node_blocks_text(plan.node_blocks)}" + label)

@@ -18,6 +18,8 @@ Nodes that no part of the rule can tell apart share a class; the matching runs o
 multiplicities (an augmenting-path max flow: the graphs are a handful of classes, so a library
 would buy nothing here).
 """
+from .plan_types import Capacity
+
 HARD_EFFECTS = ("NoSchedule", "NoExecute")
 
 
@@ -83,10 +85,9 @@ class Cover:
             cap[c] = cap.get(c, 0) + 1
         return sum(need.values()) - _max_flow(need, cap, self.covering)
 
-    def describe(self, nodes, resource) -> list:
-        """What `nodes` can host, one line per class with its count, largest first: '2 node(s) with
-        8 R, tainted dedicated=train:NoSchedule, labelled pool=a' (taints and the selected labels
-        only; a class without either says 'untainted')."""
+    def capacity(self, nodes) -> tuple:
+        """What `nodes` can host: one plan_types.Capacity per class (count, allocatable R, hard
+        taints, the labels pods select on), most nodes first."""
         counts = {}
         for n in nodes:
             c = self.class_of[n]
@@ -94,16 +95,13 @@ class Cover:
         out = []
         for c, k in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
             taints, alloc, labels = self.shapes[c]
-            line = f"{k} node(s) with {alloc} {resource}"
-            if taints:
-                line += ", tainted " + ",".join(f"{key}={value}:{effect}" if value else f"{key}:{effect}"
-                                                for key, value, effect in sorted(taints))
-            else:
-                line += ", untainted"
-            if labels:
-                line += ", labelled " + ",".join(f"{k2}={v}" for k2, v in labels)
-            out.append(line)
-        return out
+            out.append(Capacity(k, alloc, tuple(f"{key}={value}:{effect}" if value else f"{key}:{effect}"
+                                                for key, value, effect in sorted(taints)), labels))
+        return tuple(out)
+
+    def describe(self, nodes, resource) -> list:
+        """`capacity` as lines: '2 node(s) with 8 R, tainted dedicated=train:NoSchedule, labelled pool=a'."""
+        return [c.text(resource) for c in self.capacity(nodes)]
 
 
 def _max_flow(need, cap, covering) -> int:

@@ -177,7 +177,7 @@ def finish(p) -> Plan:
                 prep.resolved_podgroups, prep.resolved_nodes, tuple(notes), owners, cards,
                 tuple(p.reoccupied), why, why_code, node_blocks,
                 block_view.rows(prep, counter, p.freed, p.reoccupied),
-                freed_capacity=tuple(prep.cover.describe(p.freed, R)))
+                freed_capacity=prep.cover.capacity(p.freed))
 
 
 def _blocks_not_met(p, best, fb, notes) -> Plan:

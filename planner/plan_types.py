@@ -144,6 +144,36 @@ class TargetFit:
         return out
 
 
+CAPACITY_MAX_ITEMS = 64     # the CRD's maxItems for freedCapacity and its taints and labels
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """Freed nodes of one kind (RELIEF-4): how many, the resource each has allocatable, and what a
+    pod needs to use them — their NoSchedule/NoExecute taints ('key=value:Effect') and the labels
+    some pod selects nodes by ((key, value) pairs)."""
+    nodes: int
+    allocatable: int
+    taints: tuple = ()
+    labels: tuple = ()
+
+    def text(self, resource) -> str:
+        line = f"{self.nodes} node(s) with {self.allocatable} {resource}, "
+        line += ("tainted " + ",".join(self.taints)) if self.taints else "untainted"
+        if self.labels:
+            line += ", labelled " + ",".join(f"{k}={v}" for k, v in self.labels)
+        return line
+
+    def summary(self) -> dict:
+        """status.plan.summary.freedCapacity[] (the CRD caps each list at CAPACITY_MAX_ITEMS)."""
+        out = {"nodes": self.nodes, "allocatable": self.allocatable}
+        if self.taints:
+            out["taints"] = list(self.taints[:CAPACITY_MAX_ITEMS])
+        if self.labels:
+            out["labels"] = dict(self.labels[:CAPACITY_MAX_ITEMS])
+        return out
+
+
 @dataclass(frozen=True)
 class HyperNodeRow:
     """One HyperNode in a plan's topology view (TOPO-4): provider nodes of the goal resource in it,
@@ -262,7 +292,7 @@ class Plan:
     node_blocks: Optional[NodeBlocks] = None          # with spec.networkTopology (TOPO-4)
     hypernodes: tuple = ()                            # HyperNodeRow of the goal tier, else of the lowest tier
     target: Optional[TargetFit] = None                # with spec.target (RELIEF-2)
-    freed_capacity: tuple = ()                        # what the freed nodes can host, one line per kind (RELIEF-4)
+    freed_capacity: tuple = ()                        # Capacity of the freed nodes, one per kind (RELIEF-4)
 
     @property
     def moved_cards(self) -> int:
@@ -277,6 +307,8 @@ class Plan:
             "resolvedScope": {"podGroupCount": self.resolved_podgroups, "nodeCount": self.resolved_nodes},
             **({"nodeBlocks": self.node_blocks.summary()} if self.node_blocks is not None else {}),
             **({"target": self.target.summary()} if self.target is not None else {}),
+            **({"freedCapacity": [c.summary() for c in self.freed_capacity[:CAPACITY_MAX_ITEMS]]}
+               if self.freed_capacity else {}),
         }
 
     def moves_by_group(self) -> list:

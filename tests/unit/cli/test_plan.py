@@ -34,7 +34,8 @@ def test_json_is_the_complete_repackrun_with_the_seed_figures():
                                  "message": f"frees 1 node(s) by moving 2 {R}: fragmentation 33% -> 0%",
                                  "lastTransitionTime": NOW}]
     assert st["plan"]["summary"] == {"fragBeforePercent": 33, "fragAfterPercent": 0, "freedNodeCount": 1,
-                                     "movedCardCount": 2, "resolvedScope": {"podGroupCount": 1, "nodeCount": 3}}
+                                     "movedCardCount": 2, "resolvedScope": {"podGroupCount": 1, "nodeCount": 3},
+                                     "freedCapacity": [{"nodes": 1, "allocatable": 8, "labels": {"accelerator-pool": "ascend-npu"}}]}
     assert st["plan"]["freedNodes"] == ["ascend-node-01"]
     (move,) = st["plan"]["moves"]
     assert move["namespace"] == "repack-demo" and move["podGroupName"] == SEED_PG
@@ -489,7 +490,8 @@ def test_every_seed_run_on_the_three_node_example(run_file, pgs):
     path = os.path.join(os.path.dirname(SEED3), run_file)
     st = as_json(run("plan", "--snapshot", SEED3, "-f", path, "-o", "json", "--now", NOW))["status"]
     assert st["plan"]["summary"] == {"fragBeforePercent": 33, "fragAfterPercent": 0, "freedNodeCount": 1,
-                                     "movedCardCount": 2, "resolvedScope": {"podGroupCount": pgs, "nodeCount": 3}}
+                                     "movedCardCount": 2, "resolvedScope": {"podGroupCount": pgs, "nodeCount": 3},
+                                     "freedCapacity": [{"nodes": 1, "allocatable": 8, "labels": {"accelerator-pool": "ascend-npu"}}]}
     assert st["plan"]["freedNodes"] == ["ascend-node-01"]
 
 

@@ -40,7 +40,8 @@ def test_no_feasible_receiver_names_the_pod():
     assert p.above_minimum == ("stops 1 node(s) above the theoretical minimum 1: no feasible receiver for pod "
                                "default/j-worker-0 on a (NodeAffinity)")
     assert p.message.endswith(p.above_minimum)
-    assert p.freed_capacity == ("1 node(s) with 8 huawei.com/ascend-1980, untainted, labelled pool=y",)
+    assert [c.text(p.resource) for c in p.freed_capacity] == [
+        "1 node(s) with 8 huawei.com/ascend-1980, untainted, labelled pool=y"]
     assert p.above_minimum_reason == ABOVE_NO_RECEIVER
 
 

@@ -48,7 +48,10 @@ def test_an_idle_node_with_the_same_taint_and_size_may_take_them():
     assert p.outcome == REASON_RECOMMENDED
     assert sorted(p.freed_nodes) == ["worker-0", "worker-1"] and p.reoccupied == ("worker-2",)
     assert moved_to(p) == {"worker-2"}
-    assert p.freed_capacity == ("2 node(s) with 8 huawei.com/ascend-1980, tainted dedicated=train:NoSchedule",)
+    assert [c.text(R) for c in p.freed_capacity] == [
+        "2 node(s) with 8 huawei.com/ascend-1980, tainted dedicated=train:NoSchedule"]
+    assert plan_status(p)["plan"]["summary"]["freedCapacity"] == [
+        {"nodes": 2, "allocatable": 8, "taints": ["dedicated=train:NoSchedule"]}]
 
 
 def test_an_idle_node_with_more_taints_than_the_freed_ones_may_take_them():
@@ -87,7 +90,8 @@ def test_a_pool_label_some_pod_selects_on_must_be_carried_by_the_freed_nodes():
     # no pod selects on `pool`: the label tells no job apart, worker-2 may be filled
     p = plan(load_objects(cluster(False)), spec())
     assert p.reoccupied == ("worker-2",) and sorted(p.freed_nodes) == ["worker-0", "worker-1"]
-    assert p.freed_capacity == ("2 node(s) with 8 huawei.com/ascend-1980, untainted",)
+    assert [c.text(R) for c in p.freed_capacity] == ["2 node(s) with 8 huawei.com/ascend-1980, untainted"]
+    assert plan_status(p)["plan"]["summary"]["freedCapacity"] == [{"nodes": 2, "allocatable": 8}]
     # a pod selects pool=fast: only worker-2 can host it, the freed nodes cannot
     p = plan(load_objects(cluster(True)), spec())
     assert not p.reoccupied and "worker-2" not in moved_to(p)

@@ -32,7 +32,8 @@ def test_seed_guarded_dryrun_three_nodes():
     assert st["conditions"][0]["reason"] == "RepackRecommended"
     assert st["plan"]["summary"] == {"fragBeforePercent": 33, "fragAfterPercent": 0, "freedNodeCount": 1,
                                      "movedCardCount": 2,
-                                     "resolvedScope": {"podGroupCount": 1, "nodeCount": 3}}
+                                     "resolvedScope": {"podGroupCount": 1, "nodeCount": 3},
+                                     "freedCapacity": [{"nodes": 1, "allocatable": 8}]}
     assert st["plan"]["freedNodes"] == ["ascend-node-01"]
     (move,) = st["plan"]["moves"]
     assert move["owner"] == {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "ascend-batch-training"}

@@ -72,12 +72,13 @@ GO_FIELDS = {
 NODE_BLOCKS = {"tier", "nodeBlockSize", "before", "after"}
 OWN_FIELDS = {
     "spec": {"target"},
-    "status.plan.summary": {"nodeBlocks", "target"},
+    "status.plan.summary": {"nodeBlocks", "target", "freedCapacity"},
     "status.result": {"nodeBlocks", "vacatedNodes", "target"},
 }
 # Lists of our own whose items name what they are about (required) and may say more (optional).
 OWN_ITEMS = {"status.result.vacatedNodes[]": {"node"}, "status.plan.summary.target.placements[]": {"pod", "node"},
-             "status.result.target.nominated[]": {"pod", "node"}}
+             "status.result.target.nominated[]": {"pod", "node"},
+             "status.plan.summary.freedCapacity[]": {"nodes", "allocatable"}}
 # Objects of our own with required fields of mixed types (spec.target: RELIEF-2).
 OWN_REQUIRED = {"spec.target": ["podGroups"], "status.plan.summary.target": ["fits", "podGroups"],
                 "status.result.target": ["bound", "podGroups"]}
