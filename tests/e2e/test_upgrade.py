@@ -1,9 +1,10 @@
 """Upgrading an install made by an older build (issue #25): `kubectl repack install` over it is an
 upgrade, on the real kubelet node.
 
-The previous release is OLD_COMMIT's tree, taken from git history (`git archive`): its own CLI
-renders its install set (`install --dry-run -o yaml`, what a GitOps user committed) and the set is
-applied with `kubectl apply`, as that user did. Under that install a DryRun is saved by the old
+The previous release is OLD_COMMIT's tree, taken from git history (`git archive`), installed in
+the two ways it offered: its own CLI renders its install set (`install --dry-run -o yaml`, what a
+GitOps user committed) and the set is applied with `kubectl apply`, as that user did; or its own
+`kubectl repack install` applies it. Under that install a DryRun is saved by the old
 CLI (`plan --save`, finished), and a second DryRun is created with `kubectl apply` while the old
 controller is scaled to 0, so only the controller of the upgraded install can plan it. Then today's
 `kubectl repack install` runs over it and must: exit 0 and say it upgraded, naming what changed and
@@ -137,7 +138,14 @@ def restore_crd(api):
     installer.server_side_apply(api, crd)
 
 
-def test_install_over_the_previous_release_is_an_upgrade(real_node, control_plane, make_namespace, tmp_path):
+# How the previous release was installed: its rendered manifests applied with `kubectl apply` (GitOps;
+# kubectl's field managers own the fields, so install must take them over to remove the old ones),
+# or its own `kubectl repack install` (server-side apply under install's manager, as today's).
+HOW = ("kubectl-apply", "old-install")
+
+
+@pytest.mark.parametrize("how", HOW)
+def test_install_over_the_previous_release_is_an_upgrade(how, real_node, control_plane, make_namespace, tmp_path):
     t_start = time.monotonic()
     api = control_plane.api_client
     apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
@@ -165,11 +173,16 @@ def test_install_over_the_previous_release_is_an_upgrade(real_node, control_plan
         exists = read_object(api, load_crd()) is not None
         put = control_plane.kubectl("replace" if exists else "create", "-f", str(old_crd), check=False)
         assert put.returncode == 0, put.stdout + put.stderr
-        old_file = tmp_path / "old-install.yaml"
-        old_file.write_text(yaml.safe_dump_all(old))
-        applied = control_plane.kubectl("apply", "-f", str(old_file), check=False)
-        assert applied.returncode == 0, applied.stdout + applied.stderr
         t_old = time.monotonic()
+        if how == "kubectl-apply":
+            old_file = tmp_path / "old-install.yaml"
+            old_file.write_text(yaml.safe_dump_all(old))
+            applied = control_plane.kubectl("apply", "-f", str(old_file), check=False)
+            assert applied.returncode == 0, applied.stdout + applied.stderr
+        else:
+            installed = repack(kc, "install", "--namespace", NAMESPACE, *placement, "--timeout", "180s", tree=tree)
+            assert installed.returncode == 0, installed.stdout + installed.stderr
+            assert "upgraded the install" not in installed.stdout   # the old build says nothing of the kind
 
         # ---- the old install runs: the webhook's pod with its coordinator container, on the real node
         def old_webhook_ready():
@@ -229,8 +242,12 @@ def test_install_over_the_previous_release_is_an_upgrade(real_node, control_plan
                     f"serviceaccount/{manifests.COORDINATOR_NAME}", "lease.coordination.k8s.io/repack-execute",
                     "validatingadmissionpolicy.admissionregistration.k8s.io/repack-nominations"):
             assert ref in created, (ref, created)
-        (taken,) = [line for line in lines if line.startswith("taken over from kubectl-client-side-apply")]
-        assert f"deployment.apps/{manifests.NAME}" in taken and f"service/{manifests.NAME}" in taken, taken
+        taken = [line for line in lines if line.startswith("taken over from ")]
+        if how == "kubectl-apply":
+            assert len(taken) == 1 and taken[0].startswith("taken over from kubectl-client-side-apply"), taken
+            assert f"deployment.apps/{manifests.NAME}" in taken[0] and f"service/{manifests.NAME}" in taken[0], taken
+        else:   # the old install's own manager applied them: server-side apply removes the old fields itself
+            assert not [line for line in taken if f"deployment.apps/{manifests.NAME}" in line], taken
         assert f"{summary.split(': ', 1)[1]}" == (f"{len(changed)} object(s) changed, {len(created)} created, "
                                                   f"{len(new) - len(changed) - len(created)} unchanged"), summary
         for name in (manifests.NAME, manifests.COORDINATOR_NAME, manifests.CONTROLLER_NAME):
@@ -285,7 +302,7 @@ def test_install_over_the_previous_release_is_an_upgrade(real_node, control_plan
         # ---- doctor: every check OK
         report = doctor_all_ok(kc)
         FIGURES["wall_seconds"] = round(time.monotonic() - t_start, 1)
-        print(f"\n{report}\nold install ready in {FIGURES['old_install_ready_seconds']}s; upgrade install "
+        print(f"\n{report}\n{how}: old install ready in {FIGURES['old_install_ready_seconds']}s; upgrade install "
               f"{FIGURES['upgrade_install_seconds']}s; test {FIGURES['wall_seconds']}s")
     finally:
         for name in runs.values():
