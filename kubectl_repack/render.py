@@ -40,6 +40,54 @@ def table(headers, rows) -> str:
     return "\n".join(lines)
 
 
+def elide(text: str, width: int) -> str:
+    """`text` in at most `width` characters: the middle replaced by '...' (both ends kept: a job's
+    name at the start, the suffix that tells its PodGroups apart at the end). A trailing count
+    (' +6', as in 'node-1 +6') is kept whole and the name before it elided."""
+    if len(text) <= width:
+        return text
+    name, sep, count = text.rpartition(" +")
+    if sep and count.isdigit() and name:
+        return elide(name, max(width - len(sep) - len(count), 4)) + sep + count
+    if width <= 3:
+        return text[:width]
+    head = (width - 3 + 1) // 2
+    return text[:head] + "..." + text[len(text) - (width - 3 - head):]
+
+
+NAME_MIN = 12           # a name column is never elided below this many characters
+
+
+def fit_table(headers, rows, width: Optional[int], elidable=()) -> str:
+    """`table`, but when `width` is given and the table is wider, the `elidable` columns (indexes)
+    are narrowed, widest first, down to NAME_MIN, their cells elided in the middle. Without a width
+    (output that is not a terminal and no COLUMNS), nothing is cut."""
+    rows = [[("" if c is None else str(c)) for c in r] for r in rows]
+    if width is not None and rows:
+        widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+        over = sum(widths) + len(GAP) * (len(widths) - 1) - width
+        while over > 0:
+            cols = [i for i in elidable if widths[i] > max(NAME_MIN, len(headers[i]))]
+            if not cols:
+                break
+            i = max(cols, key=lambda c: (widths[c], -c))     # the widest first, one character at a time
+            widths[i] -= 1
+            over -= 1
+        rows = [[elide(c, widths[i]) if i in elidable else c for i, c in enumerate(r)] for r in rows]
+    return table(headers, rows)
+
+
+def wrap_field(label: str, value: str, width: Optional[int]) -> str:
+    """'Label:  value' with the value wrapped at `width` under itself (no width: one line)."""
+    import textwrap
+
+    head = f"{label + ':':<16}"
+    if width is None or len(head) + len(value) <= width:
+        return head + value
+    return textwrap.fill(value, width=max(width, 40), initial_indent=head, subsequent_indent=" " * 16,
+                         break_long_words=False, break_on_hyphens=False)
+
+
 # ---------- canonical objects ----------
 
 def _ordered(value, schema):
@@ -145,30 +193,19 @@ def _what(plan, node, freed, receiving) -> str:
     return ""
 
 
-def card_map(plan, wide: bool = True) -> str:
-    """Per provider node: cards, the before -> after bars, and what happened to it. Not `wide`:
-    only the nodes whose cards change, then one line counting the others (at 2,000 nodes the full
-    map is 2,000 lines)."""
+def card_map(plan) -> str:
+    """Per provider node: cards, the before -> after bars, and what happened to it (-o wide: the
+    default output says where it is instead, as at 2,000 nodes the map is 2,000 lines)."""
     freed = set(plan.freed_nodes)
     receiving = {m.to_node for m in plan.moves}
-    rows = []
-    unchanged = 0
-    for node in sorted(plan.cards):
-        total, before, after = plan.cards[node]
-        if not wide and before == after and node not in freed:
-            unchanged += 1
-            continue
-        rows.append([node, total, f"{card_bar(total, before)} -> {card_bar(total, after)}",
-                     _what(plan, node, freed, receiving)])
-    lines = []
-    if rows:
-        name_w = max(len(r[0]) for r in rows)
-        cards_w = max(len(str(r[1])) for r in rows)
-        bar_w = max(len(r[2]) for r in rows)
-        lines = [f"{r[0]:<{name_w}}  {r[1]:>{cards_w}}  {r[2]:<{bar_w}}  {r[3]}".rstrip() for r in rows]
-    if unchanged:
-        lines.append(f"{unchanged} unchanged (-o wide)")
-    return "\n".join(lines)
+    rows = [[node, total, f"{card_bar(total, before)} -> {card_bar(total, after)}", _what(plan, node, freed, receiving)]
+            for node, (total, before, after) in sorted(plan.cards.items())]
+    if not rows:
+        return ""
+    name_w = max(len(r[0]) for r in rows)
+    cards_w = max(len(str(r[1])) for r in rows)
+    bar_w = max(len(r[2]) for r in rows)
+    return "\n".join(f"{r[0]:<{name_w}}  {r[1]:>{cards_w}}  {r[2]:<{bar_w}}  {r[3]}".rstrip() for r in rows)
 
 
 # ---------- node pools ----------
@@ -204,7 +241,7 @@ def node_pools(snapshot, resource: str) -> tuple[str, dict]:
     return "card count", {n.name: f"{n.allocatable.get(resource)}-card" for n in nodes}
 
 
-def pool_table(plan, pools: dict) -> str:
+def pool_table(plan, pools: dict, width: Optional[int] = None) -> str:
     """One line per pool: nodes, cards, cards in use and empty nodes before -> after, freed and
     receiving nodes."""
     freed = set(plan.freed_nodes)
@@ -222,21 +259,22 @@ def pool_table(plan, pools: dict) -> str:
         a[7] += node in receiving
     rows = [[pool, a[0], a[1], f"{a[2]} -> {a[3]}", f"{a[4]} -> {a[5]}", a[6], a[7]]
             for pool, a in sorted(acc.items())]
-    return table(["POOL", "NODES", "CARDS", "USED", "EMPTY NODES", "FREED", "RECEIVING"], rows)
+    return fit_table(["POOL", "NODES", "CARDS", "USED", "EMPTY NODES", "FREED", "RECEIVING"], rows, width,
+                     elidable=(0,))
 
 
 # ---------- HyperNodes (TOPO-4) ----------
 
 # Default output lists the HyperNodes whose free nodes (or blocks) change most, so a tree of
 # hundreds of HyperNodes stays a screenful; -o wide lists every one.
-HYPERNODE_ROWS = 8
+HYPERNODE_ROWS = 6
 
 
 def _hypernode_change(row, blocks: bool) -> tuple:
     return (abs(row.blocks_after - row.blocks_before) if blocks else 0, abs(row.free_after - row.free_before))
 
 
-def hypernode_table(plan, wide: bool = False) -> str:
+def hypernode_table(plan, wide: bool = False, width: Optional[int] = None) -> str:
     """One row per HyperNode of plan.hypernodes: tier, provider nodes, free nodes before -> after
     and, with a block goal, blocks before -> after. Not `wide`: the HYPERNODE_ROWS that change most
     (in name order), then one line counting the others."""
@@ -251,7 +289,7 @@ def hypernode_table(plan, wide: bool = False) -> str:
     headers = ["HYPERNODE", "TIER", "NODES", "FREE"] + (["BLOCKS"] if blocks else [])
     cells = [[r.name, r.tier, r.nodes, f"{r.free_before} -> {r.free_after}"]
              + ([f"{r.blocks_before} -> {r.blocks_after}"] if blocks else []) for r in rows]
-    out = table(headers, cells)
+    out = fit_table(headers, cells, None if wide else width, elidable=(0,))
     return out + (f"\n{hidden} more: -o wide" if hidden else "")
 
 
@@ -308,6 +346,52 @@ def moves_table(plan, wide=False) -> str:
     return table(headers, rows)
 
 
+MOVE_GROUPS = 15        # PodGroups the default output lists; -o wide lists every moved pod
+
+
+def _nodes_cell(names) -> str:
+    """One node, or the first and how many more ('train-a-00005 +6')."""
+    names = list(dict.fromkeys(names))
+    return names[0] + (f" +{len(names) - 1}" if len(names) > 1 else "")
+
+
+def _workload(plan, pod) -> str:
+    """The PodGroup's owner as Kind/name (a VCJob, a ModelServing...), else PodGroup/name: what a
+    user recognises, where the PodGroup's own name often carries a UUID."""
+    owner = plan.owners.get(f"{pod.namespace}/{pod.group_name}")
+    return f"{owner.kind}/{owner.name}" if owner is not None else f"PodGroup/{pod.group_name}"
+
+
+def group_moves_table(plan, width: Optional[int] = None, limit: int = MOVE_GROUPS) -> str:
+    """One row per moved PodGroup, the most cards first (then most pods, then name): its workload,
+    pods and cards, the nodes they leave and the nodes they go to; at most `limit` rows, then one
+    line counting the others (-o wide has one row per pod, with the PodGroup's own name)."""
+    groups: dict = {}
+    for m in plan.moves:
+        groups.setdefault((m.pod.namespace, m.pod.group_name), []).append(m)
+    order = sorted(groups.items(), key=lambda kv: (-sum(m.cards for m in kv[1]), -len(kv[1]), kv[0]))
+    rows = [[ns, _workload(plan, ms[0].pod), len(ms), sum(m.cards for m in ms),
+             _nodes_cell(m.from_node for m in ms), _nodes_cell(m.to_node for m in ms)]
+            for (ns, name), ms in order[:limit]]
+    out = fit_table(["NAMESPACE", "WORKLOAD", "PODS", "CARDS", "FROM", "TO"], rows, width,
+                    elidable=(0, 1, 4, 5))
+    hidden = len(order) - len(rows)
+    return out + (f"\n{hidden} more PodGroup(s): -o wide lists every pod" if hidden else "")
+
+
+NOTE_ROWS = 5           # notes the default output lists
+
+
+def _bullet(text: str, width: Optional[int]) -> str:
+    """'- text', wrapped at `width` under itself."""
+    import textwrap
+
+    if width is None or len(text) + 2 <= width:
+        return "- " + text
+    return textwrap.fill(text, width=max(width, 40), initial_indent="- ", subsequent_indent="  ",
+                         break_long_words=False, break_on_hyphens=False)
+
+
 def blocked_table(plan) -> str:
     """One row per candidate node that was not vacated, with its reason."""
     rows = [[v.node, v.reason, v.pod or NONE, v.filter or NONE, v.message]
@@ -316,10 +400,13 @@ def blocked_table(plan) -> str:
 
 
 def plan_summary(run: dict, plan, source: str, wide: bool = False, saved: str = "",
-                 pools: Optional[tuple] = None) -> str:
+                 pools: Optional[tuple] = None, width: Optional[int] = None) -> str:
     """The human summary of a planning pass (default output; `wide` adds verdicts and rounds, and
     maps every node and HyperNode instead of only those that change most). `pools`, from
-    `node_pools`, adds one summary line per node pool."""
+    `node_pools`, adds one summary line per node pool. The default output reads at any size:
+    summary, pools, HyperNodes, one line per moved PodGroup (the largest first), a few notes;
+    `wide` lists every pod moved, every note and the card map of every node. `width` (the
+    terminal's) wraps long fields and narrows tables; None keeps lines whole."""
     spec = ObjectView(run).spec
     goal = (spec.get("goals") or [{}])[0]
     need = goal.get("minFragImprovementPercent") or 0
@@ -330,36 +417,46 @@ def plan_summary(run: dict, plan, source: str, wide: bool = False, saved: str = 
     # A plan whose outcome is not RepackRecommended is still shown, as the best found, never as advice.
     best_only = plan.outcome != REASON_RECOMMENDED and bool(plan.moves)
     label = " (best plan found, not recommended)" if best_only else ""
-    lines = [
-        f"RepackRun:      {run['metadata']['name']} ({spec.get('mode', 'DryRun')}, {plan.resource}, {source})",
-        f"Outcome:        {plan.outcome}",
-        f"Message:        {plan.message}",
-        f"Fragmentation:  {_pct(plan.frag_before)} -> {_pct(plan.frag_after)}"
-        f" ({_points(improvement)} points; required {need})",
-        f"Nodes:          {plan.providers} providers, occupied {plan.occupied_before} -> {plan.occupied_after},"
-        f" theoretical minimum {minimum}",
-        f"Scope:          {plan.resolved_podgroups} PodGroup(s), {plan.resolved_nodes} node(s)",
-        f"Freed nodes:    {len(plan.freed_nodes)}" + _names(plan.freed_nodes) + label,
+    fields = [
+        ("RepackRun", f"{run['metadata']['name']} ({spec.get('mode', 'DryRun')}, {plan.resource}, {source})"),
+        ("Outcome", plan.outcome),
+        # the reason it stops above the minimum has its own field below
+        ("Message", plan.message.replace("; " + plan.above_minimum, "", 1) if plan.above_minimum else plan.message),
+        ("Fragmentation", f"{_pct(plan.frag_before)} -> {_pct(plan.frag_after)}"
+                          f" ({_points(improvement)} points; required {need})"),
+        ("Nodes", f"{plan.providers} providers, occupied {plan.occupied_before} -> {plan.occupied_after},"
+                  f" theoretical minimum {minimum}"),
+        ("Scope", f"{plan.resolved_podgroups} PodGroup(s), {plan.resolved_nodes} node(s)"),
+        ("Freed nodes", f"{len(plan.freed_nodes)}" + _names(plan.freed_nodes) + label),
     ]
     if plan.freed_capacity:      # RELIEF-4: who can use the freed nodes
-        lines.append(f"Can host:       {'; '.join(c.text(plan.resource) for c in plan.freed_capacity)}" + label)
-    lines.append(f"Moved:          {plan.moved_cards} {plan.resource} in {pods} pod(s) of {groups} PodGroup(s)" + label)
+        fields.append(("Can host", "; ".join(c.text(plan.resource) for c in plan.freed_capacity) + label))
+    fields.append(("Moved", f"{plan.moved_cards} {plan.resource} in {pods} pod(s) of {groups} PodGroup(s)" + label))
     if plan.node_blocks is not None:
-        lines.append(f"Node blocks:    {node_blocks_text(plan.node_blocks)}" + label)
+        fields.append(("Node blocks", node_blocks_text(plan.node_blocks) + label))
     if plan.reoccupied:
-        lines.append(f"Re-occupied:    {len(plan.reoccupied)}" + _names(plan.reoccupied)
-                     + " (idle nodes the plan fills to free more)")
+        fields.append(("Re-occupied", f"{len(plan.reoccupied)}" + _names(plan.reoccupied)
+                       + " (idle nodes the plan fills to free more)"))
     if plan.above_minimum:
-        lines.append(f"Above minimum:  {plan.above_minimum}")
+        fields.append(("Above minimum", plan.above_minimum))
     if best_only:
-        lines.append(f"Recommendable:  {_what_would_recommend(plan, need, improvement)}")
+        fields.append(("Recommendable", _what_would_recommend(plan, need, improvement)))
     if wide:
-        lines.append(f"Rounds:         {plan.rounds}")
+        fields.append(("Rounds", f"{plan.rounds}"))
     if saved:
-        lines.append(f"Saved:          {saved}")
-    out = "\n".join(lines) + "\n"
+        fields.append(("Saved", saved))
+    out = "\n".join(wrap_field(k, v, width) for k, v in fields) + "\n"
+    if plan.cards and pools:
+        how, by_node = pools
+        out += f"\nPOOLS (by {how})\n" + pool_table(plan, by_node, width) + "\n"
+    if plan.hypernodes:
+        out += f"\n{_hypernodes_title(plan)}\n" + hypernode_table(plan, wide, width) + "\n"
     if plan.moves:
-        out += f"\nMOVES{label.upper() if best_only else ''}\n" + moves_table(plan, wide) + "\n"
+        title = f"MOVES{label.upper() if best_only else ''}"
+        if wide:
+            out += f"\n{title}\n" + moves_table(plan, wide) + "\n"
+        else:
+            out += f"\nMOVES BY PODGROUP{label.upper() if best_only else ''}\n" + group_moves_table(plan, width) + "\n"
     else:
         out += "\nNo moves.\n"
     if wide:
@@ -368,14 +465,14 @@ def plan_summary(run: dict, plan, source: str, wide: bool = False, saved: str = 
         else:
             out += "\nNo blocked candidates.\n"
     if plan.notes:
-        out += "\nNOTES\n" + "".join(f"- {n}\n" for n in plan.notes)
-    if plan.cards and pools:
-        how, by_node = pools
-        out += f"\nPOOLS (by {how})\n" + pool_table(plan, by_node) + "\n"
-    if plan.hypernodes:
-        out += f"\n{_hypernodes_title(plan)}\n" + hypernode_table(plan, wide) + "\n"
-    if plan.cards:
-        out += f"\nCARDS ({plan.resource} per node: before -> after)\n" + card_map(plan, wide) + "\n"
+        shown = plan.notes if wide else plan.notes[:NOTE_ROWS]
+        out += "\nNOTES\n" + "".join(_bullet(n, width) + "\n" for n in shown)
+        if len(shown) < len(plan.notes):
+            out += f"{len(plan.notes) - len(shown)} more note(s): -o wide\n"
+    if plan.cards and wide:
+        out += f"\nCARDS ({plan.resource} per node: before -> after)\n" + card_map(plan) + "\n"
+    elif plan.cards:
+        out += "\nCard map of every node: -o wide\n"
     return out
 
 

@@ -18,7 +18,7 @@ import click
 # the planner, render, the run API and the kube layer are imported by the functions that use them.
 from .options import (MODE_EXECUTE, OUTPUT_JSON, OUTPUT_YAML, RUN_NAME, cluster_options, duration, for_namespace,
                       mode_option, output_option, repack_namespace_option, settings, stamp, target_options,
-                      template_options)
+                      template_options, terminal_width)
 from .status import EXIT_INTERRUPTED
 
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, EXIT_NOT_RECOMMENDED, EXIT_WAITING, EXIT_RUN_FAILED = 0, 1, 2, 3, 4, 5
@@ -302,7 +302,7 @@ def _apply_in_cluster(api, name, spec_run, wait, timeout, cooldown, output, allo
             result = planner.plan(snapshot if snapshot is not None else source.snapshot(),
                                   planner.RunSpec.from_spec(spec_run["spec"]))
         expected = dict(spec_run, status=plan_status(result, rfc3339(utcnow())))
-        summary = render.plan_summary(expected, result, source.description)
+        summary = render.plan_summary(expected, result, source.description, width=terminal_width())
         click.echo(summary, nl=False, err=quiet)
         if result.outcome in NOT_RECOMMENDED:
             if not quiet:

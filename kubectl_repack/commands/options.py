@@ -341,3 +341,20 @@ def duration(ctx, param, value):
     except (ValueError, OverflowError) as e:  # OverflowError: more days than a timedelta holds
         raise click.BadParameter(str(e) if isinstance(e, ValueError) else f"{value!r} is too long a duration",
                                  ctx=ctx, param=param) from e
+
+
+def terminal_width() -> Optional[int]:
+    """Columns the human output may use: $COLUMNS when set (a positive number), else the width of
+    the terminal stdout is, else None (a pipe or a file: lines are kept whole, as kubectl does)."""
+    import os
+    import sys
+
+    env = os.environ.get("COLUMNS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        if sys.stdout.isatty():
+            return os.get_terminal_size(sys.stdout.fileno()).columns or None
+    except (OSError, ValueError, AttributeError):
+        pass
+    return None

@@ -10,7 +10,7 @@ import click
 
 from .options import (MODE_DRY_RUN, OUTPUT_JSON, OUTPUT_WIDE, OUTPUT_YAML, RUN_NAME, IntRange, cluster_options,
                       for_namespace, mode_option, now_option, now_or_current, output_option, settings, stamp,
-                      target_options, template_options)
+                      target_options, template_options, terminal_width)
 from .progress import Progress
 
 EPILOG = """\b
@@ -160,6 +160,7 @@ def command(file, mode, resource, min_improvement, max_podgroups, max_cards, pod
         click.echo(render.object_output(run, output, allow_missing), nl=False)
     else:
         click.echo(render.plan_summary(run, result, source.description, wide=output == OUTPUT_WIDE,
-                                       saved=saved, pools=render.node_pools(snapshot, result.resource)), nl=False)
+                                       saved=saved, pools=render.node_pools(snapshot, result.resource),
+                                       width=terminal_width()), nl=False)
     if exit_code and result.outcome != Reason.RECOMMENDED:
         raise click.exceptions.Exit(3)

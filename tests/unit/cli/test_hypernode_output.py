@@ -67,11 +67,13 @@ def test_without_a_goal_free_nodes_per_hypernode_and_no_blocks_column(seed):
         "hn-01       1      4       1 -> 2",
         "hn-02       1      4       1 -> 1",
     ]
-    # between the pools and the card map, like the other per-group views
-    assert out.index("\nPOOLS") < out.index("\nHYPERNODES") < out.index("\nCARDS")
+    # after the pools and before the moves, like the other per-group views (the card map is -o wide's)
+    assert out.index("\nPOOLS") < out.index("\nHYPERNODES") < out.index("\nMOVES BY PODGROUP")
+    wide = summary(seed, wide=True, hypernodes=rows(3, changed={"hn-01"}))
+    assert wide.index("\nPOOLS") < wide.index("\nHYPERNODES") < wide.index("\nCARDS")
 
 
-def test_default_shows_the_eight_that_change_most_in_name_order_then_counts_the_rest(seed):
+def test_default_shows_the_few_that_change_most_in_name_order_then_counts_the_rest(seed):
     many = rows(20, changed={"hn-03", "hn-17"}, blocks_changed={"hn-12"})
     out = summary(seed, hypernodes=many, node_blocks=GOAL)
     header, *body, last = section(out, "HYPERNODES (tier 1: free nodes and blocks of 2, before -> after)")

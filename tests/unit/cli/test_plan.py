@@ -59,7 +59,7 @@ def test_output_validates_against_the_crd_schema():
     schema.validate_run(obj)  # status included: the object could be stored as it is printed
 
 
-def test_summary_has_figures_moves_table_and_card_map():
+def test_summary_has_figures_and_one_move_line_per_podgroup():
     r = seed_plan()
     assert r.exit_code == 0, r.output
     out = r.stdout
@@ -73,17 +73,30 @@ def test_summary_has_figures_moves_table_and_card_map():
             "Can host:       1 node(s) with 8 huawei.com/ascend-1980, untainted, labelled accelerator-pool=ascend-npu\n") in out
     assert "Moved:          2 huawei.com/ascend-1980 in 2 pod(s) of 1 PodGroup(s)" in out
     lines = out.splitlines()
+    # pools first, then one line per moved PodGroup: its workload, pods, cards, the nodes it leaves and
+    # the first node it goes to with how many more
+    assert lines.index("POOLS (by label accelerator-pool)") < lines.index("MOVES BY PODGROUP")
+    header = lines.index("MOVES BY PODGROUP") + 1
+    assert lines[header].split() == ["NAMESPACE", "WORKLOAD", "PODS", "CARDS", "FROM", "TO"]
+    assert lines[header + 1].split() == ["repack-demo", "Job/ascend-batch-training", "2", "2", "ascend-node-01",
+                                         "ascend-node-02", "+1"]
+    assert lines[header + 2] == ""
+    # Not in the default summary: the wide-only parts (the card map is one line saying where it is).
+    assert "BLOCKED CANDIDATES" not in out and "Rounds:" not in out and "CARDS (" not in out
+    assert lines[-1] == "Card map of every node: -o wide"
+    assert r.stderr == ""
+
+
+def test_wide_keeps_every_pod_move_and_the_card_map():
+    lines = seed_plan("-o", "wide").stdout.splitlines()
     header = lines.index("MOVES") + 1
-    assert lines[header].split() == ["NAMESPACE", "PODGROUP", "OWNER", "POD", "FROM", "TO", "CARDS"]
-    rows = [line.split() for line in lines[header + 1:header + 3]]
+    assert lines[header].split() == ["NAMESPACE", "PODGROUP", "OWNER", "POD", "FROM", "TO", "CARDS", "ROUND"]
+    rows = [line.split()[:7] for line in lines[header + 1:header + 3]]
     assert rows == [["repack-demo", SEED_PG, "Job/ascend-batch-training", pod, src, dst, str(c)]
                     for pod, src, dst, c in SEED_MOVES]
     assert "ascend-node-01  8  [##......] -> [........]  freed" in lines
     assert "ascend-node-02  8  [#######.] -> [########]  +1" in lines
     assert "ascend-node-03  8  [#######.] -> [########]  +1" in lines
-    # Not in the default summary: the wide-only parts.
-    assert "BLOCKED CANDIDATES" not in out and "Rounds:" not in out
-    assert r.stderr == ""
 
 
 def test_wide_adds_blocked_candidates_and_rounds():

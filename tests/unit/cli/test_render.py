@@ -118,7 +118,7 @@ def test_a_plan_that_is_not_recommended_is_labelled_and_says_what_would_make_it_
     assert "Freed nodes:    1 (ascend-node-01) (best plan found, not recommended)" in r.stdout
     assert ("Recommendable:  it lowers fragmentation by 33.3 points and the run requires 50: "
             "goals[0].minFragImprovementPercent <= 33 would accept it") in r.stdout
-    assert "\nMOVES (BEST PLAN FOUND, NOT RECOMMENDED)\n" in r.stdout
+    assert "\nMOVES BY PODGROUP (BEST PLAN FOUND, NOT RECOMMENDED)\n" in r.stdout
     ok = run("plan", "--snapshot", SEED3, "--resource", R, "--min-improvement", "33")
     assert "RepackRecommended" in ok.stdout and "not recommended" not in ok.stdout and "Recommendable" not in ok.stdout
 
