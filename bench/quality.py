@@ -364,7 +364,7 @@ class _Model:
         out = {f: [] for f in cand_by}
         for i, zs in sorted(idle_by.items()):
             ws = []
-            for f in cover.covering[i]:
+            for f in cover.covering(i):
                 if f in cand_by:
                     w = self._col(0.0, float(len(zs)), True)
                     ws.append(w)

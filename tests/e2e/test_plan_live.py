@@ -146,7 +146,10 @@ def test_live_plan_reports_the_seed_figures(seed):
     assert st["conditions"][0]["reason"] == "RepackRecommended"
     assert st["plan"]["summary"] == {"fragBeforePercent": 33, "fragAfterPercent": 0, "freedNodeCount": 1,
                                      "movedCardCount": 2,
-                                     "resolvedScope": {"podGroupCount": 1, "nodeCount": 3}}
+                                     "resolvedScope": {"podGroupCount": 1, "nodeCount": 3},
+                                     # what the freed node can host: 8 cards, the pool label pods select on
+                                     "freedCapacity": [{"nodes": 1, "allocatable": 8,
+                                                        "labels": {"accelerator-pool": "ascend-npu"}}]}
     assert st["plan"]["freedNodes"] == ["ascend-node-01"]
     (move,) = st["plan"]["moves"]
     assert move["namespace"] == seed["ns"] and move["podGroupName"] == seed["podgroup"]
@@ -157,10 +160,14 @@ def test_live_plan_reports_the_seed_figures(seed):
         ("ascend-batch-training-worker-0", "ascend-node-01", "ascend-node-02", 1),
         ("ascend-batch-training-worker-1", "ascend-node-01", "ascend-node-03", 1)]
 
-    # The human summary from the same live cluster: the node map shows node-01 freed.
+    # The human summary from the same live cluster: one line for the moved PodGroup, and with -o wide
+    # the node map shows node-01 freed.
     r = cli("plan", "-f", GUARDED, "--kubeconfig", seed["kubeconfig"])
     assert r.exit_code == 0, r.output
     assert "Fragmentation:  33% -> 0%" in r.stdout
+    assert "Job/ascend-batch-training   2      2       ascend-node-01   ascend-node-02 +1" in r.stdout
+    r = cli("plan", "-f", GUARDED, "--kubeconfig", seed["kubeconfig"], "-o", "wide")
+    assert r.exit_code == 0, r.output
     assert "ascend-node-01  8  [##......] -> [........]  freed" in r.stdout
     assert "ascend-node-02  8  [#######.] -> [########]  +1" in r.stdout
 

@@ -41,7 +41,7 @@ def test_no_feasible_receiver_names_the_pod():
                                "default/j-worker-0 on a (NodeAffinity)")
     assert p.message.endswith(p.above_minimum)
     assert [c.text(p.resource) for c in p.freed_capacity] == [
-        "1 node(s) with 8 huawei.com/ascend-1980, untainted, labelled pool=y"]
+        "1 node(s) with 8 huawei.com/ascend-1980, untainted"]  # no pod requesting cards selects pool=y
     assert p.above_minimum_reason == ABOVE_NO_RECEIVER
 
 

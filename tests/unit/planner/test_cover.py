@@ -119,3 +119,26 @@ def test_matching_is_one_for_one_and_finds_the_assignment_a_greedy_one_misses():
     assert cover.uncovered(["free-tainted"], ["idle-plain"]) == 1
     assert cover.uncovered(["free-plain", "free-tainted"], ["idle-big"]) == 1
     assert cover.uncovered([], []) == 0 and cover.uncovered(["free-plain"], []) == 0
+
+
+def test_only_pods_requesting_the_resource_count_and_each_selection_only_where_it_picks():
+    def cluster(*extra):
+        objs = [node("worker-0"), node("worker-1"), node("worker-2", cards=8), node("worker-3", cards=8)]
+        objs += gang("a", workers=["worker-0"], cards=3)
+        objs += gang("b", workers=["worker-1"], cards=3)
+        objs += [pod("hog-0", cards=0, on="worker-0", cpu="63"), pod("hog-1", cards=0, on="worker-1", cpu="63")]
+        # worker-3 is busy with a pod pinned to it: only worker-2 is idle
+        objs += [pod("pinned-busy", cards=8, on="worker-3", node_selector={"kubernetes.io/hostname": "worker-3"})]
+        return objs + list(extra)
+
+    # a DaemonSet-like pod pinned to worker-2 by hostname, requesting no cards: not a user of the cards
+    agent = pod("agent", cards=0, on="worker-2", node_selector={"kubernetes.io/hostname": "worker-2"})
+    p = plan(load_objects(cluster(agent)), spec())
+    assert p.reoccupied == ("worker-2",) and sorted(p.freed_nodes) == ["worker-0", "worker-1"]
+    # the card pod pinned to worker-3 by hostname constrains worker-3 only, not every node's hostname
+    p = plan(load_objects(cluster()), spec())
+    assert p.reoccupied == ("worker-2",)
+    # a pending card pod pinned to worker-2 itself: only worker-2 can take it, so it stays free
+    waiting = pod("waiting", cards=8, phase="Pending", node_selector={"kubernetes.io/hostname": "worker-2"})
+    p = plan(load_objects(cluster(waiting)), spec())
+    assert not p.reoccupied and "worker-2" not in moved_to(p)

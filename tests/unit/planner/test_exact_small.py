@@ -17,6 +17,7 @@ from planner import load_objects, plan, setsearch
 from planner.cost import DEFAULT_WEIGHTS, plan_dimensions
 from planner.filters import run_filters
 from planner.prepare import prepare
+from planner.selectors import terms_match
 from planner.plan import RunSpec
 from planner.state import SimulatedState
 from tests.builders import gang, node, spec
@@ -68,14 +69,18 @@ def cluster(seed):
 
 def covers(snap, R, f, i):
     """Written here from the rule's words (not planner.cover): f's NoSchedule/NoExecute taints are
-    among i's, f has at least i's allocatable R, and f carries each label of i some pod selects on."""
+    among i's, f has at least i's allocatable R, and every pod requesting R whose node selection
+    picks i also picks f."""
     hard = ("NoSchedule", "NoExecute")
     fn, inode = snap.node_by_name[f], snap.node_by_name[i]
-    keys = {k for p in snap.pods for k in p.node_selector}
-    keys |= {r.key for p in snap.pods for t in (p.affinity_terms or ()) for r in t.match_expressions}
+
+    def picks(p, node):
+        return all(node.labels.get(k) == v for k, v in p.node_selector.items()) and terms_match(p.affinity_terms, node)
+
+    pods = [p for p in snap.pods if not p.terminal and p.requests.get(R, 0) > 0]
     return ({t for t in fn.taints if t.effect in hard} <= {t for t in inode.taints if t.effect in hard}
             and fn.allocatable.get(R, 0) >= inode.allocatable.get(R, 0)
-            and all(fn.labels.get(k) == v for k, v in inode.labels.items() if k in keys))
+            and all(picks(p, fn) for p in pods if picks(p, inode)))
 
 
 def covered(snap, R, vacated, opened):
