@@ -78,13 +78,8 @@ is_complete() {
   ls "$CRD_DIR"/*.yaml >/dev/null 2>&1 || return 1
 }
 
-export GOMODCACHE="${REPACK_GOMODCACHE:-$CACHE/go/mod}"
-export GOCACHE="${REPACK_GOCACHE:-$CACHE/go/build}"
-export GOFLAGS="-mod=mod -buildvcs=false"
-export CGO_ENABLED=0
-# Two cores on CI: keep the compiler from starving everything else.
-export GOMAXPROCS="${REPACK_GOMAXPROCS:-2}"
-export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
+# shellcheck source=hack/go-env.sh
+. "$HERE/go-env.sh"
 
 # Turns a failed go command's log into a message that names the module the proxy refused.
 explain_go_failure() {
@@ -206,13 +201,7 @@ build_node() {
   say "node binaries built in $((end - start)) s"
 }
 
-# One build at a time per version key: a second caller waits, then finds the binaries.
-mkdir -p "$CACHE/controlplane"
-exec 9>"$CACHE/controlplane/$KEY.lock"
-if ! flock -n 9; then
-  say "another build of $KEY is running; waiting for it"
-  flock 9
-fi
+build_lock "$CACHE/controlplane" "$KEY"
 if [ "$FORCE" = 1 ] || ! is_complete; then
   build
 else

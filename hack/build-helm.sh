@@ -47,14 +47,8 @@ KEY="helm-${HELM_VERSION}_${DIGEST}"
 OUT="$CACHE/helm/$KEY"
 BIN="$OUT/bin/helm"
 
-export GOMODCACHE="${REPACK_GOMODCACHE:-$CACHE/go/mod}"
-export GOCACHE="${REPACK_GOCACHE:-$CACHE/go/build}"
-# -mod=mod: the committed go.sum is complete (`go mod tidy`), and is checked, never widened silently
-# into the repository: the build runs in a copy of the module (see build()).
-export GOFLAGS="-mod=mod -buildvcs=false"
-export CGO_ENABLED=0
-export GOMAXPROCS="${REPACK_GOMAXPROCS:-2}"
-export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
+# shellcheck source=hack/go-env.sh
+. "$HERE/go-env.sh"     # the build runs in a copy of the module (see build())
 
 explain_go_failure() {
   local log="$1" what="$2" refused
@@ -107,13 +101,7 @@ build() {
   say "built in $((end - start)) s"
 }
 
-# One build at a time per key: a second caller waits, then finds the binary.
-mkdir -p "$CACHE/helm"
-exec 9>"$CACHE/helm/$KEY.lock"
-if ! flock -n 9; then
-  say "another build of $KEY is running; waiting for it"
-  flock 9
-fi
+build_lock "$CACHE/helm" "$KEY"
 if [ "$FORCE" = 1 ] || ! is_complete; then
   build
 else
