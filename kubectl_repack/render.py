@@ -77,15 +77,20 @@ def fit_table(headers, rows, width: Optional[int], elidable=()) -> str:
     return table(headers, rows)
 
 
-def wrap_field(label: str, value: str, width: Optional[int]) -> str:
-    """'Label:  value' with the value wrapped at `width` under itself (no width: one line)."""
+def _hanging(text: str, head: str, width: Optional[int]) -> str:
+    """`head` + `text`, wrapped at `width` (at least 40) under the text's first column; a word is
+    never split (no width: one line)."""
     import textwrap
 
-    head = f"{label + ':':<16}"
-    if width is None or len(head) + len(value) <= width:
-        return head + value
-    return textwrap.fill(value, width=max(width, 40), initial_indent=head, subsequent_indent=" " * 16,
+    if width is None or len(head) + len(text) <= width:
+        return head + text
+    return textwrap.fill(text, width=max(width, 40), initial_indent=head, subsequent_indent=" " * len(head),
                          break_long_words=False, break_on_hyphens=False)
+
+
+def wrap_field(label: str, value: str, width: Optional[int]) -> str:
+    """'Label:  value' with the value wrapped at `width` under itself (no width: one line)."""
+    return _hanging(value, f"{label + ':':<16}", width)
 
 
 # ---------- canonical objects ----------
@@ -358,8 +363,8 @@ def _nodes_cell(names) -> str:
 def _workload(plan, pod) -> str:
     """The PodGroup's owner as Kind/name (a VCJob, a ModelServing...), else PodGroup/name: what a
     user recognises, where the PodGroup's own name often carries a UUID."""
-    owner = plan.owners.get(f"{pod.namespace}/{pod.group_name}")
-    return f"{owner.kind}/{owner.name}" if owner is not None else f"PodGroup/{pod.group_name}"
+    owner = _owner(plan, pod)
+    return owner if owner != NONE else f"PodGroup/{pod.group_name}"
 
 
 def group_moves_table(plan, width: Optional[int] = None, limit: int = MOVE_GROUPS) -> str:
@@ -384,12 +389,7 @@ NOTE_ROWS = 5           # notes the default output lists
 
 def _bullet(text: str, width: Optional[int]) -> str:
     """'- text', wrapped at `width` under itself."""
-    import textwrap
-
-    if width is None or len(text) + 2 <= width:
-        return "- " + text
-    return textwrap.fill(text, width=max(width, 40), initial_indent="- ", subsequent_indent="  ",
-                         break_long_words=False, break_on_hyphens=False)
+    return _hanging(text, "- ", width)
 
 
 def blocked_table(plan) -> str:
