@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 
 import pytest
@@ -24,9 +23,8 @@ from kubernetes import client
 from kubectl_repack.api.installed import POLICY_SOURCE_ANNOTATION, SOURCE_ENDPOINTS
 from kubectl_repack.deploy import manifests
 from kubectl_repack.schema import CRD_NAME
-from tests.e2e.helpers import absent, wait_for
+from tests.e2e.helpers import absent, built_image_parts, doctor_all_ok, repack, wait_for
 from tests.e2e.test_network_policy import advertised, quiet_plane  # noqa: F401  (fixtures)
-from tests.harness.controlplane import REPO_ROOT
 from tests.harness.realnode import NODE_LABEL
 from tests.unit.deploy.test_helm_chart import CHART_DIR, helm_binary
 
@@ -35,39 +33,6 @@ pytestmark = pytest.mark.e2e
 NAMESPACE = "repack-helm"
 RELEASE = "repack"
 FIGURES: dict = {}
-
-
-def repack(kubeconfig, *args, timeout=400):
-    """`kubectl repack` as its own process, as a user runs it."""
-    return subprocess.run([sys.executable, "-m", "kubectl_repack.cli", "--kubeconfig", kubeconfig, *args],
-                          cwd=REPO_ROOT, env=dict(os.environ, PYTHONPATH=REPO_ROOT), capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def built_image() -> tuple:
-    """(repository, sha256:digest) of the image hack/build-image.sh built."""
-    name, digest = os.environ.get("REPACK_IMAGE"), os.environ.get("REPACK_IMAGE_DIGEST")
-    if not name or not digest:
-        pytest.fail("REPACK_IMAGE/REPACK_IMAGE_DIGEST are not set: run `eval \"$(bash hack/build-image.sh "
-                    "--print-env)\"` first (hack/test.sh does this)", pytrace=False)
-    return name.rsplit(":", 1)[0], digest
-
-
-def doctor_all_ok(kubeconfig, timeout=60) -> str:
-    """`kubectl repack doctor`: every line OK (waited for: a Lease is renewed, vc-scheduler acts)."""
-    last = None
-
-    def ok():
-        nonlocal last
-        last = repack(kubeconfig, "doctor", "--repack-namespace", NAMESPACE)
-        lines = last.stdout.splitlines()
-        return last.returncode == 0 and lines and all(line.startswith("OK ") for line in lines)
-
-    deadline = time.monotonic() + timeout
-    while not ok():
-        assert time.monotonic() < deadline, f"doctor is not all OK after {timeout}s:\n{last.stdout}{last.stderr}"
-        time.sleep(2)
-    return last.stdout
 
 
 @pytest.fixture
@@ -114,7 +79,7 @@ def adopted_crd(control_plane):
 
 def install_args() -> list:
     """The built image by digest, on the real node (Helm's --set needs the label's dots escaped)."""
-    repository, digest = built_image()
+    repository, digest = built_image_parts()
     label = NODE_LABEL.replace(".", "\\.")
     return ["--namespace", NAMESPACE, "--create-namespace", "--set", f"image.repository={repository}",
             "--set", f"image.digest={digest}", "--set-string", f"nodeSelector.{label}=true",
@@ -135,12 +100,12 @@ def test_helm_install_doctor_upgrade_uninstall(real_node, control_plane, helm_cl
         assert "STATUS: deployed" in out, out
         print(out)
         assert "NetworkPolicy repack-webhook: the webhook port admits only the API server (" in out   # the notes
-        report = doctor_all_ok(kc)
+        report = doctor_all_ok(kc, NAMESPACE)
         print(report)
         policy = client.NetworkingV1Api(api).read_namespaced_network_policy(manifests.NAME, NAMESPACE)
         assert policy.metadata.annotations[POLICY_SOURCE_ANNOTATION] == SOURCE_ENDPOINTS
         assert policy.spec.ingress[0]._from[0].ip_block.cidr.endswith("/32")
-        _repository, digest = built_image()
+        _repository, digest = built_image_parts()
         for name in (manifests.NAME, manifests.COORDINATOR_NAME, manifests.CONTROLLER_NAME):
             (pod,) = [p for p in core.list_namespaced_pod(NAMESPACE, label_selector=f"app.kubernetes.io/name={name}")
                       .items if p.metadata.deletion_timestamp is None]
@@ -175,7 +140,7 @@ def test_helm_install_doctor_upgrade_uninstall(real_node, control_plane, helm_cl
         assert dep.spec.template.spec.node_selector == {NODE_LABEL: "true"}   # the install's value kept
         assert reg.read_mutating_webhook_configuration(manifests.CONFIG_NAME).webhooks[0].client_config.ca_bundle \
             == ca_bundle
-        doctor_all_ok(kc, timeout=120)   # the new controller pod takes its Lease over
+        doctor_all_ok(kc, NAMESPACE, timeout=120)   # the new controller pod takes its Lease over
 
         # ---- helm uninstall: the release's objects go; the CRD and the run stay (resource-policy keep)
         helm_cli("uninstall", RELEASE, "--namespace", NAMESPACE, "--wait", "--timeout", "120s")
@@ -201,7 +166,7 @@ def test_helm_install_doctor_upgrade_uninstall(real_node, control_plane, helm_cl
 
         # ---- a second helm install over the kept CRD (still the release's by its metadata) works
         helm_cli("install", RELEASE, str(CHART_DIR), *install_args())
-        doctor_all_ok(kc)
+        doctor_all_ok(kc, NAMESPACE)
     finally:
         FIGURES["seconds"] = round(time.monotonic() - t_all, 1)
         print(f"\nhelm e2e: {FIGURES}")

@@ -19,7 +19,6 @@ import json
 import os
 import ssl
 import subprocess
-import sys
 import time
 import urllib.request
 
@@ -28,7 +27,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tests.e2e.helpers import absent, wait_for
+from tests.e2e.helpers import absent, built_image, repack, wait_for
 from tests.harness import NPU_RESOURCE
 from tests.harness.controlplane import REPO_ROOT
 from tests.harness.realnode import NODE_LABEL, local_processes
@@ -40,22 +39,6 @@ pytestmark = pytest.mark.e2e
 
 NAMESPACE = "repack-system"
 FIGURES: dict = {}
-
-
-def repack(kubeconfig, *args, timeout=400):
-    """`kubectl repack` as its own process, as a user runs it."""
-    return subprocess.run([sys.executable, "-m", "kubectl_repack.cli", "--kubeconfig", kubeconfig, *args],
-                          cwd=REPO_ROOT, env=dict(os.environ, PYTHONPATH=REPO_ROOT), capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def built_image() -> str:
-    """REPOSITORY@sha256:<digest> of the image hack/build-image.sh built (hack/test.sh exports it)."""
-    name, digest = os.environ.get("REPACK_IMAGE"), os.environ.get("REPACK_IMAGE_DIGEST")
-    if not name or not digest:
-        pytest.fail("REPACK_IMAGE/REPACK_IMAGE_DIGEST are not set: run `eval \"$(bash hack/build-image.sh "
-                    "--print-env)\"` first (hack/test.sh does this)", pytrace=False)
-    return f"{name.rsplit(':', 1)[0]}@{digest}"
 
 
 def installed_pod(core, name=manifests.NAME):

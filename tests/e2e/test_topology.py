@@ -33,10 +33,10 @@ from kubernetes.client.rest import ApiException
 
 from tests.e2e.execute_helpers import (ELIGIBLE, GROUP, PROTECTED, SCHEDULE_TIMEOUT, VERSION, delete_runs,
                                        get_run, reason_of, running_on)
-from tests.e2e.helpers import absent, vcjob, wait_for
+from tests.e2e.helpers import absent, built_image, repack, vcjob, wait_for
 from tests.harness import NPU_RESOURCE, npu_node
 from tests.harness.realnode import NODE_LABEL
-from tests.e2e.test_installed import audit_evictions, built_image, pod_logs, repack
+from tests.e2e.test_installed import audit_evictions, pod_logs
 
 pytestmark = pytest.mark.e2e
 

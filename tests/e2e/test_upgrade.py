@@ -23,9 +23,7 @@ are shown running (the webhook's with its two containers) before the upgrade.
 from __future__ import annotations
 
 import io
-import os
 import subprocess
-import sys
 import tarfile
 import time
 
@@ -36,7 +34,7 @@ from kubernetes import client
 from kubectl_repack.deploy import manifests
 from kubectl_repack.deploy.installer import LAST_APPLIED, read_object
 from kubectl_repack.schema import CRD_NAME, load_crd
-from tests.e2e.helpers import wait_for
+from tests.e2e.helpers import built_image, doctor_all_ok, repack, wait_for
 from tests.harness.controlplane import REPO_ROOT
 from tests.harness.realnode import NODE_LABEL
 
@@ -55,22 +53,6 @@ NAMESPACE = "repack-system"
 RESOURCE = "huawei.com/ascend-1980"
 PART_OF = "app.kubernetes.io/part-of=kubectl-repack"
 FIGURES: dict = {}
-
-
-def repack(kubeconfig, *args, timeout=400, tree=REPO_ROOT):
-    """`kubectl repack` as its own process, from today's tree or (`tree`) an old one."""
-    return subprocess.run([sys.executable, "-m", "kubectl_repack.cli", "--kubeconfig", kubeconfig, *args],
-                          cwd=tree, env=dict(os.environ, PYTHONPATH=tree), capture_output=True, text=True,
-                          timeout=timeout)
-
-
-def built_image() -> str:
-    """REPOSITORY@sha256:<digest> of the image hack/build-image.sh built (hack/test.sh exports it)."""
-    name, digest = os.environ.get("REPACK_IMAGE"), os.environ.get("REPACK_IMAGE_DIGEST")
-    if not name or not digest:
-        pytest.fail("REPACK_IMAGE/REPACK_IMAGE_DIGEST are not set: run `eval \"$(bash hack/build-image.sh "
-                    "--print-env)\"` first (hack/test.sh does this)", pytrace=False)
-    return f"{name.rsplit(':', 1)[0]}@{digest}"
 
 
 def old_tree(directory) -> str:
@@ -108,22 +90,6 @@ def labelled(api, kind, namespaced):
     path = KINDS_BY_NAME[kind].path(NAMESPACE if namespaced else None)
     items = request(api, "GET", path, query=[("labelSelector", PART_OF)]).get("items") or []
     return sorted(o["metadata"]["name"] for o in items)
-
-
-def doctor_all_ok(kubeconfig, timeout=90) -> str:
-    """`kubectl repack doctor` until every line is OK (a Lease renewed, vc-scheduler seen acting)."""
-    last = None
-
-    def ok():
-        nonlocal last
-        last = repack(kubeconfig, "doctor", "--repack-namespace", NAMESPACE)
-        lines = [line for line in last.stdout.splitlines() if line.strip()]
-        return last.returncode == 0 and lines and all(line.startswith("OK ") for line in lines)
-    deadline = time.monotonic() + timeout
-    while not ok():
-        assert time.monotonic() < deadline, f"doctor is not all OK after {timeout}s:\n{last.stdout}{last.stderr}"
-        time.sleep(3)
-    return last.stdout
 
 
 def restore_crd(api):
@@ -300,7 +266,7 @@ def test_install_over_the_previous_release_is_an_upgrade(how, real_node, control
             assert any(line.split() == ["Phase:", "Succeeded"] for line in status.stdout.splitlines()), status.stdout
 
         # ---- doctor: every check OK
-        report = doctor_all_ok(kc)
+        report = doctor_all_ok(kc, NAMESPACE, timeout=90, interval=3)
         FIGURES["wall_seconds"] = round(time.monotonic() - t_start, 1)
         print(f"\n{report}\n{how}: old install ready in {FIGURES['old_install_ready_seconds']}s; upgrade install "
               f"{FIGURES['upgrade_install_seconds']}s; test {FIGURES['wall_seconds']}s")
