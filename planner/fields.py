@@ -10,21 +10,36 @@ from .quantity import parse_quantity_cached, scaled
 
 
 class Ctx:
-    """Names the object being read, so every error says where it is."""
+    """Names the object being read, so every error says where it is. The name is worked out only
+    when an error is raised: a snapshot of 10,000 nodes makes ~70,000 of these and fails on none.
+    `kind` is the object's kind when it comes from elsewhere (an item of a typed List)."""
 
-    def __init__(self, obj, index):
-        kind = obj.get("kind") if isinstance(obj, dict) else None
-        self.kind = kind if isinstance(kind, str) and kind else "?"
+    __slots__ = ("obj", "index", "given_kind")
+
+    def __init__(self, obj, index, kind=None):
+        self.obj = obj
+        self.index = index
+        self.given_kind = kind
+
+    @property
+    def kind(self):
+        kind = self.given_kind
+        if kind is None:
+            kind = self.obj.get("kind") if isinstance(self.obj, dict) else None
+        return kind if isinstance(kind, str) and kind else "?"
+
+    @property
+    def label(self):
+        obj, index, kind = self.obj, self.index, self.kind
         meta = obj.get("metadata") if isinstance(obj, dict) else None
         meta = meta if isinstance(meta, dict) else {}
         ns, name = meta.get("namespace"), meta.get("name")
         ns = ns if isinstance(ns, str) else ""
         named = isinstance(name, str) and name
         name = name if named else f"#{index}"
-        if self.kind == "?":   # no kind (a values file, a stray mapping): its place in the input names it
-            self.label = f"item #{index}" + (f" ({ns + '/' if ns else ''}{name})" if named else "")
-        else:
-            self.label = f"{self.kind} {ns + '/' if ns else ''}{name}"
+        if kind == "?":   # no kind (a values file, a stray mapping): its place in the input names it
+            return f"item #{index}" + (f" ({ns + '/' if ns else ''}{name})" if named else "")
+        return f"{kind} {ns + '/' if ns else ''}{name}"
 
     def fail(self, path, msg):
         raise SnapshotError(f"{self.label}: {path}: {msg}")

@@ -14,7 +14,8 @@ from .fields import (Ctx, read_exact, read_field, read_int, read_list, read_node
 from .model import (EMPTY, ClusterSnapshot, Condition, HostPort, ModelServing, Namespace, Node, PersistentVolume,
                     PersistentVolumeClaim, Pod, PodAffinityTerm, PodDisruptionBudget, PodGroup, Queue,
                     SpreadConstraint, Taint, Toleration, VCJob)
-from .quantity import scaled
+from .model import OwnerRef
+from .quantity import SCALED_TEXTS, scaled, scaled_fresh
 from .topology import HyperNode, Member, NetworkTopology, SubGroupPolicy
 
 _READ_KINDS = {
@@ -377,66 +378,399 @@ _LOADERS = {"Node": ("nodes", _load_node), "Pod": ("pods", _load_pod), "PodGroup
             "HyperNode": ("hypernodes", _load_hypernode), "Queue": ("queues", _load_queue)}
 
 
-def flatten(objs):
-    """The objects in order, with Lists, nested Lists and JSON arrays opened (without recursion,
-    so nesting depth costs memory, not the interpreter's stack)."""
-    stack = [iter(objs)]
+# -- the fast path ------------------------------------------------------------------------------
+# A snapshot of 10,000 nodes holds ~70,000 objects and ~1.6 million fields the checked readers above
+# would read one generic call each. The builders below read the shapes real objects have with plain
+# dict access and exact type tests, and give up (raise anything) at the first value they are not
+# sure of: the checked reader then reads that object from the start, so it alone decides what is
+# refused and what every error says. A builder that completes must give exactly what the checked
+# reader gives (tests/unit/planner/test_load_fast.py compares them on generated clusters and on
+# every hostile mutation).
+
+
+class _Unusual(Exception):
+    """Not a shape the fast path reads: the checked reader reads the object."""
+
+
+def _text(d, key, default=""):
+    """read_str without choices: None or missing gives `default`, so does ""."""
+    v = d.get(key)
+    if v is None:
+        return default
+    if type(v) is not str:
+        raise _Unusual
+    return v or default
+
+
+def _dict(d, key):
+    """read_field(d, key, dict, {}) for an optional object."""
+    v = d.get(key)
+    if v is None:
+        return {}
+    if type(v) is not dict:
+        raise _Unusual
+    return v
+
+
+def _list(d, key):
+    v = d.get(key)
+    if v is None:
+        return ()
+    if type(v) is not list:
+        raise _Unusual
+    return v
+
+
+def _strings(m):
+    """read_strmap of the map `m` (None when absent)."""
+    if not m:
+        if m is None or type(m) is dict:
+            return EMPTY
+        raise _Unusual
+    if type(m) is not dict:
+        raise _Unusual
+    for k, v in m.items():
+        if type(v) is not str or type(k) is not str:
+            raise _Unusual
+    return MappingProxyType(dict(m))
+
+
+def _amounts(m):
+    """read_resources of an object of quantities, each >= 0: {resource: scaled amount}."""
+    if type(m) is not dict:
+        raise _Unusual
+    out = {}
+    for r, q in m.items():
+        table = SCALED_TEXTS.get(r)
+        a = table.get(q) if table is not None and type(q) is str else None
+        if a is None:
+            if type(r) is not str:
+                raise _Unusual
+            a = scaled_fresh(r, q)
+            if a is None:
+                raise _Unusual
+        out[r] = a
+    return out
+
+
+def _owner(meta):
+    """read_owner: the controller reference (model.controller_of), every reference checked."""
+    refs = meta.get("ownerReferences")
+    if not refs:
+        return None
+    if type(refs) is not list:
+        raise _Unusual
+    owner = None
+    for r in refs:
+        if type(r) is not dict:
+            raise _Unusual
+        kind, name, api, controller = r.get("kind"), r.get("name"), r.get("apiVersion"), r.get("controller")
+        if (type(kind) is not str or type(name) is not str or not kind or not name
+                or (api is not None and type(api) is not str)
+                or (controller is not None and type(controller) is not bool)):
+            raise _Unusual
+        if controller is True and owner is None:
+            owner = OwnerRef(api or "", kind, name, True)
+    return owner
+
+
+def _int(d, key, default, low, high):
+    v = d.get(key)
+    if v is None:
+        return default
+    if type(v) is not int or not low <= v <= high:
+        raise _Unusual
+    return v
+
+
+_INT32 = (-2 ** 31, 2 ** 31 - 1)
+_INT64 = (-2 ** 63, 2 ** 63 - 1)
+
+
+def _simple_requests(spec, containers):
+    """pod_requests of a pod with one container and nothing else that counts (no init containers,
+    pod-level resources or overhead): its requests, a missing request taken from its limit."""
+    c = containers[0]
+    res = c.get("resources") or {}
+    if type(res) is not dict:
+        raise _Unusual
+    rp = c.get("restartPolicy")
+    if rp is not None and type(rp) is not str:
+        raise _Unusual
+    amounts = _amounts(res.get("requests") or {})
+    for r, a in _amounts(res.get("limits") or {}).items():
+        if r not in amounts:
+            amounts[r] = a
+    out = {r: a for r, a in amounts.items() if a}
+    out["pods"] = 1
+    return out
+
+
+def _fast_pod(ctx, obj):
+    meta, spec = obj.get("metadata"), obj.get("spec")
+    if type(meta) is not dict or type(spec) is not dict:
+        raise _Unusual
+    status = _dict(obj, "status")
+    name = meta.get("name")
+    if type(name) is not str:
+        raise _Unusual
+    annotations = _strings(meta.get("annotations"))
+    inits, containers = _list(spec, "initContainers"), _list(spec, "containers")
+    for c in inits:
+        if type(c) is not dict:
+            raise _Unusual
+    for c in containers:
+        if type(c) is not dict:
+            raise _Unusual
+    if not inits and len(containers) == 1 and not spec.get("resources") and not spec.get("overhead"):
+        requests = _simple_requests(spec, containers)
+    else:
+        requests = pod_requests(ctx, spec)
+    terms, affinity, anti_affinity = None, (), ()
+    aff = _dict(spec, "affinity")
+    if aff:
+        node_req = _dict(_dict(aff, "nodeAffinity"), _REQ)
+        if node_req:
+            terms = read_node_terms(ctx, node_req.get("nodeSelectorTerms") or [], "")
+        pa, paa = _dict(aff, "podAffinity"), _dict(aff, "podAntiAffinity")
+        affinity = _pod_affinity_terms(ctx, pa.get(_REQ) or [], "")
+        anti_affinity = _pod_affinity_terms(ctx, paa.get(_REQ) or [], "")
+    tolerations = []
+    for t in _list(spec, "tolerations"):
+        if type(t) is not dict:
+            raise _Unusual
+        tolerations.append(Toleration(_text(t, "key"), _text(t, "operator", "Equal"), _text(t, "value"),
+                                      _text(t, "effect")))
+        _int(t, "tolerationSeconds", None, *_INT64)
+    ports = []
+    holders = [c for c in inits if c.get("restartPolicy") == "Always"] + list(containers) if inits else containers
+    for c in holders:
+        for port in _list(c, "ports"):
+            if type(port) is not dict:
+                raise _Unusual
+            hp = _int(port, "hostPort", 0, 0, 65535)
+            protocol = _text(port, "protocol", "TCP")
+            if protocol not in _PROTOCOLS:
+                raise _Unusual
+            host_ip = _text(port, "hostIP", "0.0.0.0")
+            _int(port, "containerPort", None, 0, 65535)
+            if hp:
+                ports.append(HostPort(protocol, host_ip, hp))
+    spread = spec.get("topologySpreadConstraints")
+    if spread is not None and (type(spread) is not list or spread):
+        raise _Unusual
+    pvcs = []
+    for v in _list(spec, "volumes"):
+        if type(v) is not dict:
+            raise _Unusual
+        claim = v.get("persistentVolumeClaim")
+        if claim is not None:
+            if type(claim) is not dict:
+                raise _Unusual
+            claim_name = _text(claim, "claimName")
+            if claim_name:
+                pvcs.append(claim_name)
+    return Pod(
+        namespace=_text(meta, "namespace", "default"), name=name, uid=_text(meta, "uid"),
+        node_name=_text(spec, "nodeName"), phase=_text(status, "phase", "Pending"),
+        labels=_strings(meta.get("labels")), annotations=annotations,
+        scheduler_name=_text(spec, "schedulerName", "default-scheduler"),
+        requests=MappingProxyType(requests), owner=_owner(meta),
+        node_selector=_strings(spec.get("nodeSelector")), affinity_terms=terms,
+        tolerations=tuple(tolerations), host_ports=tuple(ports), pod_affinity=affinity,
+        pod_anti_affinity=anti_affinity, spread=(), pvc_names=tuple(pvcs),
+        terminating=bool(_text(meta, "deletionTimestamp")),
+        mirror="kubernetes.io/config.mirror" in annotations, priority=_int(spec, "priority", 0, *_INT32))
+
+
+def _fast_node(ctx, obj):
+    meta = obj.get("metadata")
+    if type(meta) is not dict:
+        raise _Unusual
+    name = meta.get("name")
+    if type(name) is not str:
+        raise _Unusual
+    status = _dict(obj, "status")
+    alloc = status.get("allocatable")
+    if alloc is None:
+        alloc = status.get("capacity") or {}
+    resources = _amounts(alloc)
+    resources.setdefault("pods", 110)
+    spec = _dict(obj, "spec")
+    taints = []
+    for t in _list(spec, "taints"):
+        if type(t) is not dict or not t.get("key") or not t.get("effect"):
+            raise _Unusual
+        taints.append(Taint(_text(t, "key"), _text(t, "value"), _text(t, "effect")))
+    unschedulable = spec.get("unschedulable")
+    if unschedulable is not None and type(unschedulable) is not bool:
+        raise _Unusual
+    return Node(name, _strings(meta.get("labels")), MappingProxyType(resources), bool(unschedulable),
+                tuple(taints))
+
+
+def _fast_podgroup(ctx, obj):
+    meta = obj.get("metadata")
+    if type(meta) is not dict:
+        raise _Unusual
+    name = meta.get("name")
+    if type(name) is not str:
+        raise _Unusual
+    spec, status = _dict(obj, "spec"), _dict(obj, "status")
+    subgroups = spec.get("subGroupPolicy")
+    if subgroups is not None and (type(subgroups) is not list or subgroups):
+        raise _Unusual
+    conditions = []
+    for c in _list(status, "conditions"):
+        if type(c) is not dict:
+            raise _Unusual
+        conditions.append(Condition(_text(c, "type"), _text(c, "status"), _text(c, "reason"), _text(c, "message"),
+                                    _text(c, "lastTransitionTime")))
+    topology = None
+    if spec.get("networkTopology") is not None:
+        topology = _network_topology(ctx, obj, "spec.networkTopology")
+    return PodGroup(_text(meta, "namespace", "default"), name, _strings(meta.get("labels")),
+                    _int(spec, "minMember", 0, 0, _INT32[1]), _owner(meta), _strings(meta.get("annotations")),
+                    topology, (), _text(spec, "queue", "default"), _text(status, "phase"), tuple(conditions),
+                    MappingProxyType(_amounts(_dict(spec, "minResources"))))
+
+
+def _fast_vcjob(ctx, obj):
+    meta = obj.get("metadata")
+    if type(meta) is not dict:
+        raise _Unusual
+    name = meta.get("name")
+    if type(name) is not str:
+        raise _Unusual
+    spec = _dict(obj, "spec")
+    tasks = {}
+    for t in _list(spec, "tasks"):
+        if type(t) is not dict:
+            raise _Unusual
+        action = _evicted_action(ctx, t.get("policies") or [], "")
+        task_name = _text(t, "name")
+        if action:
+            tasks[task_name] = action
+    topology = None
+    if spec.get("networkTopology") is not None:
+        topology = _network_topology(ctx, obj, "spec.networkTopology")
+    return VCJob(_text(meta, "namespace", "default"), name, _strings(meta.get("labels")),
+                 _evicted_action(ctx, spec.get("policies") or [], ""), MappingProxyType(tasks) if tasks else EMPTY,
+                 _strings(meta.get("annotations")), topology)
+
+
+def _fast_modelserving(ctx, obj):
+    meta = obj.get("metadata")
+    if type(meta) is not dict:
+        raise _Unusual
+    name = meta.get("name")
+    if type(name) is not str:
+        raise _Unusual
+    policy = _dict(obj, "spec").get("recoveryPolicy")
+    if policy is None:
+        policy = ""
+    elif type(policy) is not str:
+        raise _Unusual
+    return ModelServing(_text(meta, "namespace", "default"), name, _strings(meta.get("labels")), policy,
+                        _strings(meta.get("annotations")))
+
+
+def _fast_namespace(ctx, obj):
+    meta = obj.get("metadata")
+    if type(meta) is not dict:
+        raise _Unusual
+    name = meta.get("name")
+    if type(name) is not str:
+        raise _Unusual
+    labels = dict(_strings(meta.get("labels")))
+    labels.setdefault("kubernetes.io/metadata.name", name)
+    return Namespace(name, MappingProxyType(labels))
+
+
+_FAST = {"Pod": _fast_pod, "Node": _fast_node, "PodGroup": _fast_podgroup, "Job": _fast_vcjob,
+         "ModelServing": _fast_modelserving, "Namespace": _fast_namespace}
+
+
+def _entries(objs):
+    """(object, kind, apiVersion) for each object in order, Lists, nested Lists and JSON arrays
+    opened without recursion (nesting depth costs memory, not the interpreter's stack). kind and
+    apiVersion are None, except for an item of a typed List (`PodList`) without a kind of its own:
+    the raw API's list items carry none, and take the List's (no copy of the item is made)."""
+    stack = [(iter(objs), None, None)]
     while stack:
-        for o in stack[-1]:
+        items, item_kind, list_api = stack[-1]
+        for o in items:
+            kind = api = None
+            if item_kind and isinstance(o, dict) and "kind" not in o:
+                kind, api = item_kind, list_api
             if o is None:
                 continue
             if isinstance(o, list):
-                stack.append(iter(o))
+                stack.append((iter(o), None, None))
                 break
-            kind = o.get("kind") if isinstance(o, dict) else None
-            if isinstance(kind, str) and kind.endswith("List") and isinstance(o.get("items"), list):
-                stack.append(_list_items(o, kind))
+            k = kind if kind is not None else (o.get("kind") if isinstance(o, dict) else None)
+            if isinstance(k, str) and k.endswith("List") and isinstance(o.get("items"), list):
+                a = api if api is not None else o.get("apiVersion")
+                stack.append((iter(o["items"]), k[:-4] if k != "List" else None, a if isinstance(a, str) else "v1"))
                 break
-            yield o
+            yield o, kind, api
         else:
             stack.pop()
 
 
-def _list_items(lst, kind):
-    # `kubectl get pods -o json` items carry kind; the raw API's PodList items do not.
-    item_kind = kind[:-4] if kind != "List" else None
-    api = lst.get("apiVersion") if isinstance(lst.get("apiVersion"), str) else "v1"
-    for it in lst["items"]:
-        if isinstance(it, dict) and "kind" not in it and item_kind:
-            it = dict(it, kind=item_kind, apiVersion=api)
-        yield it
+def flatten(objs):
+    """The objects in order, with Lists, nested Lists and JSON arrays opened; an item of a typed
+    List without a kind is given the List's kind and apiVersion (in a copy)."""
+    for o, kind, api in _entries(objs):
+        yield o if kind is None else dict(o, kind=kind, apiVersion=api)
 
 
 def load_objects(objects) -> ClusterSnapshot:
     """Build a snapshot from Kubernetes objects (dicts, Lists, or nested lists of them). Pure: a
     caller loading a large cluster may pause cyclic GC around it (planner.gcpause.paused_gc)."""
+    return _load(objects, fast=True)
+
+
+def _load(objects, fast):
+    """load_objects; with `fast` false, every object through its checked reader (the reference)."""
     buckets = {k: [] for k, _ in _LOADERS.values()}
     seen = set()
     pod_uids = {}
-    for i, obj in enumerate(flatten(objects)):
+    builders = _FAST if fast else {}
+    for i, (obj, kind, api) in enumerate(_entries(objects)):
         if not isinstance(obj, dict):
             raise SnapshotError(f"item #{i}: expected a Kubernetes object, got {type(obj).__name__}")
-        kind, api = obj.get("kind"), obj.get("apiVersion")
-        ctx = Ctx(obj, i)
-        for field_name, value in (("kind", kind), ("apiVersion", api)):
-            if value is None or value == "":
-                ctx.fail(field_name, "required field is missing")
-            if not isinstance(value, str):
-                ctx.fail(field_name, f"expected string, got {type(value).__name__}")
+        ctx = Ctx(obj, i, kind)
+        if kind is None:
+            kind, api = obj.get("kind"), obj.get("apiVersion")
+        if type(kind) is not str or type(api) is not str or not kind or not api:
+            for field_name, value in (("kind", kind), ("apiVersion", api)):
+                if value is None or value == "":
+                    ctx.fail(field_name, "required field is missing")
+                if not isinstance(value, str):
+                    ctx.fail(field_name, f"expected string, got {type(value).__name__}")
         if (api, kind) not in _READ_KINDS:
             continue
         bucket, loader = _LOADERS[kind]
-        item = loader(ctx, obj)
+        item = None
+        build = builders.get(kind)
+        if build is not None:
+            try:
+                item = build(ctx, obj)
+            except Exception:   # whatever stopped it, the checked reader reads the object
+                item = None
+        if item is None:
+            item = loader(ctx, obj)
         ident = (kind, getattr(item, "namespace", ""), item.name)
         if ident in seen:
             ctx.fail("metadata.name", "appears twice in the snapshot")
         seen.add(ident)
-        uid = getattr(item, "uid", "")
-        if kind == "Pod" and uid:
+        if kind == "Pod" and item.uid:
+            uid = item.uid
             if uid in pod_uids:
-                ctx.fail("metadata.uid", f"{uid!r} is also the uid of pod {pod_uids[uid]}: "
+                ctx.fail("metadata.uid", f"{uid!r} is also the uid of pod {pod_uids[uid].key}: "
                                          "a uid identifies one pod")
-            pod_uids[uid] = f"{item.namespace}/{item.name}"
+            pod_uids[uid] = item
         buckets[bucket].append(item)
     return ClusterSnapshot.build(**buckets)
 

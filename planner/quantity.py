@@ -98,6 +98,32 @@ def scaled(resource: str, value) -> int:
     return _ceil(q * 1000) if resource in MILLI_RESOURCES else _ceil(q)
 
 
+# resource -> {quantity text: scaled(resource, text)}, only for texts whose exact amount is >= 0: the
+# loader looks amounts up here before parsing anything; `scaled_fresh` fills it.
+SCALED_TEXTS = {}
+
+
+def scaled_fresh(resource: str, value):
+    """`scaled(resource, value)` for a quantity string whose exact amount is >= 0, remembered in
+    SCALED_TEXTS; None for anything else (not a string, not a quantity, negative), which
+    the loader's checked readers then refuse or accept with their own message."""
+    if type(value) is not str:
+        return None
+    try:
+        q = parse_quantity_cached(value)
+    except ValueError:
+        return None
+    if q < 0:
+        return None
+    amount = _ceil(q * 1000) if resource in MILLI_RESOURCES else _ceil(q)
+    table = SCALED_TEXTS.get(resource)
+    if table is None:
+        table = SCALED_TEXTS[resource] = {}
+    if len(table) < 10_000:
+        table[value] = amount
+    return amount
+
+
 def scaled_limit(resource: str, value) -> int:
     """`scaled` for a limit the plan must stay under (a budget): rounded down, so a budget of
     0.0000001 cards allows none rather than one; negative amounts are refused."""
