@@ -11,7 +11,9 @@ in a fresh Python process (the CLI's own `main()`, its reading and planning wrap
 timed from the parent: interpreter start, imports, reading the file, the model, planning,
 rendering and printing the JSON. The split inside the process: **load** = the snapshot source
 (read, parse, `planner.load_objects`), **plan** = `planner.plan`, **rest** = everything else
-(interpreter start, imports, spec validation, JSON output). Peak RSS is that process's
+(interpreter start, imports, spec validation, JSON output). The child may cache bytecode, as an
+installed plugin does (PYTHONDONTWRITEBYTECODE is dropped from its environment; bench/startup.py
+measures the zipapp, which compiles on every run). Peak RSS is that process's
 (`wait4`). The parent keeps the median of the repeats and merges the results into
 bench/out/scale.json (a rerun of some sizes replaces only those entries).
 
@@ -96,7 +98,9 @@ def measure(path, spec_name, timeout=None):
     """One run of the whole command; returns its figures."""
     with tempfile.TemporaryDirectory(prefix="repack-scale-") as tmp:
         times, out = Path(tmp) / "times.json", Path(tmp) / "plan.json"
-        env = dict(os.environ, REPACK_BENCH_TIMES=str(times))
+        # as an installed plugin runs: modules compiled once (this environment may turn bytecode caching off)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["REPACK_BENCH_TIMES"] = str(times)
         cmd = [sys.executable, "-c", CHILD, "plan", "--snapshot", str(path), *FLAGS[spec_name], "-o", "json"]
         with open(out, "wb") as stdout, tempfile.TemporaryFile() as stderr:
             t0 = time.perf_counter()

@@ -731,14 +731,19 @@ def load_objects(objects) -> ClusterSnapshot:
     return _load(objects, fast=True)
 
 
+_NAMESPACED = {"Pod", "PodGroup", "PersistentVolumeClaim", "PodDisruptionBudget", "Job", "ModelServing"}
+
+
 def _load(objects, fast):
     """load_objects; with `fast` false, every object through its checked reader (the reference)."""
     buckets = {k: [] for k, _ in _LOADERS.values()}
+    # (apiVersion, kind) -> (its bucket, fast builder, checked reader, namespaced)
+    readers = {(api, kind): (buckets[_LOADERS[kind][0]], _FAST.get(kind) if fast else None, _LOADERS[kind][1],
+                             kind in _NAMESPACED) for api, kind in _READ_KINDS}
     seen = set()
     pod_uids = {}
-    builders = _FAST if fast else {}
     for i, (obj, kind, api) in enumerate(_entries(objects)):
-        if not isinstance(obj, dict):
+        if type(obj) is not dict and not isinstance(obj, dict):
             raise SnapshotError(f"item #{i}: expected a Kubernetes object, got {type(obj).__name__}")
         ctx = Ctx(obj, i, kind)
         if kind is None:
@@ -749,11 +754,11 @@ def _load(objects, fast):
                     ctx.fail(field_name, "required field is missing")
                 if not isinstance(value, str):
                     ctx.fail(field_name, f"expected string, got {type(value).__name__}")
-        if (api, kind) not in _READ_KINDS:
+        reader = readers.get((api, kind))
+        if reader is None:
             continue
-        bucket, loader = _LOADERS[kind]
+        bucket, build, loader, namespaced = reader
         item = None
-        build = builders.get(kind)
         if build is not None:
             try:
                 item = build(ctx, obj)
@@ -761,7 +766,7 @@ def _load(objects, fast):
                 item = None
         if item is None:
             item = loader(ctx, obj)
-        ident = (kind, getattr(item, "namespace", ""), item.name)
+        ident = (kind, item.namespace if namespaced else "", item.name)
         if ident in seen:
             ctx.fail("metadata.name", "appears twice in the snapshot")
         seen.add(ident)
@@ -771,7 +776,7 @@ def _load(objects, fast):
                 ctx.fail("metadata.uid", f"{uid!r} is also the uid of pod {pod_uids[uid].key}: "
                                          "a uid identifies one pod")
             pod_uids[uid] = item
-        buckets[bucket].append(item)
+        bucket.append(item)
     return ClusterSnapshot.build(**buckets)
 
 
@@ -795,4 +800,6 @@ def load_file(path) -> ClusterSnapshot:
         text = documents.read_file(path)
     except DocumentError as e:
         raise SnapshotError(str(e)) from e
-    return load_text(text, str(path))
+    objects = parse_text(text, str(path))
+    del text    # a 25,000-node snapshot is 100 MB of text: not kept while the model is built
+    return load_objects(objects)
