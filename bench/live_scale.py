@@ -12,7 +12,10 @@ with its peak RSS:
 
 - `kubectl-repack snapshot -o FILE` (paged lists of every kind the planner reads),
 - `kubectl-repack plan --resource huawei.com/ascend-1980 -o json` (live: the same lists, then the plan),
-- `kubectl-repack plan --snapshot FILE ... -o json` (the same cluster from the file, for comparison).
+- `kubectl-repack plan --snapshot FILE ... -o json` (the same cluster from the file, for comparison),
+
+with the time spent listing the cluster (paged lists), in the snapshot source (listing or reading the
+file, and the model) and in `planner.plan` (bench.scale's child process).
 
     eval "$(bash hack/build-control-plane.sh --print-env)"
     python -m bench.live_scale                      # 5,000 nodes, ~20,000 pods
@@ -34,11 +37,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.generate import R, generate  # noqa: E402
+from bench.scale import CHILD  # noqa: E402
 
 CONTROLLERS = ("kube-controller-manager", "vc-controller-manager", "vc-scheduler")
 CRD_KINDS = {"PodGroup": ("scheduling.volcano.sh", "v1beta1", "podgroups"),
              "Job": ("batch.volcano.sh", "v1alpha1", "jobs")}
-CLI = "import sys; from kubectl_repack.cli import main; sys.argv[0] = 'kubectl-repack'; main()"
 
 
 def _strip(obj):
@@ -131,19 +134,33 @@ def populate(cp, nodes, seed, workers):
 
 
 def timed(args, kubeconfig):
-    """Run the CLI with `args`; (wall seconds, peak RSS MB, stdout bytes)."""
-    env = dict(os.environ, KUBECONFIG=kubeconfig)
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-c", CLI, *args], cwd=ROOT, env=env, stdout=out, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        wall = time.perf_counter() - t0
-        if proc.returncode != 0:
-            err.seek(0)
-            raise RuntimeError(f"{' '.join(args)} failed ({proc.returncode}):\n{err.read().decode()[-2000:]}")
-        out.seek(0)
-        return wall, usage.ru_maxrss / 1024, out.read()
+    """Run the CLI with `args` (bench.scale's child: the snapshot source and planner.plan timed);
+    {process_s, load_s, plan_s, peak_rss_mb, stdout}."""
+    with tempfile.TemporaryDirectory(prefix="repack-live-") as tmp:
+        times = os.path.join(tmp, "times.json")
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env.update(KUBECONFIG=kubeconfig, REPACK_BENCH_TIMES=times)
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            t0 = time.perf_counter()
+            proc = subprocess.Popen([sys.executable, "-c", CHILD, *args], cwd=ROOT, env=env, stdout=out, stderr=err)
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            wall = time.perf_counter() - t0
+            if proc.returncode != 0:
+                err.seek(0)
+                raise RuntimeError(f"{' '.join(args)} failed ({proc.returncode}):\n{err.read().decode()[-2000:]}")
+            out.seek(0)
+            stdout = out.read()
+        with open(times, encoding="utf-8") as f:
+            inside = json.load(f)
+    return {"process_s": wall, "list_s": inside.get("list_s", 0.0), "load_s": inside.get("load_s", 0.0),
+            "plan_s": inside.get("plan_s", 0.0),
+            "peak_rss_mb": usage.ru_maxrss / 1024, "stdout": stdout}
+
+
+def _median(rows, what, key):
+    values = sorted(r[what][key] for r in rows)
+    return values[len(values) // 2]
 
 
 def main(argv=None):
@@ -174,25 +191,32 @@ def main(argv=None):
         with tempfile.TemporaryDirectory(prefix="repack-live-") as tmp:
             snap = os.path.join(tmp, "snapshot.json")
             for i in range(args.runs):
-                s = timed(["snapshot", "-o", snap], cp.kubeconfig)
-                live = timed(["plan", "--resource", R, "-o", "json"], cp.kubeconfig)
-                offline = timed(["plan", "--snapshot", snap, "--resource", R, "-o", "json"], cp.kubeconfig)
-                plan = json.loads(live[2])["status"]["plan"]["summary"]
-                same = json.loads(offline[2])["status"]["plan"]["summary"] == plan
-                rows.append((s, live, offline, plan, same, os.path.getsize(snap)))
-                print(f"run {i + 1}/{args.runs}: snapshot {s[0]:.2f} s ({s[1]:.0f} MB), live plan {live[0]:.2f} s "
-                      f"({live[1]:.0f} MB), plan from the file {offline[0]:.2f} s ({offline[1]:.0f} MB); "
-                      f"freed {plan.get('freedNodeCount')}, same plan live and from the file: {same}", flush=True)
+                row = {"snapshot": timed(["snapshot", "-o", snap], cp.kubeconfig),
+                       "live": timed(["plan", "--resource", R, "-o", "json"], cp.kubeconfig),
+                       "file": timed(["plan", "--snapshot", snap, "--resource", R, "-o", "json"], cp.kubeconfig)}
+                row["bytes"] = os.path.getsize(snap)
+                plan = json.loads(row["live"]["stdout"])["status"]["plan"]["summary"]
+                row["same"] = json.loads(row["file"]["stdout"])["status"]["plan"]["summary"] == plan
+                rows.append(row)
+                print(f"run {i + 1}/{args.runs}: " + "; ".join(
+                    f"{what} {row[what]['process_s']:.2f} s (list {row[what]['list_s']:.2f}, snapshot source "
+                    f"{row[what]['load_s']:.2f}, plan "
+                    f"{row[what]['plan_s']:.2f}, {row[what]['peak_rss_mb']:.0f} MB)" for what in ("snapshot", "live", "file"))
+                    + f"; freed {plan.get('freedNodeCount')}, same plan live and from the file: {row['same']}", flush=True)
     finally:
         cp.stop()
-    med = sorted(rows, key=lambda r: r[1][0])[len(rows) // 2]
     print()
-    print(f"| {args.nodes:,} nodes, live | median of {len(rows)} | peak RSS |")
-    print("|---|---:|---:|")
-    print(f"| `kubectl repack snapshot` ({med[5] / 1e6:.0f} MB of JSON) | {med[0][0]:.2f} s | {med[0][1]:.0f} MB |")
-    print(f"| `kubectl repack plan --resource {R} -o json`, live | {med[1][0]:.2f} s | {med[1][1]:.0f} MB |")
-    print(f"| the same plan from the snapshot file | {med[2][0]:.2f} s | {med[2][1]:.0f} MB |")
-    if not all(r[4] for r in rows):
+    print(f"| {args.nodes:,} nodes, live (median of {len(rows)}) | whole process | listing the cluster "
+          "| snapshot source (list or read + model) | plan | peak RSS |")
+    print("|---|---:|---:|---:|---:|---:|")
+    labels = {"snapshot": f"`kubectl repack snapshot -o FILE` ({rows[0]['bytes'] / 1e6:.0f} MB of JSON)",
+              "live": f"`kubectl repack plan --resource {R} -o json`, live",
+              "file": "the same plan from the snapshot file"}
+    for what, label in labels.items():
+        print(f"| {label} | {_median(rows, what, 'process_s'):.2f} s | {_median(rows, what, 'list_s'):.2f} s | "
+              f"{_median(rows, what, 'load_s'):.2f} s | "
+              f"{_median(rows, what, 'plan_s'):.2f} s | {_median(rows, what, 'peak_rss_mb'):.0f} MB |")
+    if not all(r["same"] for r in rows):
         print("warning: the live plan and the plan from the file differ", file=sys.stderr)
         return 1
     return 0

@@ -62,6 +62,8 @@ def _wrap(owner, name, key):
 import planner
 from kubectl_repack.kube import objects
 _wrap(objects.FileSource, "snapshot", "load_s")
+_wrap(objects.LiveSource, "snapshot", "load_s")
+_wrap(objects, "read_snapshot", "list_s")
 _wrap(planner, "plan", "plan_s")
 def _write():
     T["cpu_s"] = time.process_time()
