@@ -102,10 +102,18 @@ def group_contribution(g, moved):
     """(below minAvailable?, affected R, moved R, moved pods) of one PodGroup with `moved` pod keys."""
     if not moved:
         return (0, 0, 0, 0)
-    restarted = g.restarted(moved)
-    r = sum(g.pod_amounts.get(k, 0) for k in restarted)
-    below = 1 if len(restarted) > g.safe and g.min_available > 0 else 0
-    return (below, g.resource_total if below else r, r, len(restarted))
+    amounts = g.pod_amounts
+    if g.restart == "job":
+        # every pod of the job restarts: counted without building the set (this runs per candidate
+        # per round at scale); `restarted` says the same
+        n = len(amounts) + sum(1 for k in moved if k not in amounts)
+        r = g.resource_total
+    else:
+        restarted = g.restarted(moved)
+        n = len(restarted)
+        r = sum(amounts.get(k, 0) for k in restarted)
+    below = 1 if n > g.safe and g.min_available > 0 else 0
+    return (below, g.resource_total if below else r, r, n)
 
 
 class PlanCost:
@@ -126,24 +134,37 @@ class PlanCost:
         it stays valid until a round touches one of the candidate's groups or workloads.
         """
         totals = [0, 0, 0, 0]
-        new_workloads = set()
         for key, keys in groups.items():
-            g = self.gangs[key]
-            old = self.contrib.get(key, (0, 0, 0, 0))
-            merged = self.moved.get(key, set()) | keys
-            new = group_contribution(g, merged)
+            delta = self.delta(key, keys)
             for i in range(4):
-                totals[i] += new[i] - old[i]
-            if g.workload not in self.workloads:
-                new_workloads.add(g.workload)
-        return (len(new_workloads), totals[0], totals[1], totals[2], totals[3])
+                totals[i] += delta[i]
+        return (self.new_workloads(groups), totals[0], totals[1], totals[2], totals[3])
+
+    def delta(self, key, keys):
+        """What moving pod keys `keys` of PodGroup `key` adds to dimensions 1-4 (integers: a
+        candidate's increase is the sum of its groups', in any order)."""
+        old = self.contrib.get(key)
+        moved = self.moved.get(key)
+        new = group_contribution(self.gangs[key], moved | keys if moved else keys)
+        if old is None:
+            return new
+        return (new[0] - old[0], new[1] - old[1], new[2] - old[2], new[3] - old[3])
+
+    def new_workloads(self, groups):
+        """Dimension 0: the workloads of `groups` the committed plan does not disrupt yet."""
+        return len({self.gangs[key].workload for key in groups} - self.workloads.keys())
 
     def add(self, groups):
-        """Commit a candidate's {podgroup: moved pod keys} to the plan."""
+        """Commit a candidate's {podgroup: moved pod keys} to the plan; returns the workloads it
+        disrupts first."""
+        first = set()
         for key, keys in groups.items():
             g = self.gangs[key]
             if key not in self.moved:
+                if g.workload not in self.workloads:
+                    first.add(g.workload)
                 self.workloads[g.workload] = self.workloads.get(g.workload, 0) + 1
             merged = self.moved.setdefault(key, set())
             merged |= keys
             self.contrib[key] = group_contribution(g, merged)
+        return first

@@ -13,6 +13,11 @@ class Status(Enum):
     UNKNOWN = "unknown"            # its evaluation may have changed; verified when a search reaches it
     INFEASIBLE = "infeasible"
     OVER_BUDGET = "over budget"    # for good: the plan only grows
+
+
+BOUND, EXACT = 0, 1     # a heap entry's key: a lower bound of its vector's score, or the score
+
+
 class CandidatePool:
     """The fast loop's view of the remaining candidates: what is known about each (`Status`), the
     cost vector of each over the complete plan, one sorted list per cost dimension (for the
@@ -24,9 +29,10 @@ class CandidatePool:
         self.members = set()             # candidates that may be feasible: FEASIBLE or UNKNOWN
         self.status = {}
         self.dims = {}
+        self.parts = {}                  # candidate -> {PodGroup: its increase of dimensions 1-4}
         self.asc = [[] for _ in range(5)]    # per dimension: sorted (value, candidate) over the members
         self.by_vector = {}              # cost vector -> sorted [(-allocatable R, candidate)] among members
-        self.heap = []                   # (score, -alloc, candidate, vector) of each vector's best member
+        self.heap = []                   # (score or bound, kind, -alloc, candidate, vector) per vector's best member
         self.scored = {}                 # vector -> score under the current bounds
         self.terms = None                # the current bounds as (dimension, weight, low, span)
         self.epoch = None
@@ -54,11 +60,30 @@ class CandidatePool:
     def _push_head(self, d):
         if self.terms is not None and d in self.by_vector:
             na, c = self.by_vector[d][0]
-            heapq.heappush(self.heap, (self.score(d), na, c, d))
+            heapq.heappush(self.heap, (self.score(d), EXACT, na, c, d))
 
-    def enter(self, c):
+    def _dims(self, c, stale=()):
+        """`c`'s cost vector over the complete plan (cost.PlanCost.with_candidate), from its groups'
+        cached increases: only the groups in `stale` (those a commit changed) are priced again."""
+        cost = self.pl.cost
+        groups = self.pl.prep.groups_of[c]
+        parts = self.parts.get(c)
+        if parts is None:
+            parts = self.parts[c] = {key: cost.delta(key, keys) for key, keys in groups.items()}
+        else:
+            for key in stale:
+                parts[key] = cost.delta(key, groups[key])
+        a = b = e = f = 0
+        for x0, x1, x2, x3 in parts.values():
+            a += x0
+            b += x1
+            e += x2
+            f += x3
+        return (cost.new_workloads(groups), a, b, e, f)
+
+    def enter(self, c, stale=()):
         pl = self.pl
-        d = self.dims[c] = pl.cost.with_candidate(pl.prep.groups_of[c])
+        d = self.dims[c] = self._dims(c, stale)
         for i in range(5):
             bisect.insort(self.asc[i], (d[i], c))
         self.members.add(c)
@@ -97,15 +122,21 @@ class CandidatePool:
                 self.unknown(c)
 
     def recost(self, chosen):
-        """Candidates sharing a PodGroup or workload with `chosen` cost differently now."""
+        """Candidates sharing a PodGroup or workload with `chosen` cost differently now (those
+        sharing only a workload in dimension 0 alone); those that are not members are priced
+        afresh when they enter again."""
         pl = self.pl
+        groups = pl.prep.groups_of[chosen]
         refresh = set()
-        for g in pl.prep.groups_of[chosen]:
+        for g in groups:
             for key in (g, pl.gangs[g].workload):
                 refresh |= self.by_group.get(key, set())
-        for c in refresh & self.members:
-            self.leave(c)
-            self.enter(c)
+        for c in refresh:
+            if c in self.members:
+                self.leave(c)
+                self.enter(c, [g for g in pl.prep.groups_of[c] if g in groups])
+            else:
+                self.parts.pop(c, None)
 
     def resolve(self, c):
         """Verify `c` now: FEASIBLE stays a member, anything else leaves."""
@@ -151,17 +182,34 @@ class CandidatePool:
             self.epoch, (lo, hi) = b, b
             self.terms = [(i, self.pl.weights[i], lo[i], hi[i] - lo[i]) for i in range(5) if hi[i] > lo[i]]
             self.scored = {}
-            self.heap = [(self.score(d), *lst[0], d) for d, lst in self.by_vector.items()]
+            # Every vector enters the heap at a lower bound of its score, its first term alone: the
+            # score's sum starts at that term and adds terms >= 0 (every member lies within the
+            # bounds) and float addition is monotone; the score rounds that sum to 9 decimals, so
+            # the term less 1e-9 (far more than the rounding and this arithmetic's float error) is
+            # below the score. A vector is scored in full only when its bound reaches the top
+            # (`best`): most never are.
+            if self.terms:
+                i, w, low, span = self.terms[0]
+                a = w / span
+                b = low * a + 1e-9
+                self.heap = [(d[i] * a - b, BOUND, *lst[0], d) for d, lst in self.by_vector.items()]
+            else:
+                self.heap = [(0.0, EXACT, *lst[0], d) for d, lst in self.by_vector.items()]
             heapq.heapify(self.heap)
         return True
 
     def best(self):
         """The feasible candidate with the lowest score (ties: more R freed, then name)."""
+        # Entries are (key, kind, -alloc, candidate, vector): a BOUND entry sorts before an EXACT one
+        # of the same key, so when an exact entry comes out on top no other vector can score less,
+        # and vectors of equal score come out in the tie order (-alloc, name).
         while self.heap:
-            _, na, c, d = heapq.heappop(self.heap)
+            _, kind, na, c, d = heapq.heappop(self.heap)
             lst = self.by_vector.get(d)
             if not lst or lst[0] != (na, c):
                 continue                  # stale: that vector's best member changed since
-            if self.resolve(c) == Status.FEASIBLE:
+            if kind == BOUND:
+                heapq.heappush(self.heap, (self.score(d), EXACT, na, c, d))
+            elif self.resolve(c) == Status.FEASIBLE:
                 return c
         return None
