@@ -163,18 +163,15 @@ class Pod:
     terminating: bool = False
     mirror: bool = False
     priority: int = 0
+    # Derived once at construction: the planner reads them hundreds of thousands of times at scale.
+    key: str = field(init=False, repr=False, compare=False)          # namespace/name
+    group_name: str = field(init=False, repr=False, compare=False)   # its PodGroup ('' if none)
+    terminal: bool = field(init=False, repr=False, compare=False)    # Succeeded or Failed
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    @property
-    def group_name(self) -> str:
-        return pod_group_name(self.annotations, self.labels)
-
-    @property
-    def terminal(self) -> bool:
-        return self.phase in ("Succeeded", "Failed")
+    def __post_init__(self):
+        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
+        object.__setattr__(self, "group_name", pod_group_name(self.annotations, self.labels))
+        object.__setattr__(self, "terminal", self.phase in ("Succeeded", "Failed"))
 
 
 @dataclass(frozen=True, slots=True)
