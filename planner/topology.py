@@ -131,7 +131,8 @@ class Topology:
                 seen.append(cur)
                 cur = self.parent.get(cur)
         self.problems = tuple(problems)
-        own = {h: self._own_nodes(self.by_name[h], nodes) for h in self.names}
+        names = frozenset(n.name for n in nodes)    # once: a 25,000-node tree has ~3,500 HyperNodes
+        own = {h: self._own_nodes(self.by_name[h], nodes, names) for h in self.names}
         real = {}
         for h in self.names:
             self._collect(h, own, real, set())
@@ -141,9 +142,9 @@ class Topology:
         self._check_overlaps()
 
     @staticmethod
-    def _own_nodes(h, nodes) -> frozenset:
+    def _own_nodes(h, nodes, names) -> frozenset:
+        """The nodes HyperNode `h` selects itself (`names`: the names of `nodes`)."""
         out = set()
-        names = {n.name for n in nodes}
         for m in h.members:
             if m.type != "Node":
                 continue
