@@ -196,6 +196,7 @@ def run(sizes, specs, repeats, timeout=None, output=OUT / "scale.json", tree_siz
     results = {(r["size"], r.get("tree", False), r["spec"]): r for r in doc.get("runs", []) if "process_s" in r}
     mach, commit = machine(), _git_head()
     cases = [(n, False) for n in sizes] + [(n, True) for n in tree_sizes]
+    doc = _write(results, mach, output) if results else {"runs": []}
     for n, tree in cases:
         path = tree_file(n) if tree else cluster_file(n)
         for s in specs:
@@ -223,6 +224,11 @@ def run(sizes, specs, repeats, timeout=None, output=OUT / "scale.json", tree_siz
                                                                       first["moved_cards"]) for r in reps), \
                 f"non-deterministic plan at {n} nodes, {s}"
             results[(n, tree, s)] = entry
+            doc = _write(results, mach, output)    # after each entry: a later failure keeps what was measured
+    return doc
+
+
+def _write(results, mach, output):
     doc = {"machine": mach, "seed": SEED, "specs": SPECS, "command": "kubectl-repack plan --snapshot FILE "
            "--resource " + R + " [--max-podgroups 20 --max-cards 160] -o json",
            "runs": [results[k] for k in sorted(results, key=lambda k: (k[1], k[0], list(SPECS).index(k[2])))]}
