@@ -49,12 +49,34 @@ class CandidateEvaluator:
         self.plan_groups = set()            # PodGroups the committed plan disrupts
         self.overlay = set()                # receivers whose index key is stale (see _ordered)
         # Future vacate cost of a MAYBE node: its R held by PodGroups the plan does not disrupt yet.
-        self.cost_now = {n: sum(rs.values()) for n, rs in prep.group_r.items()}
+        self.cost_now = dict(prep.once("evaluator.cost_now", lambda: {n: sum(rs.values())
+                                                                       for n, rs in prep.group_r.items()}))
         if optimized:
-            self.index = ReceiverIndex(prep.class_of)
-            for name in self.receivers:
-                self.index.add(self.key(name))
+            self.index = self._start_index(closed)
             self.static_ok = {}
+
+    def _start_index(self, closed):
+        """The receiver index of a pass's start (the evaluator is made on a fresh state: see
+        rounds.Planner): the occupied nodes' keys are then the same in every pass, so each pass
+        copies one index of them, takes out its closed nodes and adds its opened ones."""
+        occupied = self.prep.occupied
+        if self.opened & occupied:
+            index = ReceiverIndex(self.prep.class_of)
+            for name in self.receivers:
+                index.add(self.key(name))
+            return index
+
+        def build():
+            index = ReceiverIndex(self.prep.class_of)
+            for name in occupied:
+                index.add(self.key(name))
+            return index
+        index = self.prep.once("evaluator.index", build).copy()
+        for name in closed:
+            index.remove(name)
+        for name in self.opened:
+            index.add(self.key(name))
+        return index
 
     # -- receiver order ---------------------------------------------------------------------------
     def key(self, node, extra=()):

@@ -37,15 +37,28 @@ class CandidatePool:
         self.terms = None                # the current bounds as (dimension, weight, low, span)
         self.epoch = None
         self.verified = {}               # evaluation unit -> candidates verified since it last changed
-        self.by_group = {}               # PodGroup or workload -> candidates whose cost it enters
         prep = planner.prep
-        for c in prep.candidates:
-            for g in prep.groups_of[c]:
-                self.by_group.setdefault(g, set()).add(c)
-                self.by_group.setdefault(planner.gangs[g].workload, set()).add(c)
-        for c in sorted(planner.live):
-            self.enter(c)
+        # PodGroup or workload -> candidates whose cost it enters; each candidate's groups priced
+        # on an empty plan (the pool starts before the first commit): the same for every pass
+        self.by_group = prep.once("pool.by_group", lambda: _by_group(prep))
+        first = prep.once("pool.first_parts", lambda: {c: {key: planner.cost.delta(key, keys)
+                                                           for key, keys in prep.groups_of[c].items()}
+                                                       for c in prep.candidates})
+        if planner.cost.moved:
+            raise AssertionError("planner bug: a candidate pool starts on an empty plan")
+        # what `enter` does for each live candidate, built in bulk
+        live = sorted(planner.live)
+        alloc = prep.alloc
+        for c in live:
+            self.parts[c] = dict(first[c])
+            d = self.dims[c] = self._dims(c)
+            self.by_vector.setdefault(d, []).append((-alloc[c], c))
             self.status[c] = Status.UNKNOWN
+        self.members = set(live)
+        for i in range(5):
+            self.asc[i] = sorted((self.dims[c][i], c) for c in live)
+        for lst in self.by_vector.values():
+            lst.sort()
 
     def score(self, d):
         # The arithmetic of cost.scores, term by term in the same order, so the same floats.
@@ -213,3 +226,13 @@ class CandidatePool:
             elif self.resolve(c) == Status.FEASIBLE:
                 return c
         return None
+
+
+def _by_group(prep):
+    """PodGroup or workload key -> the candidates holding pods of it."""
+    out = {}
+    for c in prep.candidates:
+        for g in prep.groups_of[c]:
+            out.setdefault(g, set()).add(c)
+            out.setdefault(prep.gangs[g].workload, set()).add(c)
+    return out

@@ -15,6 +15,7 @@ from .frag import theoretical_min, usage
 from .plan_types import NodeVerdict, RunSpec
 from .rules import RuleContext, check_movable
 from .selectors import selector_matches
+from .state import SimulatedState
 
 
 @dataclass
@@ -50,10 +51,30 @@ class Prepared:
     topo: set = None
     cover: object = None         # cover.Cover: which freed nodes may stand in for a re-occupied idle one
 
+    start: object = None         # state.SimulatedState of the snapshot, built on first use (`fresh_state`)
+    # what every fast pass starts from, built by the first (pool.CandidatePool, candidates.CandidateEvaluator):
+    # name -> value, each read-only once built
+    shared: dict = None
+
     # check_movable reads `snapshot`, `scope` and `not_evictable`
     @property
     def scope(self):
         return self.run.scope
+
+    def once(self, name, build):
+        """`build()`, computed on the first call for `name` and shared by every later pass."""
+        if self.shared is None:
+            self.shared = {}
+        value = self.shared.get(name)
+        if value is None:
+            value = self.shared[name] = build()
+        return value
+
+    def fresh_state(self):
+        """A SimulatedState of the snapshot as it is, for one pass (a copy of one built once)."""
+        if self.start is None:
+            self.start = SimulatedState(self.snapshot)
+        return self.start.copy()
 
 
 # What one run's status can hold. A RepackRun is one etcd object (1.5 MiB by default) and its CRD

@@ -42,6 +42,14 @@ class ReceiverIndex:
         bisect.insort(classes.setdefault(self.class_of[node], []), node)
         self.key_of[node] = key
 
+    def copy(self) -> "ReceiverIndex":
+        """An independent index with the same receivers."""
+        new = ReceiverIndex(self.class_of)
+        new.buckets = {b: {c: list(names) for c, names in classes.items()} for b, classes in self.buckets.items()}
+        new.order = list(self.order)
+        new.key_of = dict(self.key_of)
+        return new
+
     def remove(self, node):
         key = self.key_of.pop(node, None)
         if key is None:

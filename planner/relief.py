@@ -197,7 +197,7 @@ def plan_target(prep, weights, optimized, finish):
     def make(allowed, closed=frozenset()):
         return Planner(prep, weights, optimized, allowed, closed)
 
-    placed, failed = placer.place(SimulatedState(prep.snapshot))
+    placed, failed = placer.place(prep.fresh_state())
     queues = "; ".join(q for q in (gangs.queue_problem(k) for k in gangs.keys) if q)
     if queues:
         # Volcano admits nothing of it until its queue does: moving pods cannot make it run

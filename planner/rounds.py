@@ -15,7 +15,6 @@ from .cost import PlanCost, scores
 from .plan_types import NodeVerdict, PodMove
 from .pool import CandidatePool
 from .prepare import STATUS_BYTES_BUDGET, STATUS_MAX_FREED, STATUS_MAX_PODS
-from .state import SimulatedState
 from .verdicts import VerdictReason
 
 # Bound on the consolidation phase: candidate traces tried on idle nodes, per planning pass, as a
@@ -38,7 +37,7 @@ class Planner:
         self.weights = weights
         self.optimized = optimized
         self.allowed, self.closed, self.opened = allowed, closed, opened
-        self.state = SimulatedState(prep.snapshot)
+        self.state = prep.fresh_state()
         self.pins = pins
         if pins:
             self.state.leaving = frozenset(pins)

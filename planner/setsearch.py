@@ -48,7 +48,6 @@ import random
 
 from .cost import PlanCost, plan_dimensions
 from .filters import STATIC_FILTERS, run_filters
-from .state import SimulatedState
 
 MAX_CANDIDATES = 200       # the search runs on clusters with at most this many candidates
 WORK = 48_000              # iterations x candidates
@@ -88,7 +87,7 @@ class SetSearch:
     def __init__(self, prep, weights):
         self.prep, self.weights = prep, weights
         snap, R = prep.snapshot, prep.resource
-        base = SimulatedState(snap)
+        base = prep.fresh_state()
         self.cands = list(prep.candidates)
         self.home = {}                    # pod key -> its node now
         self.pod = {}
