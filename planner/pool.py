@@ -15,9 +15,6 @@ class Status(Enum):
     OVER_BUDGET = "over budget"    # for good: the plan only grows
 
 
-BOUND, EXACT = 0, 1     # a heap entry's key: a lower bound of its vector's score, or the score
-
-
 class CandidatePool:
     """The fast loop's view of the remaining candidates: what is known about each (`Status`), the
     cost vector of each over the complete plan, one sorted list per cost dimension (for the
@@ -32,12 +29,20 @@ class CandidatePool:
         self.parts = {}                  # candidate -> {PodGroup: its increase of dimensions 1-4}
         self.asc = [[] for _ in range(5)]    # per dimension: sorted (value, candidate) over the members
         self.by_vector = {}              # cost vector -> sorted [(-allocatable R, candidate)] among members
-        self.heap = []                   # (score or bound, kind, -alloc, candidate, vector) per vector's best member
+        # Each vector's best member is in one of two heaps (`best`): `unscored` by the value of the
+        # first scored dimension (its score's lower bound grows with it), `exact` by its score under
+        # the current bounds; entries whose vector's best member changed since are skipped.
+        self.unscored = []               # (value of dimension `first`, -alloc, candidate, vector)
+        self.exact = []                  # (score, -alloc, candidate, vector)
+        self.first = -1                  # the bound's dimension (None: no term; -1: no bounds yet)
+        self.slope, self.low = 0.0, 0    # the bound's term: weight / span, and its dimension's low
         self.scored = {}                 # vector -> score under the current bounds
         self.terms = None                # the current bounds as (dimension, weight, low, span)
         self.epoch = None
         self.verified = {}               # evaluation unit -> candidates verified since it last changed
         prep = planner.prep
+        if min(planner.weights) < 0:
+            raise AssertionError("planner bug: the pool's score bounds need weights >= 0")
         # PodGroup or workload -> candidates whose cost it enters; each candidate's groups priced
         # on an empty plan (the pool starts before the first commit): the same for every pass
         self.by_group = prep.once("pool.by_group", lambda: _by_group(prep))
@@ -73,7 +78,7 @@ class CandidatePool:
     def _push_head(self, d):
         if self.terms is not None and d in self.by_vector:
             na, c = self.by_vector[d][0]
-            heapq.heappush(self.heap, (self.score(d), EXACT, na, c, d))
+            heapq.heappush(self.unscored, (d[self.first] if self.first is not None else 0, na, c, d))
 
     def _dims(self, c, stale=()):
         """`c`'s cost vector over the complete plan (cost.PlanCost.with_candidate), from its groups'
@@ -94,9 +99,9 @@ class CandidatePool:
             f += x3
         return (cost.new_workloads(groups), a, b, e, f)
 
-    def enter(self, c, stale=()):
+    def enter(self, c, d=None):
         pl = self.pl
-        d = self.dims[c] = self._dims(c, stale)
+        d = self.dims[c] = self._dims(c) if d is None else d
         for i in range(5):
             bisect.insort(self.asc[i], (d[i], c))
         self.members.add(c)
@@ -146,8 +151,10 @@ class CandidatePool:
                 refresh |= self.by_group.get(key, set())
         for c in refresh:
             if c in self.members:
-                self.leave(c)
-                self.enter(c, [g for g in pl.prep.groups_of[c] if g in groups])
+                d = self._dims(c, [g for g in pl.prep.groups_of[c] if g in groups])
+                if d != self.dims[c]:
+                    self.leave(c)
+                    self.enter(c, d=d)
             else:
                 self.parts.pop(c, None)
 
@@ -195,38 +202,51 @@ class CandidatePool:
             self.epoch, (lo, hi) = b, b
             self.terms = [(i, self.pl.weights[i], lo[i], hi[i] - lo[i]) for i in range(5) if hi[i] > lo[i]]
             self.scored = {}
-            # Every vector enters the heap at a lower bound of its score, its first term alone: the
-            # score's sum starts at that term and adds terms >= 0 (every member lies within the
-            # bounds) and float addition is monotone; the score rounds that sum to 9 decimals, so
-            # the term less 1e-9 (far more than the rounding and this arithmetic's float error) is
-            # below the score. A vector is scored in full only when its bound reaches the top
-            # (`best`): most never are.
-            if self.terms:
-                i, w, low, span = self.terms[0]
-                a = w / span
-                b = low * a + 1e-9
-                self.heap = [(d[i] * a - b, BOUND, *lst[0], d) for d, lst in self.by_vector.items()]
+            # the bound's term: the heaviest (the first of equal weight)
+            term = max(self.terms, key=lambda t: t[1], default=None)
+            first = term[0] if term else None
+            self.slope = term[1] / term[3] if term else 0.0
+            self.low = term[2] if term else 0
+            if first != self.first or len(self.unscored) + len(self.exact) > 4 * len(self.by_vector) + 64:
+                self.first = first
+                self.unscored = [(d[first] if first is not None else 0, *lst[0], d)
+                                 for d, lst in self.by_vector.items()]
+                heapq.heapify(self.unscored)
             else:
-                self.heap = [(0.0, EXACT, *lst[0], d) for d, lst in self.by_vector.items()]
-            heapq.heapify(self.heap)
+                # the scores of the last bounds are void; their vectors wait at their bounds again
+                for _, na, c, d in self.exact:
+                    lst = self.by_vector.get(d)
+                    if lst and lst[0] == (na, c):
+                        heapq.heappush(self.unscored, (d[first] if first is not None else 0, na, c, d))
+            self.exact = []
         return True
 
     def best(self):
-        """The feasible candidate with the lowest score (ties: more R freed, then name)."""
-        # Entries are (key, kind, -alloc, candidate, vector): a BOUND entry sorts before an EXACT one
-        # of the same key, so when an exact entry comes out on top no other vector can score less,
-        # and vectors of equal score come out in the tie order (-alloc, name).
-        while self.heap:
-            _, kind, na, c, d = heapq.heappop(self.heap)
+        """The feasible candidate with the lowest score (ties: more R freed, then name).
+
+        A vector is scored only when the lower bound of its score reaches the top: one term alone
+        (the heaviest; the score's sum adds terms >= 0, weights being >= 0 and every member lying
+        within the bounds, and float addition is monotone), less 1e-9, far more than the score's rounding to 9
+        decimals and this arithmetic's float error. A bound equal to the best score is expanded
+        first, so vectors of equal score come out in the tie order (-alloc, name) and candidates
+        are verified in exactly the order of a full rescore.
+        """
+        unscored, exact = self.unscored, self.exact
+        slope, low = self.slope, self.low
+        while unscored or exact:
+            if unscored and (not exact or (unscored[0][0] - low) * slope - 1e-9 <= exact[0][0]):
+                _, na, c, d = heapq.heappop(unscored)
+                lst = self.by_vector.get(d)
+                if lst and lst[0] == (na, c):
+                    heapq.heappush(exact, (self.score(d), na, c, d))
+                continue
+            _, na, c, d = heapq.heappop(exact)
             lst = self.by_vector.get(d)
             if not lst or lst[0] != (na, c):
                 continue                  # stale: that vector's best member changed since
-            if kind == BOUND:
-                heapq.heappush(self.heap, (self.score(d), EXACT, na, c, d))
-            elif self.resolve(c) == Status.FEASIBLE:
+            if self.resolve(c) == Status.FEASIBLE:
                 return c
         return None
-
 
 def _by_group(prep):
     """PodGroup or workload key -> the candidates holding pods of it."""
