@@ -239,11 +239,11 @@ def _write(results, mach, output):
     return doc
 
 
-def ratios(doc, big=25000, small=10000):
-    """time(big) / time(small), whole process, per spec (without the tree)."""
+def ratios(doc, big=25000, small=10000, key="process_s"):
+    """time(big) / time(small), whole process (wall, or `key`), per spec (without the tree)."""
     by = {(e["size"], e["spec"]): e for e in doc["runs"] if not e.get("tree")}
-    return {s: by[(big, s)]["process_s"] / by[(small, s)]["process_s"] for s in SPECS
-            if (big, s) in by and (small, s) in by}
+    return {s: by[(big, s)][key] / by[(small, s)][key] for s in SPECS
+            if (big, s) in by and (small, s) in by and by[(small, s)].get(key)}
 
 
 def table(doc):
@@ -263,8 +263,9 @@ def table(doc):
     r = ratios(doc)
     if r:
         lines.append("")
+        cpu = ratios(doc, key="process_cpu_s")
         lines.append("time(25k) / time(10k), whole process: " + "; ".join(
-            f"{SPEC_LABELS[s]}: {v:.2f}" for s, v in r.items()))
+            f"{SPEC_LABELS[s]}: {v:.2f}" + (f" (CPU {cpu[s]:.2f})" if s in cpu else "") for s, v in r.items()))
     return "\n".join(lines) + "\n"
 
 

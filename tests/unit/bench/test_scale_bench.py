@@ -34,7 +34,8 @@ def test_the_table_gives_every_run_and_the_growth_ratio():
     text = scale.table(DOC)
     assert sum(line.startswith("| ") for line in text.splitlines()) == 8      # header and 7 runs
     assert "| 10,000 | 3 tiers | no budget | 3 | **30.00** |" in text
-    assert "time(25k) / time(10k), whole process: no budget: 2.50; maxPerRun podGroups 20, 160 cards: 3.11" in text
+    assert ("time(25k) / time(10k), whole process: no budget: 2.50 (CPU 2.50); "
+            "maxPerRun podGroups 20, 160 cards: 3.11 (CPU 3.11)") in text
 
 
 def test_the_targets_are_judged_on_the_runs_without_a_tree():
