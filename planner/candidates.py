@@ -6,6 +6,7 @@ receiver order (with the future vacate cost priced on the plan so far), the rece
 scale, and the traces that place a candidate's pods one by one on a fork. It also repairs a cached
 evaluation after a round instead of searching again (the round loop decides when).
 """
+import bisect
 import dataclasses
 from dataclasses import dataclass, field
 
@@ -17,6 +18,38 @@ END = ("end",)   # a start key after every receiver: only changed nodes can take
 MAX_DOMAINS_TRIED = 32
 # A pod whose HyperNode holds at most this many nodes takes its receivers from their keys directly
 DIRECT_DOMAIN = 512
+
+
+class DirtyKeys:
+    """The changed nodes of a repair (`CandidateEvaluator.repair`) in receiver order, at their keys
+    for the candidate. Keyed once per repair, not once per pod: placing a pod changes only the key
+    of its receiver, which `add` keys again (as it keys a node newly counted as changed)."""
+
+    def __init__(self, ev, nodes, vacating, extra):
+        self.ev, self.vacating, self.extra = ev, vacating, extra
+        self.key_of = {}
+        for t in nodes:
+            if t in ev.receivers and t != vacating:
+                self.key_of[t] = ev.key(t, extra)
+        self.keys = sorted(self.key_of.values())
+
+    def add(self, node):
+        old = self.key_of.pop(node, None)
+        if old is not None:
+            self.keys.pop(bisect.bisect_left(self.keys, old))
+        if node in self.ev.receivers and node != self.vacating:
+            key = self.key_of[node] = self.ev.key(node, self.extra)
+            bisect.insort(self.keys, key)
+
+    def before(self, start, need):
+        """Keys before `start` (all of them when it is END) of nodes with at least `need` free, in order."""
+        out = []
+        for k in self.keys:
+            if start != END and k >= start:
+                break
+            if k[2] >= need:
+                out.append(k)
+        return out
 
 
 @dataclass
@@ -209,8 +242,11 @@ class CandidateEvaluator:
             return pinned, self.key(pinned, extra)
         if start is not None:
             need = pod.requests[self.R]
-            before = sorted(k for k in (self.key(t, extra) for t in dirty if t in self.receivers and t != vacating)
-                            if (start == END or k < start) and k[2] >= need)
+            if isinstance(dirty, DirtyKeys):
+                before = dirty.before(start, need)
+            else:
+                before = sorted(k for k in (self.key(t, extra) for t in dirty if t in self.receivers and t != vacating)
+                                if (start == END or k < start) and k[2] >= need)
             for key in before:
                 if run_filters(pod, self.snap.node_by_name[key[3]], self.state, cache) is None:
                     return key[3], key
@@ -352,9 +388,9 @@ class CandidateEvaluator:
         out = Evaluation(True, interpod=ev.interpod)
         fork_nodes = set()
         repriced = self.repriced_keys(extra, vacating)
-        dirty = set(changed)
         saved_receiving = self.receiving
         self.receiving = set(self.receiving)
+        dirty = DirtyKeys(self, changed, vacating, extra)
         try:
             for i, p in enumerate(pods):
                 if i < len(ev.moves):
@@ -371,7 +407,7 @@ class CandidateEvaluator:
                 out.moves.append((p, to, key))
                 fork_nodes.add(to)
                 self.receiving.add(to)
-                dirty.add(to)
+                dirty.add(to)      # its key changed: re-keyed
                 if i < len(ev.moves):
                     dirty.add(ev.moves[i][1])
             return out
