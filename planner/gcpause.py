@@ -8,12 +8,18 @@ import gc
 
 
 @contextlib.contextmanager
-def paused_gc():
-    """Disable cyclic GC for the block, then restore whatever state it had."""
+def paused_gc(freeze=False):
+    """Disable cyclic GC for the block, then restore whatever state it had.
+
+    `freeze`: afterwards, the collector never looks at the objects alive then (gc.freeze), so its
+    first pass does not walk the millions made in the block (0.5 s at 10,000 nodes). Only for a
+    short-lived process (a CLI command): a cycle among those objects is never collected."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        if freeze:
+            gc.freeze()
         if enabled:
             gc.enable()

@@ -126,7 +126,8 @@ def command(file, mode, resource, min_improvement, max_podgroups, max_cards, pod
         source = objects.LiveSource(settings().api(), progress=progress if progress.enabled else None)
     try:
         progress.step(f"reading {source.description}")
-        with paused_gc():  # many small immutable objects, no cycles: collector passes cost seconds
+        # many small immutable objects, no cycles: collector passes cost seconds; the command ends soon after
+        with paused_gc(freeze=True):
             snapshot = source.snapshot()
         progress.done()
         if for_ref is not None:
@@ -138,7 +139,7 @@ def command(file, mode, resource, min_improvement, max_podgroups, max_cards, pod
         if warning:
             click.echo(f"warning: {warning}", err=True)
         progress.step("planning")
-        with paused_gc():
+        with paused_gc(freeze=True):
             result = planner.plan(snapshot, spec, progress=progress if progress.enabled else None)
     finally:
         progress.done()
