@@ -2,9 +2,10 @@
 
 Each process exposes its own registry: the webhook its admission counters and latency histogram,
 the coordinator its nominations and lease time-outs, the controller its runs, evictions and the
-live fragmentation gauge (`ControllerMetrics`), so none shows another's counters as zeros. Both registries carry the library's process, platform and Python GC collectors (memory,
-CPU, open files, collections per generation), which the API server's and the node's own metrics
-cannot tell apart per container. The metric names are part of the interface (dashboards, the e2e
+live fragmentation gauge (`ControllerMetrics`), so none shows another's counters as zeros. Every
+registry carries the library's process, platform and Python GC collectors (memory, CPU, open
+files, collections per generation), which the API server's and the node's own metrics cannot tell
+apart per container. The metric names are part of the interface (dashboards, the e2e
 tests and the README read them): `repack_webhook_<counter>` as listed below, and the controller's
 `CONTROLLER_METRICS`.
 """
@@ -114,7 +115,8 @@ CONTROLLER_COUNTERS = {
     "repack_evictions_total": "Pods this controller evicted (Eviction API calls accepted).",
 }
 CONTROLLER_HISTOGRAMS = {
-    "repack_run_freed_nodes": "Nodes freed by each Execute run this controller finished (status.result.freedNodeCount).",
+    "repack_run_freed_nodes": "Nodes freed by each Execute run this controller finished "
+                              "(status.result.freedNodeCount).",
 }
 CONTROLLER_METRICS = {**CONTROLLER_GAUGES, **CONTROLLER_COUNTERS, **CONTROLLER_HISTOGRAMS}
 FREED_NODES_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256)

@@ -414,7 +414,8 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     p.add_argument("--health-port", type=int, default=int(env("REPACK_CONTROLLER_HEALTH_PORT", "0")),
                    help="serve /healthz and /metrics on this port (0: off)")
     p.add_argument("--gauge-interval", default=env("REPACK_GAUGE_INTERVAL", DEFAULT_GAUGE_INTERVAL),
-                   help="how often the leader re-reads the cluster for the fragmentation gauge of /metrics (0s: no gauge)")
+                   help="how often the leader re-reads the cluster for the fragmentation gauge of /metrics "
+                        "(0s: no gauge)")
     p.add_argument("--gauge-resources", default=env("REPACK_GAUGE_RESOURCES", ""),
                    help="comma-separated extended resources the gauge measures (default: every one some node has "
                         f"allocatable, at most {MAX_RESOURCES})")

@@ -14,7 +14,7 @@ from planner.gauge import (MAX_GANGS, Gauge, gauge_resources, measure, measure_r
 from planner.pools import node_pools
 from planner.relief import CAUSE_FRAGMENTATION, explain
 from tests.builders import R, gang, node, pod
-from tests.unit.planner.test_relief import PIN, queue, seed
+from tests.unit.planner.test_relief import queue, seed
 
 GPU = "nvidia.com/gpu"
 
