@@ -12,7 +12,7 @@ from typing import Optional
 
 from planner import documents
 from planner.frag import percent_int
-from planner.pools import node_pools, pool_label
+from planner.pools import node_pools
 from planner.plan_types import ABOVE_BUDGET, REASON_RECOMMENDED
 from planner.verdicts import VerdictReason
 
@@ -216,8 +216,8 @@ def card_map(plan) -> str:
 
 # ---------- node pools ----------
 
-# How provider nodes are grouped into pools is planner.pools' (the controller's gauge groups them so too).
-_pool_label = pool_label
+# How provider nodes are grouped into pools (node_pools) is planner.pools' (the controller's gauge
+# groups them so too); this draws plan's POOLS table from that grouping.
 
 
 def pool_table(plan, pools: dict, width: Optional[int] = None) -> str:
