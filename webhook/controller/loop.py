@@ -439,14 +439,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
         lease_duration = max(1, int(round(parse_duration(args.lease_duration).total_seconds())))
-        interval = parse_duration(args.interval).total_seconds()
-        execution_timeout = parse_duration(args.execution_timeout)
-        creator_max_age = parse_duration(args.creator_max_age)
         try:
             gauge_interval = parse_duration(args.gauge_interval).total_seconds()
         except ValueError as e:
             raise ValueError(f"--gauge-interval: {e}") from e
         gauge_resources = gauge_resource_list(args.gauge_resources)
+        interval = parse_duration(args.interval).total_seconds()
+        execution_timeout = parse_duration(args.execution_timeout)
+        creator_max_age = parse_duration(args.creator_max_age)
         api = connect(args.kubeconfig)
     except (ValueError, RepackError) as e:
         log.error("%s", e)
