@@ -39,8 +39,10 @@ class Reads:
 
 
 def values(metrics):
+    """The controller's own samples (the library's process and GC metrics change between scrapes)."""
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for f in text_string_to_metric_families(metrics.render()) for s in f.samples}
+            for f in text_string_to_metric_families(metrics.render()) for s in f.samples
+            if s.name.startswith("repack_")}
 
 
 def refresher(reads, leading=lambda: True, interval=60.0, resources=None):
