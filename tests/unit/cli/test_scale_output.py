@@ -16,6 +16,7 @@ from kubectl_repack.commands import progress as progress_mod
 from kubectl_repack.commands.progress import CLEAR, Progress
 from kubectl_repack.kube import client as kclient
 from kubectl_repack.kube import objects as kobjects
+from planner.pools import pool_label
 
 from .conftest import GUARDED, NOW, R, SEED3, flatten, run, seed3_objects
 
@@ -121,7 +122,7 @@ def test_pools_without_a_pool_label_group_by_card_count():
     ({"zone"}, ""),
 ])
 def test_the_pool_label(keys, chosen):
-    assert render._pool_label(keys) == chosen
+    assert pool_label(keys) == chosen
 
 
 # ---------- status ----------
