@@ -145,7 +145,16 @@ class PlanCost:
         candidate's increase is the sum of its groups', in any order)."""
         old = self.contrib.get(key)
         moved = self.moved.get(key)
-        new = group_contribution(self.gangs[key], moved | keys if moved else keys)
+        g = self.gangs[key]
+        if not g.restart and old is not None and moved.isdisjoint(keys):
+            # only the moved pods restart: the committed pods' count and R plus these (what
+            # group_contribution gives for the union, without walking the committed pods again)
+            amounts = g.pod_amounts
+            n = old[3] + len(keys)
+            r = old[2] + sum(amounts.get(k, 0) for k in keys)
+            below = 1 if n > g.safe and g.min_available > 0 else 0
+            return (below - old[0], (g.resource_total if below else r) - old[1], r - old[2], n - old[3])
+        new = group_contribution(g, moved | keys if moved else keys)
         if old is None:
             return new
         return (new[0] - old[0], new[1] - old[1], new[2] - old[2], new[3] - old[3])

@@ -139,16 +139,17 @@ class CandidatePool:
             if self.status.get(c) != Status.UNKNOWN:
                 self.unknown(c)
 
-    def recost(self, chosen):
-        """Candidates sharing a PodGroup or workload with `chosen` cost differently now (those
-        sharing only a workload in dimension 0 alone); those that are not members are priced
-        afresh when they enter again."""
+    def recost(self, chosen, first_workloads):
+        """Candidates sharing a PodGroup with `chosen` cost differently now, and those sharing one
+        of `first_workloads` (the workloads the plan disrupts since `chosen`) in dimension 0;
+        those that are not members are priced afresh when they enter again."""
         pl = self.pl
         groups = pl.prep.groups_of[chosen]
         refresh = set()
         for g in groups:
-            for key in (g, pl.gangs[g].workload):
-                refresh |= self.by_group.get(key, set())
+            refresh |= self.by_group.get(g, set())
+        for w in first_workloads:
+            refresh |= self.by_group.get(w, set())
         for c in refresh:
             if c in self.members:
                 d = self._dims(c, [g for g in pl.prep.groups_of[c] if g in groups])

@@ -179,7 +179,7 @@ class Planner:
                 self.occupied_now += 1
         self.state.commit()
         groups = self.prep.groups_of[chosen]
-        self.cost.add(groups)
+        self.first_workloads = self.cost.add(groups)   # those the plan disrupts from now on
         self.moved_cards += self.prep.cards_of[chosen]
         c_pods, c_bytes = self.prep.status_cost[chosen]
         self.status_pods += c_pods
@@ -481,7 +481,7 @@ class Planner:
         for c in [chosen, *touched]:
             pool.leave(c)
             self._forget(("node", c))
-        pool.recost(chosen)
+        pool.recost(chosen, self.first_workloads)
         for u in self._invalidate(chosen, touched, repriced):
             pool.reopen(u)
 
