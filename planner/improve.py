@@ -388,13 +388,15 @@ def restricted(greedy, make_planner):
     best, best_key = greedy, key(greedy)
     if not above(best):
         return best
+    limit = min(MAX_PASSES, SEARCH_WORK // max(len(prep.candidates), 1))
+    if not budget_bound(greedy) and limit < MIN_PASSES:
+        return best            # neither alternatives nor a search: no pass to make (large clusters)
     initial = make_planner(None, frozenset(), frozenset()).ev
     if budget_bound(greedy):
         for members in alternatives(prep, net_freed(greedy), _Feasible(initial)):
             alt = make_planner(members, frozenset(), frozenset()).run_rounds()
             if key(alt) < best_key:
                 best, best_key = alt, key(alt)
-    limit = min(MAX_PASSES, SEARCH_WORK // max(len(prep.candidates), 1))
     if limit < MIN_PASSES:
         return best
     seen = set()
