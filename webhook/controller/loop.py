@@ -38,6 +38,12 @@ victims of the records it writes with an HMAC keyed by a Secret only its account
 that do not verify against the seal, before the first and before every eviction, end the run
 Failed, RelocationRecordsInvalid, with nothing (further) evicted.
 
+RepackPolicies (issue 24): after the runs, each tick hands the runs it listed to
+webhook.controller.policies, which creates the policies' runs (carried out here like any other). An
+Execute a policy made inside a maintenance window carries the window's end
+(`repack.volcano.sh/window-end`): its execution deadline is capped there, and one that could only
+start after it ends ExecutionDeadlineExceeded before any eviction.
+
 Cancel and delete: the annotation `repack.volcano.sh/cancel: "true"` (`kubectl repack cancel`),
 or a delete, stops a run before its next eviction; it ends Failed/Cancelled saying what was and was
 not moved. An Execute run carries the finalizer `repack.volcano.sh/stop-before-delete` while the
