@@ -64,8 +64,8 @@ def creator_policy(namespace: str = NAMESPACE) -> Manifest:
             ],
             "validations": [
                 {"expression": f"request.operation != 'CREATE' || !variables.groupList.exists(g, g.contains({sep}))",
-                 "messageExpression": f"object.kind + ': a group of the creating user contains {GROUP_SEPARATOR!r}, which "
-                                      "the creator record cannot hold; create it as another user'",
+                 "messageExpression": f"object.kind + ': a group of the creating user contains \"{GROUP_SEPARATOR}\", "
+                                      "which the creator record cannot hold; create it as another user'",
                  "reason": "Forbidden"},
                 {"expression": f"request.operation != 'CREATE' || variables.policyRun || ({user} in variables.ann && {uid} in variables.ann && "
                                f"{groups} in variables.ann && variables.ann[{user}] == variables.username && "

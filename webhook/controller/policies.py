@@ -122,8 +122,12 @@ class PolicyReconciler:
         manual = str(view.annotations.get(P.MANUAL_TRIGGER_ANNOTATION) or "")
         manual_new = bool(manual) and manual != str(status_now.get("lastManualTrigger") or "")
         slot = P.cron_due(policy, P.cron_anchor(policy, status_now), now) if policy is not None else None
+        # a due cron slot or a new manual trigger is acted on at once, unless it has to wait anyway
+        # (suspended, or a run not finished): then the interval paces the evaluations as usual
+        act_now = ((manual_new or slot is not None) and policy is not None and not policy.suspend
+                   and not unfinished)
         due = (last is None or self.monotonic() - last[0] >= self.interval or last[1] != view.meta.get("generation")
-               or manual_new or slot is not None)
+               or act_now)
         decision: dict = {}
         if due:
             self._evaluated[uid] = (self.monotonic(), view.meta.get("generation"))
