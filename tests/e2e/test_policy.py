@@ -204,13 +204,17 @@ def test_cron_policy_keeps_one_run_suspend_stops_it_and_a_closed_window_creates_
         controller_fast, control_plane, tmp_path):
     api = control_plane.api_client
     cron, closed = f"cron-{uuid.uuid4().hex[:5]}", f"closed-{uuid.uuid4().hex[:5]}"
-    far = (dt.datetime.now(dt.timezone.utc).hour + 12) % 24
+    from zoneinfo import ZoneInfo
+
+    # the window opens daily 12 h from now, in Tokyo time (the image resolves the zone too)
+    far = (dt.datetime.now(ZoneInfo("Asia/Tokyo")).hour + 12) % 24
     dry = {"mode": "DryRun", "goals": [{"resource": NPU_RESOURCE}]}
     try:
         kubectl_apply(control_plane, tmp_path, policy(cron, {"cronSchedule": "*/1 * * * *"}, dry,
                                                       successfulRunsHistoryLimit=1, failedRunsHistoryLimit=1))
         kubectl_apply(control_plane, tmp_path, policy(closed, {"cronSchedule": "*/1 * * * *"}, guarded_spec(),
-                                                      windows=[{"schedule": f"0 {far} * * *", "duration": "1h"}]))
+                                                      windows=[{"schedule": f"0 {far} * * *", "duration": "1h"}],
+                                                      timeZone="Asia/Tokyo"))
         names = set()
 
         def two_created():
@@ -232,6 +236,10 @@ def test_cron_policy_keeps_one_run_suspend_stops_it_and_a_closed_window_creates_
         closed_status = get_policy(api, closed)["status"]
         assert policy_runs(api, closed) == []
         assert "outside every maintenance window" in closed_status["lastEvaluation"]["message"], closed_status
+        assert [c["status"] for c in closed_status["conditions"] if c["type"] == "Healthy"] == ["True"], closed_status
+        opens = dt.datetime.strptime(closed_status["lastEvaluation"]["message"].split("opens at ")[1][:20],
+                                     "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc)
+        assert opens.astimezone(ZoneInfo("Asia/Tokyo")).hour == far and opens.minute == 0, opens
 
         # suspended: no run for more than a minute
         out = repack(control_plane.kubeconfig, "policy", "suspend", cron)
