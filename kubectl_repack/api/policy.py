@@ -42,7 +42,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 from .control import CREATOR_ANNOTATIONS, COOLDOWN_ANNOTATION, TIMEOUT_ANNOTATION
 from .run import (API_VERSION, GROUP, KIND as RUN_KIND, MODE_EXECUTE, PHASE_FAILED, PHASE_SUCCEEDED, TERMINAL_PHASES,
                   VERSION)
-from .times import format_duration, parse_duration, parse_time, rfc3339
+from .times import parse_duration, parse_time, rfc3339
 from .view import ObjectView, as_map
 
 KIND, PLURAL, SINGULAR = "RepackPolicy", "repackpolicies", "repackpolicy"
@@ -343,9 +343,9 @@ def owned_by(run: Mapping[str, Any], policy_uid: str) -> bool:
                for r in ObjectView(run).meta.get("ownerReferences") or ())
 
 
-def runs_of(policy: Policy, runs: Iterable[Mapping[str, Any]]) -> list:
-    """The runs this incarnation of the policy created (its ownerReference), oldest first."""
-    return sorted((r for r in runs if owned_by(r, policy.uid)),
+def runs_of(policy_uid: str, runs: Iterable[Mapping[str, Any]]) -> list:
+    """The runs this incarnation of the policy (its uid) created (their ownerReference), oldest first."""
+    return sorted((r for r in runs if owned_by(r, policy_uid)),
                   key=lambda r: (str(ObjectView(r).meta.get("creationTimestamp") or ""), ObjectView(r).name))
 
 
@@ -403,6 +403,20 @@ def newest_finished(owned: Sequence[Mapping[str, Any]]) -> Optional[Mapping[str,
     done = [r for r in owned if _phase(r) in TERMINAL_PHASES]
     return max(done, key=lambda r: (str(ObjectView(r).status.get("completionTime") or ""),
                                     str(ObjectView(r).meta.get("creationTimestamp") or "")), default=None)
+
+
+def fruitless_at(owned: Sequence[Mapping[str, Any]], frag: int) -> Optional[Mapping[str, Any]]:
+    """The newest finished run of the policy when it moved nothing although it started at this same
+    fragmentation (`status.plan.summary.fragBeforePercent`): another run now would find what it
+    found, so onFragAbovePercent waits for the fragmentation to change (None: no such run)."""
+    newest = newest_finished(owned)
+    if newest is None:
+        return None
+    st = ObjectView(newest).status
+    before = as_map(as_map(st.get("plan")).get("summary")).get("fragBeforePercent")
+    if before == frag and not any(_evicted(as_map(r)) for r in st.get("relocations") or ()):
+        return newest
+    return None
 
 
 # --- moved workloads (minWorkloadInterval) -------------------------------------------------------
@@ -603,7 +617,3 @@ def set_healthy(status: dict, ok: bool, message: str, now: str, generation: int 
 
 def healthy(status: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
     return next((as_map(c) for c in status.get("conditions") or () if as_map(c).get("type") == COND_HEALTHY), None)
-
-
-def describe_duration(d: dt.timedelta) -> str:
-    return format_duration(dt.timedelta(seconds=int(d.total_seconds())))

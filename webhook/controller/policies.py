@@ -101,8 +101,7 @@ class PolicyReconciler:
             problem = ""
         except P.PolicyError as e:
             policy, problem = None, str(e)
-        owned = [r for r in runs if P.owned_by(r, uid)]
-        owned.sort(key=lambda r: (str(ObjectView(r).meta.get("creationTimestamp") or ""), ObjectView(r).name))
+        owned = P.runs_of(uid, runs)
         # 1. housekeeping
         if policy is not None:
             for run in P.history_to_delete(owned, policy.successful_limit, policy.failed_limit):
@@ -230,7 +229,11 @@ class PolicyReconciler:
                                f"({int(self.interval)}s) ago")
             else:
                 frag = fragmentation(snapshot.get(), policy.resource)
-                if frag > policy.frag_above:
+                fruitless = P.fruitless_at(owned, frag) if frag > policy.frag_above else None
+                if fruitless is not None:
+                    why_not.append(f"fragmentation of {policy.resource} is {frag}%, above {policy.frag_above}%, but "
+                                   f"run {ObjectView(fruitless).name} moved nothing at {frag}%: waiting for it to change")
+                elif frag > policy.frag_above:
                     trigger = P.TRIGGER_FRAG
                     why_not.append(f"fragmentation of {policy.resource} is {frag}%, above {policy.frag_above}%")
                 else:

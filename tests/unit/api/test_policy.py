@@ -119,7 +119,7 @@ def run(name, phase="", created="2026-03-01T00:00:00Z", uid="uid-1", completed=N
 
 def test_runs_of_a_policy_are_those_it_owns():
     runs = [run("a"), run("b", uid="other-incarnation"), run("c")]
-    assert [r["metadata"]["name"] for r in P.runs_of(parsed(), runs)] == ["a", "c"]
+    assert [r["metadata"]["name"] for r in P.runs_of(parsed().uid, runs)] == ["a", "c"]
 
 
 @pytest.mark.parametrize("phases,succ,fail,deleted", [
@@ -306,3 +306,15 @@ def test_healthy_condition_transitions():
     c = P.healthy(st)
     assert (c["status"], c["reason"], c["lastTransitionTime"], c["observedGeneration"]) == (
         "False", "ReconcileFailed", "2026-03-01T00:02:00Z", 2)
+
+
+def test_a_run_that_moved_nothing_at_this_fragmentation_is_fruitless():
+    idle = run("a", "Succeeded", completed="2026-03-01T01:00:00Z", reason="InsufficientImprovement")
+    idle["status"]["plan"] = {"summary": {"fragBeforePercent": 33}}
+    assert P.fruitless_at([idle], 33) is idle
+    assert P.fruitless_at([idle], 34) is None
+    moved = moved_run("b", "2026-03-01T02:00:00Z", [{"namespace": "ns", "podGroupName": "g",
+                                                     "eviction": {"phase": "Accepted"}}], [])
+    moved["status"].update(completionTime="2026-03-01T02:10:00Z", plan={"summary": {"fragBeforePercent": 33}})
+    assert P.fruitless_at([idle, moved], 33) is None          # the newest one moved something
+    assert P.fruitless_at([], 33) is None

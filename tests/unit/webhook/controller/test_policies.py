@@ -284,3 +284,19 @@ def test_pending_blocked_evaluations_are_capped_per_cycle():
     clock.advance(60)
     tick()
     assert len(pols.status("auto")["pendingBlocked"]) == 6      # the others' turn came
+
+
+def test_fragmentation_a_run_could_not_improve_does_not_fire_again_until_it_changes():
+    _, store, pols, clock, tick = make(policy())
+    tick()
+    (name,) = runs_of(store)
+    finish(store, name, reason="InsufficientImprovement")
+    store.runs[name]["status"]["plan"] = {"summary": {"fragBeforePercent": 33}}
+    clock.advance(60)
+    tick()
+    assert runs_of(store) == [name]
+    assert f"run {name} moved nothing at 33%" in pols.status("auto")["lastEvaluation"]["message"]
+    store.runs[name]["status"]["plan"]["summary"]["fragBeforePercent"] = 50    # it changed since
+    clock.advance(60)
+    tick()
+    assert len(runs_of(store)) == 2
