@@ -190,6 +190,10 @@ def test_fragmentation_policy_executes_once_and_leaves_moved_workloads_alone(
         assert reason(second) != "ExecutionCompleted", second["status"]
         assert running_on(core, ns, "ascend-batch-training") == batch_now     # same pods, same nodes
         assert all(codes == [] for codes in audit_evictions(control_plane, {u for _, u in batch_now.values()}).values())
+        # a run that moved nothing at this fragmentation is not repeated every interval
+        status = evaluations(api, name, 2)["status"]
+        assert len(policy_runs(api, name)) == 2, [r["metadata"]["name"] for r in policy_runs(api, name)]
+        assert "moved nothing at 33%" in status["lastEvaluation"]["message"], status["lastEvaluation"]
         print(f"\npolicy {name}: Execute {first['metadata']['name']} freed {nodes[0]} {took}s after kubectl apply; "
               f"then {len(policy_runs(api, name))} run(s); second run {second['metadata']['name']}: "
               f"{reason(second)}: {second['status'].get('message')}")
