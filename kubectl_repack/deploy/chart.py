@@ -350,7 +350,7 @@ webhook port is reachable from every pod; set networkPolicy.apiserverCIDRs.
 {{- end }}
 
 Check it (every line OK):  kubectl repack doctor --repack-namespace {{ include "kubectl-repack.namespace" . }}
-helm uninstall keeps the RepackRun CRD and every RepackRun; then run
+helm uninstall keeps the RepackRun and RepackPolicy CRDs and their objects; then run
 `kubectl repack uninstall --repack-namespace {{ include "kubectl-repack.namespace" . }}` to release pods still
 gated and the runs' finalizers, and to delete the Secrets the controller made.
 '''
