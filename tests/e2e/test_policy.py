@@ -355,3 +355,57 @@ def test_a_policy_of_a_user_who_may_not_evict_evicts_nothing(
         delete_policy(control_plane, api, name)
         rbac.delete_cluster_role_binding(bob)
         rbac.delete_cluster_role(bob)
+
+
+def test_bad_policies_are_refused_by_the_crd_and_a_bad_cron_or_template_is_reported_not_run(
+        controller_fast, control_plane, tmp_path):
+    """Issue 24's Bad input on the API server: the CRD (schema and CEL) refuses a window without a
+    duration, onFragAbovePercent outside 0-100, a template the RepackRun schema refuses and a policy
+    without a trigger, naming the field; a cron string (which CEL cannot parse) and a template the
+    planner refuses get in, and the controller reports them Healthy=False/ReconcileFailed naming the
+    field and creates nothing."""
+    api = control_plane.api_client
+    dry = {"mode": "DryRun", "goals": [{"resource": NPU_RESOURCE}]}
+    refused = [
+        (policy("bad-window", {"cronSchedule": "0 2 * * *"}, dry, windows=[{"schedule": "0 1 * * *"}]),
+         "spec.windows[0].duration: Required value"),
+        (policy("bad-frag", {"onFragAbovePercent": 101}, dry), "spec.trigger.onFragAbovePercent: Invalid value: 101"),
+        (policy("bad-template", {"onFragAbovePercent": 20}, {"mode": "Later", "goals": dry["goals"]}),
+         "spec.runTemplate.spec.mode: Unsupported value: \"Later\""),
+        (policy("no-trigger", {}, dry), "trigger must set at least one of cronSchedule, onFragAbovePercent or "
+                                        "onPendingBlocked"),
+    ]
+    for obj, words in refused:
+        path = tmp_path / f"{obj['metadata']['name']}.yaml"
+        path.write_text(yaml.safe_dump(obj))
+        out = control_plane.kubectl("apply", "-f", str(path), check=False)
+        assert out.returncode != 0 and words in out.stderr, (obj["metadata"]["name"], out.stderr)
+        # ... and locally, before anything is sent
+        local = repack(control_plane.kubeconfig, "policy", "create", "-f", str(path))
+        assert local.returncode == 2 and local.stderr.startswith("error: spec."), local.stderr
+    selector_in_without_values = dict(dry, scope={"podGroups": {"include": {"selector": {"matchExpressions": [
+        {"key": "team", "operator": "In"}]}}}})
+    taken = [(policy("bad-cron", {"cronSchedule": "0 25 * * *"}, dry), "spec.trigger.cronSchedule: '0 25 * * *'"),
+             (policy("planner-refuses", {"cronSchedule": "*/1 * * * *"}, selector_in_without_values),
+              "spec.runTemplate.spec.scope.podGroups.include.selector.matchExpressions[0].values")]
+    try:
+        for obj, words in taken:
+            kubectl_apply(control_plane, tmp_path, obj)
+        for obj, words in taken:
+            name = obj["metadata"]["name"]
+            cond = wait_for(f"{name} reported", lambda name=name: next(
+                (c for c in (get_policy(api, name).get("status") or {}).get("conditions") or ()
+                 if c["type"] == "Healthy"), None), timeout=60)
+            assert (cond["status"], cond["reason"]) == ("False", "ReconcileFailed"), cond
+            assert words in cond["message"] and "no run is created" in cond["message"], cond["message"]
+        time.sleep(65)      # a cron slot of planner-refuses came and went
+        for obj, _ in taken:
+            assert policy_runs(api, obj["metadata"]["name"]) == []
+        out = control_plane.kubectl("get", "repackpolicy", "bad-cron", "planner-refuses")
+        header, *rows = out.stdout.splitlines()
+        at = header.index("HEALTHY")       # columns of unset fields print empty: read HEALTHY by position
+        assert len(rows) == 2 and all(row[at:].split()[0] == "False" for row in rows), out.stdout
+        print("\n" + out.stdout)
+    finally:
+        for obj, _ in taken:
+            delete_policy(control_plane, api, obj["metadata"]["name"])
