@@ -23,6 +23,9 @@ setup(
         "jsonschema>=4.17",
         "kubernetes>=29.0.0",
         "durationpy>=0.7",
+        # RepackPolicy cron schedules and windows (issue 24): local validation and the controller;
+        # pure Python (python-dateutil), so the krew zipapp carries it.
+        "croniter>=7.0",
     ],
     extras_require={
         # promql-parser: the Grafana dashboard's queries are parsed to check every metric they name is served

@@ -55,6 +55,7 @@ REQUIREMENTS = (
     "jsonschema>=4.17,<4.18",
     "kubernetes>=29.0.0,<36",
     "durationpy>=0.7",
+    "croniter>=7.0",
 )
 CONSTRAINTS = REPO / "constraints.txt"
 COMPILED_SUFFIXES = (".so", ".pyd", ".dylib", ".dll")

@@ -87,6 +87,15 @@ CEL_EQUIVALENTS = {
         "oneOf": [{"required": ["hyperNodeTier"]}, {"required": ["hyperNodeTierName"]}],
     },
 }
+# ... and of the RepackPolicy CRD (kubectl_repack.policy_schema), made from this one.
+POLICY_TRIGGER_RULE = "has(self.cronSchedule) || has(self.onFragAbovePercent) || has(self.onPendingBlocked)"
+POLICY_NAME_MAX = 48   # kubectl_repack.api.policy.NAME_MAX: <policy>-<14 digits> is a run name and a label value
+POLICY_NAME_RULE = f"self.metadata.name.size() <= {POLICY_NAME_MAX}"
+CEL_EQUIVALENTS.update({
+    POLICY_TRIGGER_RULE: {"anyOf": [{"required": ["cronSchedule"]}, {"required": ["onFragAbovePercent"]},
+                                    {"required": ["onPendingBlocked"]}]},
+    POLICY_NAME_RULE: {"properties": {"metadata": {"properties": {"name": {"maxLength": POLICY_NAME_MAX}}}}},
+})
 # Transition rules compare with the stored object; only the API server can evaluate them.
 SERVER_ONLY_RULES = frozenset({"self == oldSelf"})
 
@@ -342,18 +351,19 @@ def _schema_errors(validator, obj, prefix=()):
             if is_type or path not in mistyped}
 
 
-def _metadata_errors(obj):
-    """Checks the CRD cannot express: identity of the object and its cluster scope."""
+def _metadata_errors(obj, kind=KIND, api_version=API_VERSION):
+    """Checks the CRD cannot express: identity of the object (a `kind` of `api_version`, a RepackRun
+    unless said otherwise) and its cluster scope."""
     found = set()
-    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    got_version, got_kind = obj.get("apiVersion"), obj.get("kind")
     if "apiVersion" not in obj:
         found.add((("apiVersion",), REQUIRED, True))
-    elif isinstance(api_version, str) and api_version != API_VERSION:
-        found.add((("apiVersion",), f"{api_version!r} is not {API_VERSION!r}", True))
+    elif isinstance(got_version, str) and got_version != api_version:
+        found.add((("apiVersion",), f"{got_version!r} is not {api_version!r}", True))
     if "kind" not in obj:
         found.add((("kind",), REQUIRED, True))
-    elif isinstance(kind, str) and kind != KIND:
-        found.add((("kind",), f"{kind!r} is not {KIND!r}", True))
+    elif isinstance(got_kind, str) and got_kind != kind:
+        found.add((("kind",), f"{got_kind!r} is not {kind!r}", True))
 
     metadata = obj.get("metadata")
     if "metadata" not in obj:
@@ -370,7 +380,7 @@ def _metadata_errors(obj):
         found.add((("metadata", "name"), name_problem(name), True))
     if metadata.get("namespace"):
         found.add((("metadata", "namespace"),
-                   "RepackRun is cluster-scoped: remove metadata.namespace", True))
+                   f"{kind} is cluster-scoped: remove metadata.namespace", True))
     for field in ("labels", "annotations"):
         if field not in metadata:
             continue

@@ -66,6 +66,11 @@ def _selector(d, path):
     return LabelSelector(tuple(sorted(ml.items())), tuple(exprs))
 
 
+def parse_selector(d, path) -> Optional[LabelSelector]:
+    """A metav1 LabelSelector dict (None when absent); SpecError naming `path` when malformed."""
+    return _selector(d, path)
+
+
 def _selection(d, path, qualified):
     if d is None:
         return None

@@ -146,7 +146,7 @@ def mutating_webhook_configuration(namespace: str, ca_bundle_pem: Optional[bytes
             "clientConfig": stamp_config,
             "rules": [{"apiGroups": ["repack.volcano.sh"], "apiVersions": ["v1alpha1"],
                        "operations": ["CREATE", "UPDATE"],
-                       "resources": ["repackruns"], "scope": "Cluster"}],
+                       "resources": ["repackruns", "repackpolicies"], "scope": "Cluster"}],
             "failurePolicy": "Ignore",
             "sideEffects": "None",
             "timeoutSeconds": TIMEOUT_SECONDS,

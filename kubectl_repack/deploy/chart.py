@@ -232,8 +232,12 @@ def _crd_template() -> str:
     text = resources.files("kubectl_repack").joinpath("data").joinpath(CRD_RESOURCE).read_text(encoding="utf-8")
     if "{{" in text or "\nmetadata:\n" not in text:
         raise ValueError(f"{CRD_RESOURCE}: cannot be used as a template as it is")
+    from kubectl_repack.policy_schema import crd_text
+
     keep = "".join(f"    {k}: {v}\n" for k, v in KEEP.items())
-    return HEADER + text.replace("\nmetadata:\n", "\nmetadata:\n  annotations:\n" + keep, 1)
+    # the RepackPolicy CRD (issue 24) follows the RepackRun CRD it is made from, in the same file
+    return "---\n".join(HEADER + t.replace("\nmetadata:\n", "\nmetadata:\n  annotations:\n" + keep, 1)
+                        for t in (text, crd_text()))
 
 
 def _file_name(kind: str) -> str:
@@ -346,7 +350,7 @@ webhook port is reachable from every pod; set networkPolicy.apiserverCIDRs.
 {{- end }}
 
 Check it (every line OK):  kubectl repack doctor --repack-namespace {{ include "kubectl-repack.namespace" . }}
-helm uninstall keeps the RepackRun CRD and every RepackRun; then run
+helm uninstall keeps the RepackRun and RepackPolicy CRDs and their objects; then run
 `kubectl repack uninstall --repack-namespace {{ include "kubectl-repack.namespace" . }}` to release pods still
 gated and the runs' finalizers, and to delete the Secrets the controller made.
 '''

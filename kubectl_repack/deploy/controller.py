@@ -25,7 +25,11 @@ def controller_cluster_role_rules() -> list[dict]:
         {"apiGroups": ["batch.volcano.sh"], "resources": ["jobs"], "verbs": read},
         {"apiGroups": ["workload.serving.volcano.sh"], "resources": ["modelservings"], "verbs": read},
         {"apiGroups": ["topology.volcano.sh"], "resources": ["hypernodes"], "verbs": read},
-        {"apiGroups": ["repack.volcano.sh"], "resources": ["repackruns"], "verbs": read + ["patch", "update", "delete"]},
+        # create: the runs of RepackPolicies (issue 24), which carry the policy's creator record (creator_policy)
+        {"apiGroups": ["repack.volcano.sh"], "resources": ["repackruns"],
+         "verbs": read + ["create", "patch", "update", "delete"]},
+        {"apiGroups": ["repack.volcano.sh"], "resources": ["repackpolicies"], "verbs": read},
+        {"apiGroups": ["repack.volcano.sh"], "resources": ["repackpolicies/status"], "verbs": ["get", "patch", "update"]},
         {"apiGroups": ["repack.volcano.sh"], "resources": ["repackruns/status"], "verbs": ["get", "patch", "update"]},
         {"apiGroups": ["repack.volcano.sh"], "resources": ["repackruns/finalizers"], "verbs": ["update"]},
         {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},

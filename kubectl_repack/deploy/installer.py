@@ -99,12 +99,13 @@ def manifests_for(namespace: str, image: str, bundle, webhook_url: Optional[str]
                   placement: Optional[dict] = None) -> list[dict]:
     """CRD first, then the webhook's objects (no Deployment/Service when served from a URL).
     `placement`: node_selector / tolerations / priority_class for the Deployment's pods."""
+    from kubectl_repack.policy_schema import policy_crd
     from kubectl_repack.schema import load_crd
 
     objs = manifests.render(namespace=namespace, image=image, certs=bundle, url=webhook_url, **(placement or {}))
     if webhook_url:
         objs = [o for o in objs if o["kind"] not in ("Deployment", "Service")]
-    return [load_crd()] + objs
+    return [load_crd(), policy_crd()] + objs
 
 
 # ---------- the webhook's NetworkPolicy ----------
@@ -477,7 +478,7 @@ def uninstall_order(namespace: str, include_crd: bool) -> list:
     at = ordered.index(next(o for o in ordered if o["kind"] == "Deployment")) + 1
     ordered[at:at] = secrets_
     if include_crd:
-        ordered.append(objs[0])
+        ordered += [o for o in objs if o["kind"] == "CustomResourceDefinition"]
     # Namespace last among ours: the namespaced objects go with it anyway, but explicitly first.
     ordered.sort(key=lambda o: o["kind"] == "Namespace" or o["kind"] == "CustomResourceDefinition")
     return ordered

@@ -88,7 +88,7 @@ def render(namespace: str = NAMESPACE, image: str = DEFAULT_IMAGE, ca_bundle_pem
     """
     if ca_bundle_pem is None and certs is not None:
         ca_bundle_pem = certs.ca_cert_pem
-    out = [creator_policy(), creator_policy_binding(), pod_write_policy(namespace), pod_write_policy_binding(),
+    out = [creator_policy(namespace), creator_policy_binding(), pod_write_policy(namespace), pod_write_policy_binding(),
            replacement_pod_policy(namespace, replacement_creators), replacement_pod_policy_binding(),
            nomination_policy(namespace), nomination_policy_binding(), namespace_manifest(namespace), service_account(namespace), cluster_role(),
            cluster_role_binding(namespace), lease_role(namespace), lease_role_binding(namespace)]
@@ -122,7 +122,7 @@ FILES = {
                                           controller_deployment(ns, image)],
     "service.yaml": lambda ns, image: [service(ns), coordinator_service(ns)],
     "mutatingwebhookconfiguration.yaml": lambda ns, image: [mutating_webhook_configuration(ns)],
-    "validatingadmissionpolicy.yaml": lambda ns, image: [creator_policy(), creator_policy_binding(),
+    "validatingadmissionpolicy.yaml": lambda ns, image: [creator_policy(ns), creator_policy_binding(),
                                                          pod_write_policy(ns), pod_write_policy_binding(),
                                                          replacement_pod_policy(ns), replacement_pod_policy_binding(),
                                                          nomination_policy(ns), nomination_policy_binding()],

@@ -9,6 +9,8 @@ from kubectl_repack.api.control import (CREATOR_GROUPS_ANNOTATION, CREATOR_POLIC
                                         CREATOR_USERNAME_ANNOTATION, GROUP_SEPARATOR, NOMINATION_POLICY_NAME,
                                         POD_WRITE_POLICY_NAME, REPLACEMENT_POD_POLICY_NAME)
 
+from kubectl_repack.api.installed import NAMESPACE
+
 from .parts import CONTROLLER_NAME, COORDINATOR_NAME, Manifest, object_meta
 
 
@@ -16,17 +18,22 @@ def _cel_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def creator_policy() -> Manifest:
-    """SEC-1: the API server vouches for a RepackRun's creator. On CREATE the three creator
-    annotations must equal `request.userInfo` (username, uid, groups joined by GROUP_SEPARATOR);
-    on UPDATE they may not be added, changed or removed. failurePolicy Fail: a policy that cannot
+def creator_policy(namespace: str = NAMESPACE) -> Manifest:
+    """SEC-1: the API server vouches for the creator of a RepackRun and of a RepackPolicy. On CREATE
+    the three creator annotations must equal `request.userInfo` (username, uid, groups joined by
+    GROUP_SEPARATOR); on UPDATE they may not be added, changed or removed. One exception (issue 24):
+    the controller's account (in `namespace`) creates the runs of RepackPolicies, and each carries
+    its policy's record, so every SubjectAccessReview asks about the user who created the policy;
+    only that account, and only for a RepackRun a RepackPolicy owns, may set a record that is not
+    its own (which policy's record it copies is the controller's to get right: it copies the owner's). failurePolicy Fail: a policy that cannot
     be evaluated refuses, it never lets a record through unchecked. `extra` is not compared (CEL has
     no stable rendering of it), so nothing is authorized on it (SubjectAccessReviews omit it)."""
     user, uid, groups = (_cel_string(k) for k in (CREATOR_USERNAME_ANNOTATION, CREATOR_UID_ANNOTATION,
                                                   CREATOR_GROUPS_ANNOTATION))
     sep = _cel_string(GROUP_SEPARATOR)
     keys = f"[{user}, {uid}, {groups}]"
-    fix = ("'RepackRun: the creator annotations must name the user creating it; kubectl repack plan --save and "
+    controller = _cel_string(f"system:serviceaccount:{namespace}:{CONTROLLER_NAME}")
+    fix = ("object.kind + ': the creator annotations must name the user creating it; kubectl repack plan --save and "
            "apply fill them in, and so does the repack webhook for kubectl apply; without them set metadata.annotations "
            f"{CREATOR_USERNAME_ANNOTATION}: \"' + variables.username + '\", {CREATOR_UID_ANNOTATION}: \"' + "
            f"variables.uid + '\", {CREATOR_GROUPS_ANNOTATION}: \"' + variables.groups + '\" "
@@ -38,7 +45,7 @@ def creator_policy() -> Manifest:
             "failurePolicy": "Fail",
             "matchConstraints": {"resourceRules": [{
                 "apiGroups": ["repack.volcano.sh"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
-                "resources": ["repackruns"]}]},
+                "resources": ["repackruns", "repackpolicies"]}]},
             "variables": [
                 {"name": "ann", "expression": "has(object.metadata.annotations) ? object.metadata.annotations : {}"},
                 {"name": "old", "expression": "request.operation == 'UPDATE' && has(oldObject.metadata.annotations)"
@@ -47,21 +54,28 @@ def creator_policy() -> Manifest:
                 {"name": "uid", "expression": "has(request.userInfo.uid) ? request.userInfo.uid : ''"},
                 {"name": "groupList", "expression": "has(request.userInfo.groups) ? request.userInfo.groups : []"},
                 {"name": "groups", "expression": f"variables.groupList.join({sep})"},
+                # a run the controller creates for a RepackPolicy that owns it, with the policy's record
+                {"name": "policyRun", "expression": f"object.kind == 'RepackRun' && variables.username == {controller} && "
+                                                    "has(object.metadata.ownerReferences) && "
+                                                    "object.metadata.ownerReferences.exists(r, r.kind == 'RepackPolicy' && "
+                                                    "r.apiVersion.startsWith('repack.volcano.sh/')) && "
+                                                    f"{user} in variables.ann && variables.ann[{user}] != '' && "
+                                                    f"{uid} in variables.ann && {groups} in variables.ann"},
             ],
             "validations": [
                 {"expression": f"request.operation != 'CREATE' || !variables.groupList.exists(g, g.contains({sep}))",
-                 "message": f"RepackRun: a group of the creating user contains {GROUP_SEPARATOR!r}, which the creator "
-                            "record cannot hold; create the run as another user",
+                 "messageExpression": f"object.kind + ': a group of the creating user contains \"{GROUP_SEPARATOR}\", "
+                                      "which the creator record cannot hold; create it as another user'",
                  "reason": "Forbidden"},
-                {"expression": f"request.operation != 'CREATE' || ({user} in variables.ann && {uid} in variables.ann && "
+                {"expression": f"request.operation != 'CREATE' || variables.policyRun || ({user} in variables.ann && {uid} in variables.ann && "
                                f"{groups} in variables.ann && variables.ann[{user}] == variables.username && "
                                f"variables.ann[{uid}] == variables.uid && variables.ann[{groups}] == variables.groups)",
                  "messageExpression": fix,
                  "reason": "Forbidden"},
                 {"expression": "request.operation != 'UPDATE' || "
                                + _keys_unchanged(keys, "variables.ann", "variables.old"),
-                 "message": "RepackRun: the creator annotations (repack.volcano.sh/creator-*) cannot be added, "
-                            "changed or removed after creation",
+                 "messageExpression": "object.kind + ': the creator annotations (repack.volcano.sh/creator-*) cannot be "
+                                      "added, changed or removed after creation'",
                  "reason": "Forbidden"},
             ],
         },

@@ -66,14 +66,17 @@ def helm_cli(control_plane, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def adopted_crd(control_plane):
-    """The CRD the harness made, handed to the release as the README says; given back afterwards."""
-    crd = f"customresourcedefinition/{CRD_NAME}"
-    control_plane.kubectl("label", crd, "app.kubernetes.io/managed-by=Helm", "--overwrite")
-    control_plane.kubectl("annotate", crd, f"meta.helm.sh/release-name={RELEASE}",
+    """The CRDs the harness made (RepackRun, RepackPolicy), handed to the release as the README
+    says; given back afterwards."""
+    from kubectl_repack.api.policy import CRD_NAME as POLICY_CRD_NAME
+
+    crds = [f"customresourcedefinition/{name}" for name in (CRD_NAME, POLICY_CRD_NAME)]
+    control_plane.kubectl("label", *crds, "app.kubernetes.io/managed-by=Helm", "--overwrite")
+    control_plane.kubectl("annotate", *crds, f"meta.helm.sh/release-name={RELEASE}",
                           f"meta.helm.sh/release-namespace={NAMESPACE}", "--overwrite")
     yield
-    control_plane.kubectl("label", crd, "app.kubernetes.io/managed-by-", check=False)
-    control_plane.kubectl("annotate", crd, "meta.helm.sh/release-name-", "meta.helm.sh/release-namespace-",
+    control_plane.kubectl("label", *crds, "app.kubernetes.io/managed-by-", check=False)
+    control_plane.kubectl("annotate", *crds, "meta.helm.sh/release-name-", "meta.helm.sh/release-namespace-",
                           "helm.sh/resource-policy-", check=False)
 
 

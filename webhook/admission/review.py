@@ -26,6 +26,7 @@ from kubectl_repack.api.gates import (GATED_AT_ANNOTATION, PLACEMENT_GATE, PLACE
                                       REPLACEMENT_PODGROUP_ANNOTATION, escape_pointer)
 from kubectl_repack.api.control import CREATOR_ANNOTATIONS, Creator
 from kubectl_repack.api.matching import DEFAULT_SCHEDULER_NAMES, Match, match
+from kubectl_repack.api.policy import KIND as POLICY_KIND, PLURAL as POLICY_PLURAL
 from kubectl_repack.api.run import GROUP as RUN_GROUP, PLURAL as RUN_PLURAL
 from kubectl_repack.api.relocations import RelocationIndex
 from kubectl_repack.api.times import rfc3339
@@ -220,8 +221,16 @@ def review(admission_review: Any, index: RelocationIndex, gate_allowed: bool, no
 def _is_run_write(request: Mapping[str, Any]) -> bool:
     resource = request.get("resource")
     return (isinstance(resource, Mapping) and request.get("operation") in ("CREATE", "UPDATE")
-            and resource.get("group") == RUN_GROUP and resource.get("resource") == RUN_PLURAL
+            and resource.get("group") == RUN_GROUP and resource.get("resource") in (RUN_PLURAL, POLICY_PLURAL)
             and not request.get("subResource"))
+
+
+def _policy_run(obj: Mapping[str, Any]) -> bool:
+    """A run a RepackPolicy owns that already carries a creator record: the controller copied the
+    policy's record onto it (issue 24); the admission policy decides whether it may."""
+    view = ObjectView(obj)
+    return (view.annotations.get(CREATOR_ANNOTATIONS[0]) is not None
+            and any(isinstance(r, Mapping) and r.get("kind") == POLICY_KIND for r in view.meta.get("ownerReferences") or ()))
 
 
 def record_creator(admission_review: Any) -> AdmissionReview:
@@ -242,6 +251,8 @@ def record_creator(admission_review: Any) -> AdmissionReview:
     if not isinstance(run, Mapping):
         raise AdmissionReviewError(f"AdmissionReview.request.object of repackrun {request.get('operation')} {uid} "
                                    "is missing or not an object")
+    if request["operation"] == "CREATE" and _policy_run(run):
+        return _response(uid, [])
     if request["operation"] == "CREATE":
         info = request.get("userInfo")
         if not isinstance(info, Mapping) or not isinstance(info.get("username"), str) or not info.get("username"):

@@ -38,6 +38,12 @@ victims of the records it writes with an HMAC keyed by a Secret only its account
 that do not verify against the seal, before the first and before every eviction, end the run
 Failed, RelocationRecordsInvalid, with nothing (further) evicted.
 
+RepackPolicies (issue 24): after the runs, each tick hands the runs it listed to
+webhook.controller.policies, which creates the policies' runs (carried out here like any other). An
+Execute a policy made inside a maintenance window carries the window's end
+(`repack.volcano.sh/window-end`): its execution deadline is capped there, and one that could only
+start after it ends ExecutionDeadlineExceeded before any eviction.
+
 Cancel and delete: the annotation `repack.volcano.sh/cancel: "true"` (`kubectl repack cancel`),
 or a delete, stops a run before its next eviction; it ends Failed/Cancelled saying what was and was
 not moved. An Execute run carries the finalizer `repack.volcano.sh/stop-before-delete` while the
@@ -47,6 +53,7 @@ soon as the run is finished).
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import logging
 import os
 import signal
@@ -62,6 +69,7 @@ from kubectl_repack.api import control
 from kubectl_repack.api.control import (CONTROLLER_LEASE_NAME, CREATOR_MAX_AGE, FINALIZER, RECORDS_SEAL_ANNOTATION,
                                         UntrustedCreator, cancel_requested, creator_of, creator_problem,
                                         executed_locally, finalizer_removal, run_durations, seal_problem)
+from kubectl_repack.api.policy import WINDOW_END_ANNOTATION, window_timeout
 from kubectl_repack.api.run import MODE_DRY_RUN, MODE_EXECUTE, Reason, RunView, is_finished, phase_of, relocations
 from kubectl_repack.api.status import plan_status
 from kubectl_repack.api.times import parse_duration, parse_time, rfc3339, utcnow
@@ -113,7 +121,8 @@ class Controller:
                  dry_runs_per_minute: int = DRY_RUNS_PER_MINUTE,
                  audit_event: Callable[[str, str, Optional[dict], str, str], None] =
                  lambda ns, group, owner, reason, message: None,
-                 pod_group_opt_out: Callable[[str, str], str] = lambda ns, group: ""):
+                 pod_group_opt_out: Callable[[str, str], str] = lambda ns, group: "",
+                 policies=None):
         """`key()` is the records-seal key; `authorize_as(creator, namespaces)` why that user may not
         evict there ('' when they may); `policy_since()` since when the creator admission policy is
         enforced (None: it is not); `lift_gates(now)` lifts gates older than the placement lease
@@ -132,6 +141,7 @@ class Controller:
         self.dry_runs_per_minute = dry_runs_per_minute
         self.audit_event = audit_event   # (namespace, PodGroup, owner, reason, message): the owners' audit trail
         self.pod_group_opt_out = pod_group_opt_out
+        self.policies = policies         # webhook.controller.policies.PolicyReconciler (None: policies off)
         self._planned_at: list = []      # when the last DryRuns were planned (the rate limit's window)
         self._last_gate_sweep = float("-inf")
         self.interval = interval
@@ -193,6 +203,8 @@ class Controller:
                     self.plan_dry_run(run)
         # Expired runs are deleted here, on every tick, and nowhere else (EXEC-7).
         sweep_expired(self.runs, self._now(), "", _Log(), listed=settled)
+        if self.policies is not None:   # with the runs as listed: a run the sweep just deleted still counts
+            self.policies.reconcile(runs)
         execute = [r for r in runs if RunView(r).mode == MODE_EXECUTE
                    and not is_finished(r) and not executed_locally(r)]
         if execute and (self.worker is None or not self.worker.is_alive()):
@@ -275,6 +287,19 @@ class Controller:
         except ValueError as e:
             self.drop_finalizer(self.finished(self._engine(record).fail(name, Reason.INVALID_SPEC, str(e))))
             return False
+        timeout = durations.get("timeout", self.execution_timeout)
+        try:   # a policy's Execute made inside a maintenance window ends its evictions with the window
+            window = window_timeout(ObjectView(run).annotations.get(WINDOW_END_ANNOTATION), self._now())
+        except ValueError as e:
+            self.drop_finalizer(self._engine(record).fail(name, Reason.INVALID_SPEC, str(e)))
+            return False
+        if window is not None and not relocations(run):
+            if window <= dt.timedelta(0):
+                self.drop_finalizer(self._engine(record).fail(
+                    name, Reason.DEADLINE_EXCEEDED, f"its maintenance window ended at "
+                    f"{ObjectView(run).annotations.get(WINDOW_END_ANNOTATION)} before it could start; nothing was evicted"))
+                return False
+            timeout = min(timeout, window)
         if not ObjectView(run).deleting and not self.add_finalizer(run):
             log.info("repackrun %s: the finalizer did not land (the run changed meanwhile); next tick", name)
             return False       # never evict for a run whose delete would not wait for us
@@ -336,7 +361,7 @@ class Controller:
                              f"pod {record.victim_pod_name} evicted by RepackRun {name} (created by {who}) to "
                              f"move it to {record.planned_node_name}")
 
-        request = ApplyRequest(name, None, wait=False, timeout=durations.get("timeout", self.execution_timeout),
+        request = ApplyRequest(name, None, wait=False, timeout=timeout,
                                cooldown=durations.get("cooldown"))
         kwargs = {"clock": self.clock} if self.clock else {}
         result = apply_run(request, self.runs, _GuardedLease(self.lease, self.leading), self.cluster, self.cluster,
@@ -422,6 +447,9 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     p.add_argument("--creator-max-age", default=env("REPACK_CREATOR_MAX_AGE", "1h"),
                    help="an Execute whose creator record (the run's creation) is older than this when it would "
                         "start is refused: the creator's groups are read at creation only")
+    p.add_argument("--policy-interval", default=env("REPACK_POLICY_INTERVAL", "60s"),
+                   help="how often each RepackPolicy is evaluated (fragmentation, waiting gangs; cron slots are "
+                        "checked on every tick)")
     return p.parse_args(argv)
 
 
@@ -433,7 +461,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                                lift_expired_gates, pod_group_opt_out, record_eviction)
     from kubectl_repack.kube.lease import LeaseClient
     from kubectl_repack.kube.objects import LiveCluster
+    from kubectl_repack.kube.policies import PolicyStore
     from kubectl_repack.kube.runs import RunStore
+    from webhook.controller.policies import PolicyReconciler
 
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -447,6 +477,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         interval = parse_duration(args.interval).total_seconds()
         execution_timeout = parse_duration(args.execution_timeout)
         creator_max_age = parse_duration(args.creator_max_age)
+        policy_interval = parse_duration(args.policy_interval).total_seconds()
         api = connect(args.kubeconfig)
     except (ValueError, RepackError) as e:
         log.error("%s", e)
@@ -469,7 +500,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                             lift_gates=lambda now: lift_expired_gates(api, now),
                             audit_event=lambda ns, group, owner, reason, message: record_eviction(
                                 api, ns, group, owner, reason, message, COMPONENT),
-                            pod_group_opt_out=lambda ns, group: pod_group_opt_out(api, ns, group))
+                            pod_group_opt_out=lambda ns, group: pod_group_opt_out(api, ns, group),
+                            policies=PolicyReconciler(PolicyStore(api), RunStore(api), cluster, utcnow,
+                                                      lambda: creator_policy_since(api), policy_interval))
     try:
         key()   # made at start, not in the middle of a run's first status write
     except RepackError as e:

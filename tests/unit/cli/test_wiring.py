@@ -39,7 +39,10 @@ def test_shared_flags_are_the_same_objects_everywhere():
         return {p.name: (p.opts, p.help) for p in cmd.params if p.name in ("kubeconfig", "context")}
     expected = flags(main)
     assert set(expected) == {"kubeconfig", "context"}
-    for cmd in main.commands.values():
+    commands = []
+    for cmd in main.commands.values():   # a group's (policy's) flags are its subcommands'
+        commands += list(cmd.commands.values()) if isinstance(cmd, click.Group) else [cmd]
+    for cmd in commands:
         if cmd.name in ("completion", "__complete", "version"):  # never reach a cluster: no cluster flags
             assert flags(cmd) == {}, cmd.name
             continue

@@ -35,11 +35,13 @@ def by_kind(objs, kind):
 def test_dry_run_renders_every_object_crd_first():
     objs = dry_run()
     assert [o["kind"] for o in objs] == [
-        "CustomResourceDefinition", *["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * 4, "Namespace",
+        "CustomResourceDefinition", "CustomResourceDefinition",
+        *["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * 4, "Namespace",
         *["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"] * 3,
         "Lease", "Lease", "Lease", "Deployment", "Service", "Deployment", "Service", "Deployment",
         "MutatingWebhookConfiguration"]
-    assert objs[0]["metadata"]["name"] == "repackruns.repack.volcano.sh"
+    assert [o["metadata"]["name"] for o in objs[:2]] == ["repackruns.repack.volcano.sh",
+                                                        "repackpolicies.repack.volcano.sh"]
     commands = {d["metadata"]["name"]: [c["command"] for c in d["spec"]["template"]["spec"]["containers"]]
                 for d in by_kind(objs, "Deployment")}
     assert commands["repack-coordinator"] == [["python", "-m", "webhook.coordinator"]]
@@ -229,7 +231,7 @@ def test_install_applies_every_object_server_side(fake_api):
     result = invoke("install")
     assert result.exit_code == 0, result.output
     applies = [c for c in fake_api.calls if c[0] == "PATCH"]
-    assert len(applies) == 34
+    assert len(applies) == 35
     assert all(c[2] == "application/apply-patch+yaml" and c[3] == {"fieldManager": "kubectl-repack", "force": "true"}
                for c in applies)
     paths = [c[1] for c in applies]
@@ -264,7 +266,8 @@ def test_uninstall_removes_the_webhook_first_and_keeps_the_crd(fake_api):
     fake_api.calls.clear()
     assert invoke("uninstall", "--include-crd").exit_code == 0
     deletes = [c[1] for c in fake_api.calls if c[0] == "DELETE"]
-    assert deletes[-1].endswith("/customresourcedefinitions/repackruns.repack.volcano.sh")
+    assert [d.rsplit("/", 1)[1] for d in deletes[-2:]] == ["repackruns.repack.volcano.sh",
+                                                           "repackpolicies.repack.volcano.sh"]
 
 
 def test_object_paths():
@@ -317,7 +320,7 @@ def test_server_dry_run_sends_every_object_with_dry_run_all_and_stores_nothing(f
     result = invoke("install", "--dry-run=server")
     assert result.exit_code == 0, result.output
     writes = [c for c in fake_api.calls if c[0] != "GET"]
-    assert len(writes) == 34
+    assert len(writes) == 35
     assert all(c[0] == "PATCH" and c[3] == {"fieldManager": "kubectl-repack", "force": "true", "dryRun": "All"}
                for c in writes)
     lines = result.output.splitlines()
@@ -343,7 +346,7 @@ def test_server_dry_run_leaves_a_foreign_namespace_alone_and_prints_the_answers_
     result = invoke("install", "--dry-run=server", "--repack-namespace", "default", "-o", "json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert doc["kind"] == "List" and len(doc["items"]) == 33     # the fake server answers {} for each
+    assert doc["kind"] == "List" and len(doc["items"]) == 34     # the fake server answers {} for each
     assert not any(c[0] == "PATCH" and c[1] == "/api/v1/namespaces/default" for c in fake_api.calls)
     assert any(c[0] == "PATCH" and c[1] == "/api/v1/namespaces/default/serviceaccounts/repack-webhook"
                for c in fake_api.calls)

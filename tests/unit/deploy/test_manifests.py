@@ -98,7 +98,8 @@ def test_webhook_configuration_fields(bundle):
     # admission policy checks it and refuses a run without it)
     assert stamp["name"] == manifests.STAMP_WEBHOOK_NAME and stamp["failurePolicy"] == "Ignore"
     assert stamp["rules"] == [{"apiGroups": ["repack.volcano.sh"], "apiVersions": ["v1alpha1"],
-                               "operations": ["CREATE", "UPDATE"], "resources": ["repackruns"], "scope": "Cluster"}]
+                               "operations": ["CREATE", "UPDATE"], "resources": ["repackruns", "repackpolicies"],
+                               "scope": "Cluster"}]
     assert stamp["clientConfig"]["service"] == dict(cc["service"], path="/run-creator")
     assert stamp["clientConfig"]["caBundle"] == cc["caBundle"]
 
@@ -111,7 +112,7 @@ def test_the_creator_policy_fails_closed_and_is_bound_to_deny(bundle):
     assert policy["spec"]["failurePolicy"] == "Fail"
     assert policy["spec"]["matchConstraints"]["resourceRules"] == [{
         "apiGroups": ["repack.volcano.sh"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
-        "resources": ["repackruns"]}]
+        "resources": ["repackruns", "repackpolicies"]}]
     assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
 
 

@@ -33,6 +33,12 @@ BASE_ARGS = {
     "completion": ["bash"],
     "version": [],
     "why": ["vcjob/ascend-batch-training", "-n", "repack-demo", "--snapshot", SEED],
+    # the subcommands of `policy` (issue 24), named "GROUP SUBCOMMAND"
+    "policy create": ["-f", "config/samples/ascend-nightly-policy.yaml"],
+    "policy get": [],
+    "policy suspend": ["some-policy"],
+    "policy resume": ["some-policy"],
+    "policy trigger": ["some-policy"],
 }
 
 DNS_NAMES = ["Bad_Name", "-leading-dash", "a" * 254, "has space", "UPPER", "a..b", "ends-", "x/y", ""]
@@ -97,8 +103,22 @@ def _bad_values(option):
     return BY_NAME.get(_long(option))
 
 
-def _cases():
+def _commands():
+    """(name, command) of every command, a group's subcommands as "GROUP SUBCOMMAND"."""
     for name, command in sorted(main.commands.items()):
+        if isinstance(command, click.Group):
+            for sub, subcommand in sorted(command.commands.items()):
+                yield f"{name} {sub}", subcommand
+        else:
+            yield name, command
+
+
+def _command(name):
+    return dict(_commands())[name]
+
+
+def _cases():
+    for name, command in _commands():
         if command.hidden:  # `__complete` takes whatever words kubectl passes: that is its protocol
             continue
         for option in command.params:
@@ -113,7 +133,7 @@ def _cases():
             for n, value in enumerate(values):
                 yield pytest.param(name, _long(option), value, id=f"{name} {_long(option)}={value[:16]!r}#{n}")
         yield pytest.param(name, "--no-such-flag", "x", id=f"{name} --no-such-flag")
-    for command in ("status", "cancel"):
+    for command in ("status", "cancel", "policy get", "policy suspend", "policy resume", "policy trigger"):
         for n, value in enumerate(STATUS_NAMES):
             yield pytest.param(command, None, value, id=f"{command} NAME={value[:16]!r}#{n}")
 
@@ -129,11 +149,11 @@ def test_there_are_hundreds_of_cases():
 def test_bad_flag_is_refused_before_any_cluster_call(recorder, command, flag, value):
     assert value is not None, f"{command} {flag}: no hostile values are known; add them to BY_NAME"
     if flag is None:  # the positional NAME of status
-        args = [command, "--", value]
+        args = [*command.split(), "--", value]
     else:
-        args = [command, *BASE_ARGS[command], flag, value]
+        args = [*command.split(), *BASE_ARGS[command], flag, value]
     r = invoke(args)
-    option = next((p for p in main.commands[command].params if flag in getattr(p, "opts", ())), None)
+    option = next((p for p in _command(command).params if flag in getattr(p, "opts", ())), None)
     shown = "|".join(re.escape(o) for o in (option.opts if option else [flag or "NAME"]))
     assert_refused(r, recorder, re.compile(rf"^error: .*({shown}|{re.escape(value[:40]) if value else '$^'}|spec\.|metadata\.)"))
 

@@ -343,8 +343,11 @@ def test_budget_may_only_name_the_goal_resource(root):
 
 
 def test_every_cel_rule_is_evaluated_locally_or_needs_the_server(root):
+    from kubectl_repack.policy_schema import policy_crd
+
+    policy_root = policy_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     rules = {" ".join(r["rule"].split())
-             for _, node, _ in walk(root) for r in node.get("x-kubernetes-validations", ())}
+             for tree in (root, policy_root) for _, node, _ in walk(tree) for r in node.get("x-kubernetes-validations", ())}
     assert rules == set(schema.CEL_EQUIVALENTS) | set(schema.SERVER_ONLY_RULES)
 
 

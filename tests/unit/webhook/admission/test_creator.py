@@ -206,3 +206,28 @@ def test_cancel_and_delete_are_reasons_to_stop():
     deleting = run()
     deleting["metadata"]["deletionTimestamp"] = "2026-11-30T12:00:00Z"
     assert "deleted" in cancel_requested(deleting)
+
+
+# ---- RepackPolicies (issue 24) -------------------------------------------------------------------
+def test_a_created_policy_gets_the_requesting_user():
+    obj = {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackPolicy", "metadata": {"name": "p"},
+           "spec": {"trigger": {"onFragAbovePercent": 20}, "runTemplate": {"spec": copy.deepcopy(SPEC)}}}
+    stored = admitted(obj, record_creator(review(obj, resource=("repack.volcano.sh", "repackpolicies"))))
+    assert creator_of(stored) == Creator("alice", "u-1", ("team-a", "system:authenticated"))
+
+
+def test_a_policy_run_keeps_the_record_the_controller_copied_and_the_admission_policy_judges_it():
+    owner = [{"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackPolicy", "name": "p", "uid": "x"}]
+    bob = Creator("bob", "u-b", ("team-b",)).annotations()
+    obj = run(annotations=dict(bob))
+    obj["metadata"]["ownerReferences"] = owner
+    controller = {"username": "system:serviceaccount:repack-system:repack-controller", "uid": "sa"}
+    stored = admitted(obj, record_creator(review(obj, user=controller)))
+    assert creator_of(stored) == Creator("bob", "u-b", ("team-b",))
+    # without a record (or without the owner) the requesting user is filled in as for any run
+    bare = run()
+    bare["metadata"]["ownerReferences"] = owner
+    assert creator_of(admitted(bare, record_creator(review(bare, user=controller)))).username == controller["username"]
+    unowned = run(annotations=dict(bob))
+    assert creator_of(admitted(unowned, record_creator(review(unowned, user=controller)))).username == \
+        controller["username"]

@@ -533,3 +533,35 @@ def test_a_podgroup_that_opted_out_since_the_plan_was_made_is_not_evicted():
     assert st["relocations"][0]["eviction"]["message"].startswith(
         "do-not-disrupt: PodGroup demo/train-pg is annotated repack.volcano.sh/do-not-disrupt=true since the plan "
         "was made; not evicted")
+
+
+def test_a_policy_execute_ends_its_evictions_with_its_maintenance_window():
+    """Issue 24: a policy's Execute made inside a window carries the window's end; its execution
+    deadline is capped there, and one that could only start after it evicts nothing."""
+    from kubectl_repack.api.policy import WINDOW_END_ANNOTATION
+    from tests.unit.engine.fakes import FakeClock
+
+    now = FakeClock().now()
+    inside = stamped(execute_run())
+    inside["metadata"]["annotations"][WINDOW_END_ANNOTATION] = rfc3339(now + dt.timedelta(minutes=3))
+    ctl, store, cluster, *_ = make([inside])
+    tick(ctl)
+    st = store.runs["run-1"]["status"]
+    assert st["phase"] == "Succeeded" and st["executionDeadline"] == rfc3339(now + dt.timedelta(minutes=3))
+
+    late = stamped(execute_run())
+    late["metadata"]["annotations"][WINDOW_END_ANNOTATION] = rfc3339(now - dt.timedelta(seconds=1))
+    ctl, store, cluster, *_ = make([late])
+    tick(ctl)
+    st = store.runs["run-1"]["status"]
+    assert st["phase"] == "Failed" and not cluster.calls and not st.get("relocations")
+    assert [c["reason"] for c in st["conditions"] if c["type"] == "Failed"] == ["ExecutionDeadlineExceeded"]
+    assert "maintenance window ended" in st["message"]
+
+    bad = stamped(execute_run())
+    bad["metadata"]["annotations"][WINDOW_END_ANNOTATION] = "tonight"
+    ctl, store, cluster, *_ = make([bad])
+    tick(ctl)
+    st = store.runs["run-1"]["status"]
+    assert [c["reason"] for c in st["conditions"] if c["type"] == "Failed"] == ["InvalidSpec"]
+    assert WINDOW_END_ANNOTATION in st["message"]
