@@ -130,12 +130,3 @@ def usage(snapshot, resource):
             used[p.node_name] = used.get(p.node_name, 0) + r
             items.append(r)
     return alloc, used, items
-
-
-def fragmentation(snapshot, resource) -> int:
-    """frag(R) of the whole cluster in the snapshot, as the RepackRun API carries it (FRAG-1): what
-    a policy's onFragAbovePercent compares."""
-    alloc, used, items = usage(snapshot, resource)
-    minimum = theoretical_min(items, sorted(alloc.values(), reverse=True))
-    occupied = sum(1 for n in alloc if used.get(n, 0) > 0)
-    return percent_int(frag_percent(occupied, minimum.value, len(alloc)))

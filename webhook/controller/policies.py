@@ -28,7 +28,7 @@ import time
 from typing import Any, Callable, Optional
 
 import planner
-from planner.frag import fragmentation
+from planner.gauge import measure_resource
 from planner.gcpause import paused_gc
 from kubectl_repack.api import policy as P
 from kubectl_repack.api.control import UntrustedCreator, creator_of
@@ -228,7 +228,7 @@ class PolicyReconciler:
                 why_not.append(f"a run started {rfc3339(last_trigger)}, less than the evaluation interval "
                                f"({int(self.interval)}s) ago")
             else:
-                frag = fragmentation(snapshot.get(), policy.resource)
+                frag = measure_resource(snapshot.get(), policy.resource).frag_percent
                 fruitless = P.fruitless_at(owned, frag) if frag > policy.frag_above else None
                 if fruitless is not None:
                     why_not.append(f"fragmentation of {policy.resource} is {frag}%, above {policy.frag_above}%, but "
