@@ -583,13 +583,19 @@ def _fast_pod(ctx, obj):
         mirror="kubernetes.io/config.mirror" in annotations, priority=_int(spec, "priority", 0, *_INT32))
 
 
-def _fast_node(ctx, obj):
+def _meta_name(obj):
+    """(metadata, name) of an object the fast path reads; _Unusual unless both are plain."""
     meta = obj.get("metadata")
     if type(meta) is not dict:
         raise _Unusual
     name = meta.get("name")
     if type(name) is not str:
         raise _Unusual
+    return meta, name
+
+
+def _fast_node(ctx, obj):
+    meta, name = _meta_name(obj)
     status = _dict(obj, "status")
     alloc = status.get("allocatable")
     if alloc is None:
@@ -610,12 +616,7 @@ def _fast_node(ctx, obj):
 
 
 def _fast_podgroup(ctx, obj):
-    meta = obj.get("metadata")
-    if type(meta) is not dict:
-        raise _Unusual
-    name = meta.get("name")
-    if type(name) is not str:
-        raise _Unusual
+    meta, name = _meta_name(obj)
     spec, status = _dict(obj, "spec"), _dict(obj, "status")
     subgroups = spec.get("subGroupPolicy")
     if subgroups is not None and (type(subgroups) is not list or subgroups):
@@ -636,12 +637,7 @@ def _fast_podgroup(ctx, obj):
 
 
 def _fast_vcjob(ctx, obj):
-    meta = obj.get("metadata")
-    if type(meta) is not dict:
-        raise _Unusual
-    name = meta.get("name")
-    if type(name) is not str:
-        raise _Unusual
+    meta, name = _meta_name(obj)
     spec = _dict(obj, "spec")
     tasks = {}
     for t in _list(spec, "tasks"):
@@ -660,12 +656,7 @@ def _fast_vcjob(ctx, obj):
 
 
 def _fast_modelserving(ctx, obj):
-    meta = obj.get("metadata")
-    if type(meta) is not dict:
-        raise _Unusual
-    name = meta.get("name")
-    if type(name) is not str:
-        raise _Unusual
+    meta, name = _meta_name(obj)
     policy = _dict(obj, "spec").get("recoveryPolicy")
     if policy is None:
         policy = ""
@@ -676,12 +667,7 @@ def _fast_modelserving(ctx, obj):
 
 
 def _fast_namespace(ctx, obj):
-    meta = obj.get("metadata")
-    if type(meta) is not dict:
-        raise _Unusual
-    name = meta.get("name")
-    if type(name) is not str:
-        raise _Unusual
+    meta, name = _meta_name(obj)
     labels = dict(_strings(meta.get("labels")))
     labels.setdefault("kubernetes.io/metadata.name", name)
     return Namespace(name, MappingProxyType(labels))

@@ -119,9 +119,9 @@ def build_seed_layout(api, fake_nodes, ns, nodes):
     return {"batch": batch, "protected": protected}
 
 
-def execute_run(name, ttl=None, grace=0):
-    """The seed's guarded run (step 4) turned into an Execute run (step 5)."""
-    spec = {
+def execute_spec(grace=0):
+    """The spec of the seed's guarded run (step 4) turned into an Execute run (step 5)."""
+    return {
         "mode": "Execute",
         "scope": {"podGroups": {"include": {"selector": {"matchLabels": {"repack.volcano.sh/eligible": "true"}}},
                                 "exclude": {"selector": {"matchLabels": {"repack.volcano.sh/protected": "true"}}}},
@@ -130,6 +130,11 @@ def execute_run(name, ttl=None, grace=0):
         "maxPerRun": {"podGroups": 1, "resources": {NPU_RESOURCE: 4}},
         "eviction": {"gracePeriodSeconds": grace},
     }
+
+
+def execute_run(name, ttl=None, grace=0):
+    """The seed's guarded run (step 4) turned into an Execute run (step 5)."""
+    spec = execute_spec(grace)
     if ttl is not None:
         spec["ttlSecondsAfterFinished"] = ttl
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "RepackRun", "metadata": {"name": name}, "spec": spec}

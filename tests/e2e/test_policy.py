@@ -53,15 +53,9 @@ def controller_fast(installed, control_plane):
 
 def guarded_spec(**extra):
     """The seed's guarded Execute (step 4 -> 5) as a template."""
-    spec = {
-        "mode": "Execute",
-        "scope": {"podGroups": {"include": {"selector": {"matchLabels": {"repack.volcano.sh/eligible": "true"}}},
-                                "exclude": {"selector": {"matchLabels": {"repack.volcano.sh/protected": "true"}}}},
-                  "nodes": {"include": {"selector": {"matchLabels": {"accelerator-pool": "ascend-npu"}}}}},
-        "goals": [{"resource": NPU_RESOURCE, "minFragImprovementPercent": 10}],
-        "maxPerRun": {"podGroups": 1, "resources": {NPU_RESOURCE: 4}},
-        "eviction": {"gracePeriodSeconds": 0},
-    }
+    from tests.e2e.execute_helpers import execute_spec
+
+    spec = execute_spec()
     spec.update(extra)
     return spec
 
