@@ -1,7 +1,8 @@
 """`python -m webhook` / `repack-webhook`: serve the mutating webhook over TLS.
 
-Production runs gunicorn (one worker process with threads: the relocation claims live in that
-process's memory, so several worker processes could hand one record out twice). `--server
+Production runs gunicorn (one worker process, its event loop serving every connection:
+webhook.admission.worker; the relocation claims live in that process's memory, so several worker
+processes could hand one record out twice). `--server
 werkzeug` is a single-process threaded server for tests and loopback e2e runs.
 """
 from __future__ import annotations
@@ -37,7 +38,6 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     p.add_argument("--kubeconfig", default=env("KUBECONFIG"),
                    help="kubeconfig file; in-cluster configuration when absent")
     p.add_argument("--server", choices=("gunicorn", "werkzeug"), default=env("REPACK_WEBHOOK_SERVER", "gunicorn"))
-    p.add_argument("--threads", type=int, default=int(env("REPACK_WEBHOOK_THREADS", "8")))
     p.add_argument("--log-level", default=env("REPACK_LOG_LEVEL", "INFO"))
     p.add_argument("--replacement-creators", default=env("REPACK_REPLACEMENT_CREATORS", ",".join(DEFAULT_REPLACEMENT_CREATORS)),
                    help="comma-separated usernames that re-create evicted pods; a pod created by anybody else "
@@ -104,7 +104,7 @@ def serve_werkzeug(app: Any, host: str, port: int, cert_dir: str) -> None:
 
 
 def serve_gunicorn(args: argparse.Namespace, app_factory: Optional[Callable[[], Any]] = None) -> None:
-    """gunicorn over TLS, one worker process with threads; the app is built inside the worker.
+    """gunicorn over TLS, one worker process (webhook.admission.worker); the app is built inside the worker.
 
     `app_factory` replaces the live-cluster wiring (benchmarks serve a synthetic index).
     """
@@ -117,7 +117,7 @@ def serve_gunicorn(args: argparse.Namespace, app_factory: Optional[Callable[[], 
             self.cfg.set("bind", f"{args.host}:{args.port}")
             self.cfg.set("workers", 1)
             self.cfg.set("worker_class", WORKER_CLASS)  # gthread, bounded against idle and slow peers
-            self.cfg.set("threads", args.threads)
+            self.cfg.set("threads", 1)   # unused: the worker serves every request on its event loop
             self.cfg.set("certfile", os.path.join(args.cert_dir, TLS_CRT))
             self.cfg.set("keyfile", os.path.join(args.cert_dir, TLS_KEY))
             self.cfg.set("timeout", 30)

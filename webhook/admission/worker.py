@@ -1,4 +1,5 @@
-"""The webhook's HTTP server: gunicorn's threaded worker, made safe against idle and slow peers.
+"""The webhook's HTTP server: gunicorn's gthread worker turned into one event loop, safe against idle
+and slow peers.
 
 The API server calls the webhook on every pod creation in the cluster and gives up after the
 configuration's timeoutSeconds (5 s; failurePolicy Ignore then admits the pod ungated). A server
@@ -9,12 +10,17 @@ the cluster keeps working, but no replacement pod is steered and a repack fails.
 gunicorn 27's gthread worker hands each connection to a thread, which does the TLS handshake and
 reads the request with blocking reads: a peer that sends a byte just often enough to beat any
 per-read timeout holds that thread for as long as it likes, and 16 of them hold all 8. This
-worker keeps every byte of input off the threads:
+worker does all of its socket I/O on gunicorn's selector loop (one thread), never blocking:
 
-- the worker's event loop (gunicorn's selector loop, one thread) does the TLS handshake and reads
-  each request, headers and Content-Length body, with non-blocking reads. A worker thread gets a
-  connection only when a whole request is buffered, and parses it from that buffer (it never reads
-  the socket), so a slow or silent peer costs a file descriptor and a buffer, never a thread;
+- the loop does the TLS handshake and reads each request, headers and Content-Length body, with
+  non-blocking reads; only a whole buffered request is served, so a slow or silent peer costs a
+  file descriptor and a buffer, never a thread;
+- a whole request is served on the loop itself: gunicorn parses it from that buffer and runs the
+  Flask app, whose work is in memory only (the relocation index, the Lease state, the metrics),
+  and whatever gunicorn writes is buffered and then sent by the loop with non-blocking writes,
+  the headers and body in one TLS record where they fit. Handing each request to a thread and back
+  cost two thread wake-ups and a pipe write per review, most of the review's latency on a busy
+  2-core machine (issue 19's benchmark: p99 8.6 -> 5.1 ms at 300 reviews/s);
 - a request must arrive whole within READ_DEADLINE_SECONDS of its first byte (so must a TLS
   handshake); past it the peer gets a 408 and is disconnected. A connection that sends nothing
   is closed after IDLE_SECONDS (new) or the keep-alive timeout (after a handshake or a response);
@@ -28,14 +34,15 @@ worker keeps every byte of input off the threads:
 - one peer address holds at most MAX_PEER_CONNECTIONS connections: past it the peer's oldest
   connection that is idle (no request under way) is closed to make room, and if it has none the
   new connection is closed at once;
-- the worker threads keep what they had: kernel send/receive timeouts (IO_SECONDS) on every socket
-  and one reaper that shuts down a connection still being served REQUEST_DEADLINE_SECONDS after a
-  thread took it (the application plus writing the response).
+- a response not all sent REQUEST_DEADLINE_SECONDS after the request was whole (a peer that does
+  not read) is given up: the connection is closed.
 
 The Flask app is served unchanged, through gunicorn's own parser and WSGI layer. HTTP/1.1 only
 (no HTTP/2, no uwsgi protocol, no PROXY protocol: check_config refuses them). It relies on the
 gthread worker's internals (gunicorn >= 27, < 28, pinned in setup.py); the import fails with a
 message naming the version otherwise.
+
+The app must not block (no network I/O in a request): while it runs, no other connection is served.
 
 Non-blocking TLS, exactly: `recv` raises SSLWantReadError when the record under way is not all in
 yet (wait until the socket is readable) and SSLWantWriteError when OpenSSL must write first (wait
@@ -61,11 +68,11 @@ from gunicorn import sock as gsock
 from gunicorn.workers import gthread
 
 from webhook.admission.app import MAX_BODY_BYTES
-from webhook.admission.deadlines import DeadlineReaper, set_io_timeouts
 from webhook.admission.framing import Frame, error_response, frame_request
 
 # Under the webhook configuration's timeoutSeconds (5): past it the API server has given up.
 REQUEST_DEADLINE_SECONDS = 4.0
+# Per-read bound of the werkzeug server (webhook.admission.serve), which serves a thread per connection.
 IO_SECONDS = 2.0
 IDLE_SECONDS = 5.0
 # A request (first byte to last) and a TLS handshake must each take no longer than this.
@@ -80,19 +87,19 @@ MAX_PEER_CONNECTIONS = 64
 HEARTBEAT_SECONDS = 1.0
 RECV_BYTES = 64 * 1024
 
-if not all(hasattr(gthread.ThreadWorker, name) for name in ("enqueue_req", "finish_request", "wait_for_and_dispatch_events")) \
+if not all(hasattr(gthread.ThreadWorker, name) for name in ("handle_request", "_keepalive_after", "handle_error", "wait_for_and_dispatch_events")) \
         or not hasattr(gthread, "TConn") or not gunicorn.__version__.startswith("27."):
     raise ImportError(f"webhook.admission.worker needs gunicorn's gthread worker of version 27 (found {gunicorn.__version__}); "
                       "install kubectl-repack[webhook] to get a supported version")
 
 
 # --- the worker ------------------------------------------------------------------------------------
-NEW, HANDSHAKE, WAIT, READING, BLOCKED, THREAD, CLOSED = "new", "handshake", "wait", "reading", "blocked", "thread", "closed"
+NEW, HANDSHAKE, WAIT, READING, BLOCKED, WRITING, CLOSED = "new", "handshake", "wait", "reading", "blocked", "writing", "closed"
 _IDLE_STATES = (NEW, WAIT)  # no request under way: what the per-peer cap may close
 
 
 class _Conn(gthread.TConn):
-    """A connection and its event-loop state (only the loop touches it, except while THREAD)."""
+    """A connection and its event-loop state."""
 
     def __init__(self, cfg, sock, client, server, peer, on_ready):
         super().__init__(cfg, sock, client, server)  # makes the socket non-blocking
@@ -106,12 +113,14 @@ class _Conn(gthread.TConn):
         self.events = 0           # what the poller waits for on this socket (0: not registered)
         self.reserved = 0         # bytes of MAX_BUFFERED_BODY_BYTES held by this request's body
         self.continue_sent = False
+        self.out = bytearray()    # the response being sent
+        self.keep = False         # keep the connection alive once `out` is sent
         self.initialized = True   # gunicorn's TConn.init() (TLS wrap, parser) is done on the loop
         self.data_ready = True
 
 
 class BoundedThreadWorker(gthread.ThreadWorker):
-    """gthread whose threads only ever see whole requests (see the module docstring)."""
+    """gthread's selector loop serving whole requests itself (see the module docstring)."""
 
     @classmethod
     def check_config(cls, cfg, log):
@@ -122,7 +131,6 @@ class BoundedThreadWorker(gthread.ThreadWorker):
             raise RuntimeError("webhook.admission.worker serves plain HTTP/1.1 requests: no uwsgi protocol, no PROXY protocol")
 
     def init_process(self):
-        self.reaper = DeadlineReaper()
         self.peers: dict = {}             # peer address -> {conn: None}, in accept order
         self.timers: list = []            # heap of (deadline, seq, conn); superseded entries are skipped
         self.timer_seq = itertools.count()
@@ -157,10 +165,6 @@ class BoundedThreadWorker(gthread.ThreadWorker):
             self.log.debug("peer %s holds %d connections: closed its oldest idle one", peer, len(mine))
             self._close(idle)
         self.nr_conns += 1
-        try:
-            set_io_timeouts(client_sock, IO_SECONDS)
-        except OSError:
-            pass
         conn = _Conn(self.cfg, client_sock, client_addr, listener.getsockname(), peer, self._on_ready)
         self.peers.setdefault(peer, {})[conn] = None
         self._set_deadline(conn, NEW, time.monotonic() + IDLE_SECONDS)
@@ -225,8 +229,8 @@ class BoundedThreadWorker(gthread.ThreadWorker):
                 self._set_deadline(conn, conn.state, min(conn.deadline, now + gthread.STOP_KEEPALIVE_LINGER))
         while self.timers and self.timers[0][0] <= now:
             deadline, _, conn = heapq.heappop(self.timers)
-            if conn.deadline != deadline or conn.state in (THREAD, CLOSED):
-                continue  # superseded by a later deadline, or in a thread (the reaper's then)
+            if conn.deadline != deadline or conn.state == CLOSED:
+                continue  # superseded by a later deadline
             if conn.state in (READING, BLOCKED):
                 self.log.debug("request from %s not whole after %g s: 408", conn.peer, READ_DEADLINE_SECONDS)
                 self._close(conn, error_response(408, f"request not complete within {READ_DEADLINE_SECONDS:g} s"))
@@ -241,11 +245,12 @@ class BoundedThreadWorker(gthread.ThreadWorker):
                 self._handshake(conn)
             elif conn.state in (WAIT, READING):
                 self._read(conn)
-            # THREAD, BLOCKED, CLOSED: an earlier event of this batch moved it on; nothing to do
+            elif conn.state == WRITING:
+                self._flush(conn)
+            # BLOCKED, CLOSED: an earlier event of this batch moved it on; nothing to do
         except Exception:  # noqa: BLE001 - one connection's failure must not stop the loop for all
             self.log.exception("serving a connection from %s failed; closing it", conn.peer)
-            if conn.state != THREAD:
-                self._close(conn)
+            self._close(conn)
 
     def _start(self, conn):
         """First bytes on a new connection: a TLS handshake (or a plain request) begins."""
@@ -371,46 +376,92 @@ class BoundedThreadWorker(gthread.ThreadWorker):
             self._read(waiting)
 
     def _dispatch(self, conn, end: int):
-        """Hand one whole request to a thread: gunicorn parses it from these bytes, not the socket."""
+        """Serve one whole request: gunicorn parses it from these bytes (never the socket) and runs
+        the app; the response goes out through `_flush`."""
         request, conn.buf = bytes(conn.buf[:end]), conn.buf[end:]
         conn.head, conn.scanned, conn.continue_sent = None, 0, False
-        self._watch(conn, 0)
-        conn.state = THREAD
         conn.parser = ghttp.get_parser(self.cfg, [request], conn.client)
-        self.enqueue_req(conn)
-
-    def handle(self, conn):
-        """In a thread: serve the buffered request (the socket is only written to)."""
-        token = self.reaper.watch(conn.sock.fileno(), REQUEST_DEADLINE_SECONDS)
+        sock, conn.sock = conn.sock, _Buffered(conn.out)   # what gunicorn writes is kept in conn.out
         try:
-            return super().handle(conn)
+            conn.keep = self._serve(conn)
         finally:
-            self.reaper.release(token)
-
-    def finish_request(self, conn, fs):
-        """Back on the loop once a thread has served a request: keep the connection alive or close it."""
-        try:
-            keep = bool(fs.result()) if not fs.cancelled() else False
-        except Exception:  # noqa: BLE001 - a failed request closes its connection
-            keep = False
-        if conn.state == CLOSED:
-            return
+            conn.sock = sock
+            conn.parser = None
         self._release(conn)
-        if not keep or not self.alive:
-            return self._close(conn)
+        if conn.out:
+            self._set_deadline(conn, WRITING, time.monotonic() + REQUEST_DEADLINE_SECONDS)
+            self._flush(conn)
+        else:
+            self._served(conn)
+
+    def _serve(self, conn) -> bool:
+        """gunicorn's handling of one request (WSGI environ, the app, the response): keep alive?"""
+        req = None
         try:
-            conn.sock.setblocking(False)
-        except OSError:
+            req = next(conn.parser)
+            if not req:
+                return False
+            return self._keepalive_after(conn, self.handle_request(req, conn))
+        except (StopIteration, ghttp.errors.NoMoreData) as exc:
+            self.log.debug("request from %s ended early: %r", conn.peer, exc)
+        except Exception as exc:  # noqa: BLE001 - gunicorn answers 400/500 for it, then closes
+            self.handle_error(req, conn.sock, conn.client, exc)
+        return False
+
+    def _flush(self, conn):
+        """Send what is left of the response without blocking; then keep the connection or close it."""
+        out = conn.out
+        while out:
+            try:
+                sent = conn.sock.send(out)
+            except (ssl.SSLWantWriteError, BlockingIOError, InterruptedError):
+                return self._watch(conn, selectors.EVENT_WRITE)
+            except ssl.SSLWantReadError:
+                return self._watch(conn, selectors.EVENT_READ)
+            except (OSError, ValueError):
+                return self._close(conn)
+            del out[:sent]
+        self._served(conn)
+
+    def _served(self, conn):
+        """A response is out: wait for the next request on a kept-alive connection, or close it."""
+        if not conn.keep or not self.alive:
             return self._close(conn)
-        conn.parser = None
         self._set_deadline(conn, WAIT, time.monotonic() + self.cfg.keepalive)
         # A pipelined request may be in conn.buf or decrypted inside the SSL object already
         # (pending()), where the poller cannot see it: read it now. Anything else is on the socket
         # (reading stopped right after a whole record), where the poller sees it.
         if conn.buf or (isinstance(conn.sock, ssl.SSLSocket) and conn.sock.pending()):
-            self._read(conn)
+            self.method_queue.defer(self._on_ready, conn, None)   # on the loop's next pass: no recursion
         else:
             self._watch(conn, selectors.EVENT_READ)
+
+
+class _Buffered:
+    """The socket gunicorn writes a response to while the app runs on the loop: it collects the
+    bytes (sent by `BoundedThreadWorker._flush`, which never blocks)."""
+
+    def __init__(self, out: bytearray):
+        self.out = out
+
+    def sendall(self, data) -> None:
+        self.out += data
+
+    def send(self, data) -> int:
+        self.out += data
+        return len(data)
+
+    def close(self) -> None:        # gunicorn's error paths close the socket: _served closes it then
+        pass
+
+    def shutdown(self, how) -> None:
+        pass
+
+    def setblocking(self, flag) -> None:
+        pass
+
+    def gettimeout(self) -> float:   # gunicorn's error answers (util.write_nonblock) ask
+        return 0.0
 
 
 WORKER_CLASS = f"{__name__}.BoundedThreadWorker"

@@ -21,7 +21,7 @@ def main(argv=None) -> int:
     port, cert_dir = (argv or sys.argv[1:])[:2]
     from webhook.admission.serve import serve_gunicorn
 
-    serve_gunicorn(argparse.Namespace(host="127.0.0.1", port=int(port), cert_dir=cert_dir, threads=8,
+    serve_gunicorn(argparse.Namespace(host="127.0.0.1", port=int(port), cert_dir=cert_dir,
                                       log_level="warning"), app_factory=app)
     return 0
 

@@ -1,5 +1,5 @@
-"""The production server (gunicorn, webhook.admission.worker, 8 threads) over TLS on 127.0.0.1 under
-slow clients: more peers dripping a request a byte at a time than the worker has threads do not
+"""The production server (gunicorn, webhook.admission.worker's event loop) over TLS on 127.0.0.1 under
+slow clients: more peers dripping a request a byte at a time than gunicorn's own worker has threads do not
 delay a well-behaved review, and each is cut off with a 408 once its request is not whole
 READ_DEADLINE_SECONDS after its first byte; one peer address holds at most MAX_PEER_CONNECTIONS
 connections; and malformed or oversized requests are answered 4xx from the event loop (SEC-4).
@@ -30,7 +30,7 @@ from webhook.admission.framing import frame_request
 from webhook.admission.worker import MAX_BUFFERED_BODY_BYTES, READ_DEADLINE_SECONDS, REQUEST_DEADLINE_SECONDS
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-THREADS = 8  # tests.unit.webhook.serve_fixture's
+THREADS = 8  # gunicorn's gthread default here before the event-loop worker: twice as many drippers
 DRIPPERS = 2 * THREADS
 # A well-behaved review is answered long before any dripper could be (they would need minutes).
 PROMPT = 2.0
@@ -322,6 +322,51 @@ def test_keep_alive_and_pipelined_requests_are_answered_in_order(server):
             headers = dict(line.decode().split(":", 1) for line in iter(f.readline, b"\r\n"))
             review = json.loads(f.read(int(headers["Content-Length"])))
             assert status.startswith(b"HTTP/1.1 200 ") and review["response"]["uid"] == f"pipelined-{i}"
+
+
+def test_a_peer_that_does_not_read_its_answers_stalls_nobody_and_gets_them_all_when_it_reads(server):
+    """Answers are written without blocking: a peer that pipelines requests and reads nothing fills
+    the socket's buffers, and its connection then waits for the socket to drain while every other
+    peer is served; once it reads, it gets every answer, whole and in order."""
+    n = 1500    # x 4.7 kB of metrics: more than the kernel buffers on loopback hold (4 MB at most)
+    plain = socket.socket()
+    plain.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    plain.settimeout(10)
+    plain.connect(("127.0.0.1", server.port))
+    with server.ctx.wrap_socket(plain, server_hostname="127.0.0.1") as s:
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * n)
+        time.sleep(1.0)   # the server has written what fits and waits to write the rest
+        status, review, seconds = server.review("while-unread")
+        assert _ok(status, review, "while-unread") and seconds < PROMPT, seconds
+        f = s.makefile("rb")
+        for i in range(n):
+            head = f.readline()
+            headers = {k.strip().lower(): v.strip() for k, v in
+                       (line.decode().split(":", 1) for line in iter(f.readline, b"\r\n"))}
+            body = f.read(int(headers["content-length"]))
+            assert head.startswith(b"HTTP/1.1 200 ") and b"repack_webhook" in body, (i, head, body[:80])
+
+
+def test_a_peer_that_never_reads_its_answers_is_closed_after_the_request_deadline(server):
+    n = 1500
+    plain = socket.socket()
+    plain.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    plain.settimeout(10)
+    plain.connect(("127.0.0.1", server.port))
+    with server.ctx.wrap_socket(plain, server_hostname="127.0.0.1") as s:
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * n)
+        time.sleep(REQUEST_DEADLINE_SECONDS + 1.5)
+        got, ended = b"", None
+        while ended is None:
+            try:
+                data = s.recv(1 << 20)   # a server still waiting to write would send it all
+            except (ssl.SSLError, ConnectionResetError) as exc:   # closed with requests unread: a reset
+                ended = repr(exc)
+                break
+            if not data:
+                ended = "EOF"
+            got += data
+    assert ended and got.count(b"HTTP/1.1 200 ") < n, (ended, got.count(b"HTTP/1.1 200 "))
 
 
 def test_a_large_body_is_read_whole_across_many_tls_records(server):
