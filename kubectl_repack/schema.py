@@ -140,7 +140,10 @@ def _crd_resource():
 
 @functools.lru_cache(maxsize=1)
 def _crd_cached():
-    return yaml.safe_load(_crd_resource().read_text(encoding="utf-8"))
+    # libyaml's parser when PyYAML has it (8 ms here against 65 ms for the pure-Python one, paid by
+    # every `plan` and `apply`); the pure-Python zipapp's PyYAML has only the latter. Our own file.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml.load(_crd_resource().read_text(encoding="utf-8"), Loader=loader)  # noqa: S506 - a safe loader
 
 
 def load_crd():
