@@ -151,7 +151,23 @@ class CandidateEvaluator:
         its own; constant during one trace except for nodes the trace itself touches."""
         if not extra or self.brute:
             return OwnKeys({})
-        return OwnKeys({n: self.key(n, extra) for n in self.repriced_by(extra, vacating)})
+        # From the index's key where it is current (the committed state's, as key(n) would give):
+        # only the re-pricing differs; nodes an enclosing fork touched (overlay) are keyed afresh.
+        key_of, overlay, plan_groups, group_r = self.index.key_of, self.overlay, self.plan_groups, self.prep.group_r
+        out = {}
+        for n in self.repriced_by(extra, vacating):
+            k = key_of.get(n)
+            if k is None or n in overlay:
+                out[n] = self.key(n, extra)
+            elif k[0] != MAYBE:
+                out[n] = k
+            else:
+                sub = 0
+                for g, r in group_r[n].items():
+                    if g in extra and g not in plan_groups:
+                        sub += r
+                out[n] = (MAYBE, k[1] + sub, k[2], n) if sub else k
+        return OwnKeys(out)
 
     def repriced_by(self, extra, vacating=None):
         """MAYBE receivers whose key for a candidate with PodGroups `extra` differs from the index key."""

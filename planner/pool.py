@@ -7,6 +7,10 @@ import heapq
 from enum import Enum
 
 
+# Members of a bound's value looked at for one already verified (CandidatePool._extreme).
+EXTREME_SCAN = 64
+
+
 class Status(Enum):
     """What the fast loop knows about a remaining candidate."""
     FEASIBLE = "feasible"          # verified since its evaluation last changed
@@ -46,6 +50,9 @@ class CandidatePool:
         # PodGroup or workload -> candidates whose cost it enters; each candidate's groups priced
         # on an empty plan (the pool starts before the first commit): the same for every pass
         self.by_group = prep.once("pool.by_group", lambda: _by_group(prep))
+        # each candidate's workloads (dimension 0 counts those the plan does not disrupt yet)
+        self.workloads_of = prep.once("pool.workloads_of", lambda: {
+            c: frozenset(prep.gangs[key].workload for key in prep.groups_of[c]) for c in prep.candidates})
         first = prep.once("pool.first_parts", lambda: {c: {key: planner.cost.delta(key, keys)
                                                            for key, keys in prep.groups_of[c].items()}
                                                        for c in prep.candidates})
@@ -97,7 +104,11 @@ class CandidatePool:
             b += x1
             e += x2
             f += x3
-        return (cost.new_workloads(groups), a, b, e, f)
+        new = 0
+        for w in self.workloads_of[c]:
+            if w not in cost.workloads:
+                new += 1
+        return (new, a, b, e, f)   # dimension 0 as cost.new_workloads(groups)
 
     def enter(self, c, d=None):
         pl = self.pl
@@ -174,9 +185,26 @@ class CandidatePool:
         return self.status[c]
 
     def _extreme(self, i, lowest):
+        """The lowest (highest) value of dimension `i` over the feasible members. A member already
+        verified at the extreme value settles it, so unknown members of the same value are not
+        verified for it (the bound is a value, not a candidate; a member that is in fact
+        infeasible is dropped when a search next reaches it). Up to EXTREME_SCAN of them are looked at."""
         lst = self.asc[i]
+        status = self.status
         while lst:
             v, c = lst[0] if lowest else lst[-1]
+            if status[c] != Status.FEASIBLE:
+                n = len(lst)
+                for k in range(1, min(n, EXTREME_SCAN)):
+                    v2, c2 = lst[k] if lowest else lst[n - 1 - k]
+                    if v2 != v:
+                        break
+                    if status[c2] == Status.FEASIBLE:
+                        if self.resolve(c2) == Status.FEASIBLE:
+                            return v
+                        break          # it left (over budget): the list changed, look again
+                if len(lst) != n:
+                    continue
             if self.resolve(c) == Status.FEASIBLE:
                 return v
         return None
