@@ -93,6 +93,7 @@ class CandidateEvaluator:
         self.overlay = set()                # receivers whose index key is stale (see _ordered)
         # Future vacate cost of a MAYBE node: its R held by PodGroups the plan does not disrupt yet.
         R = self.R
+        self.sigs = prep.once("evaluator.pod_sig", dict)
         self.alloc_r = prep.once("evaluator.alloc_r", lambda: {n.name: n.allocatable.get(R, 0) for n in self.snap.nodes})
         self.cost_now = dict(prep.once("evaluator.cost_now", lambda: {n: sum(rs.values())
                                                                        for n, rs in prep.group_r.items()}))
@@ -198,8 +199,12 @@ class CandidateEvaluator:
         return changed
 
     def pod_sig(self, pod):
-        return (tuple(sorted(pod.node_selector.items())), pod.affinity_terms, pod.tolerations,
-                pod.namespace if pod.pvc_names else "", pod.pvc_names)
+        """What the static filters read of `pod` (memoised per pod key for the Prepared snapshot)."""
+        sig = self.sigs.get(pod.key)
+        if sig is None:
+            sig = self.sigs[pod.key] = (tuple(sorted(pod.node_selector.items())), pod.affinity_terms, pod.tolerations,
+                                        pod.namespace if pod.pvc_names else "", pod.pvc_names)
+        return sig
 
     def _ordered(self, pod, vacating, fork_nodes, start=None, extra=(), repriced=None):
         """Receiver keys for `pod` in PLAN-2 order (nodes touched in the fork carry fork keys), from
@@ -290,6 +295,14 @@ class CandidateEvaluator:
                     return key[3], key
             if start == END:
                 return None, None
+            # The receiver chosen before, its key unchanged, comes first again in the walk below
+            # (static filters passed there then): try it without setting the walk up.
+            n = start[3]
+            if (repriced is not None and not self.brute and self.index.key_of.get(n) == start
+                    and n not in fork_nodes and n not in self.overlay and n not in repriced and n != vacating
+                    and n in self.receivers and pod.key not in self.snap.constraints):
+                if run_filters(pod, self.snap.node_by_name[n], self.state, cache, DYNAMIC_FILTERS) is None:
+                    return n, start
         for key, static_checked in self._ordered(pod, vacating, fork_nodes, start, extra, repriced):
             node = key[3]
             if node == vacating or node not in self.receivers:
