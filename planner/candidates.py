@@ -91,10 +91,10 @@ class CandidateEvaluator:
         self.idle = set(prep.idle) - set(closed) - self.opened
         self.plan_groups = set()            # PodGroups the committed plan disrupts
         self.overlay = set()                # receivers whose index key is stale (see _ordered)
-        # Future vacate cost of a MAYBE node: its R held by PodGroups the plan does not disrupt yet.
         R = self.R
-        self.sigs = prep.once("evaluator.pod_sig", dict)
+        self.sigs = prep.once("evaluator.pod_sig", dict)          # pod key -> pod_sig
         self.alloc_r = prep.once("evaluator.alloc_r", lambda: {n.name: n.allocatable.get(R, 0) for n in self.snap.nodes})
+        # Future vacate cost of a MAYBE node: its R held by PodGroups the plan does not disrupt yet.
         self.cost_now = dict(prep.once("evaluator.cost_now", lambda: {n: sum(rs.values())
                                                                        for n, rs in prep.group_r.items()}))
         if optimized:
@@ -129,7 +129,7 @@ class CandidateEvaluator:
         """PLAN-2 key of `node` for a candidate whose PodGroups are `extra` (their pods leave too).
 
         The planner's hottest function (a 1,000-node plan asks for 100,000 keys): free R read from
-        the state's tables directly (state.free), the re-pricing summed in a loop."""
+        the state's tables directly (as state.free), the re-pricing summed in a loop."""
         free = self.alloc_r[node] - self.state.used[node].get(self.R, 0)
         if node in self.receiving or node in self.prep.surely:
             return receiver_key(node, free, SURE)
@@ -139,13 +139,20 @@ class CandidateEvaluator:
             return receiver_key(node, free, OPENED)
         cost = self.cost_now.get(node, 0)
         if extra:
-            rs = self.prep.group_r.get(node)
-            if rs:
-                plan_groups = self.plan_groups
-                for g, r in rs.items():
-                    if g in extra and g not in plan_groups:
-                        cost -= r
-        return (MAYBE, -cost, free, node)    # receiver_key(node, free, MAYBE, cost)
+            cost -= self._own_discount(node, extra)
+        return receiver_key(node, free, MAYBE, cost)
+
+    def _own_discount(self, node, extra) -> int:
+        """R on `node` held by PodGroups among `extra` the plan does not disrupt yet: how much
+        cheaper the node is for the candidate whose pods those are."""
+        rs = self.prep.group_r.get(node)
+        sub = 0
+        if rs:
+            plan_groups = self.plan_groups
+            for g, r in rs.items():
+                if g in extra and g not in plan_groups:
+                    sub += r
+        return sub
 
     def repriced_keys(self, extra, vacating=None):
         """{node: key} of the MAYBE receivers a candidate with PodGroups `extra` sees at a key of
@@ -154,7 +161,7 @@ class CandidateEvaluator:
             return OwnKeys({})
         # From the index's key where it is current (the committed state's, as key(n) would give):
         # only the re-pricing differs; nodes an enclosing fork touched (overlay) are keyed afresh.
-        key_of, overlay, plan_groups, group_r = self.index.key_of, self.overlay, self.plan_groups, self.prep.group_r
+        key_of, overlay = self.index.key_of, self.overlay
         out = {}
         for n in self.repriced_by(extra, vacating):
             k = key_of.get(n)
@@ -163,10 +170,7 @@ class CandidateEvaluator:
             elif k[0] != MAYBE:
                 out[n] = k
             else:
-                sub = 0
-                for g, r in group_r[n].items():
-                    if g in extra and g not in plan_groups:
-                        sub += r
+                sub = self._own_discount(n, extra)
                 out[n] = (MAYBE, k[1] + sub, k[2], n) if sub else k
         return OwnKeys(out)
 

@@ -161,7 +161,15 @@ class PlanCost:
 
     def new_workloads(self, groups):
         """Dimension 0: the workloads of `groups` the committed plan does not disrupt yet."""
-        return len({self.gangs[key].workload for key in groups} - self.workloads.keys())
+        return self.undisrupted({self.gangs[key].workload for key in groups})
+
+    def undisrupted(self, workloads) -> int:
+        """How many of `workloads` (distinct) the committed plan does not disrupt yet."""
+        n = 0
+        for w in workloads:
+            if w not in self.workloads:
+                n += 1
+        return n
 
     def add(self, groups):
         """Commit a candidate's {podgroup: moved pod keys} to the plan; returns the workloads it

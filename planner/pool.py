@@ -104,11 +104,7 @@ class CandidatePool:
             b += x1
             e += x2
             f += x3
-        new = 0
-        for w in self.workloads_of[c]:
-            if w not in cost.workloads:
-                new += 1
-        return (new, a, b, e, f)   # dimension 0 as cost.new_workloads(groups)
+        return (cost.undisrupted(self.workloads_of[c]), a, b, e, f)   # dimension 0: cost.new_workloads
 
     def enter(self, c, d=None):
         pl = self.pl
