@@ -195,6 +195,13 @@ def machine(sdoc, qdoc):
                          "given next to them.")
             else:
                 busy += ": the machine was quiet and wall time is what the planner took."
+        cals = sorted(e["calibration_s"] for e in runs if e.get("calibration_s"))
+        if cals:
+            busy += (f" The machine reference (the CPU seconds of a fixed pure-Python workload in a fresh process, "
+                     f"bench/scale.py's CALIBRATION, best of 3, taken before every run; lower = faster) ranged "
+                     f"{cals[0]:.3f}–{cals[-1]:.3f} s across the rows: this machine's speed drifts between "
+                     f"quarter-hours without showing in load average or steal, and a row with a higher reference "
+                     f"was measured on a machine slower in about that proportion.")
         lines.append(f"Scale figures: {m.get('cpus')} cores ({m.get('cpu') or 'unknown CPU'}), {m.get('memory')} RAM, "
                      f"Python {m.get('python')}, {m.get('platform')}. The machine is shared with other work; the load "
                      f"average when each size × spec started is in the table and in bench/out/scale.json.{busy}")

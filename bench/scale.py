@@ -76,6 +76,31 @@ main()
 """
 
 
+# The machine's speed at the moment, in a fresh process: a fixed pure-Python workload of the kinds the
+# planner spends its time on (tuples, dict lookups, sorting, bisecting), its CPU seconds. This machine's
+# speed drifts by up to 40 % between quarter-hours, invisibly in load average and steal; the figure,
+# taken before every run, says how fast the machine was for that row (lower = faster).
+CALIBRATION = """
+import bisect, time
+t0 = time.process_time()
+keys = [(i % 7, (i * 7919) % 100003, i % 64, f"node-{i}") for i in range(60000)]
+by = {k[3]: k for k in keys}
+ordered = sorted(keys)
+hits = 0
+for i in range(60000):
+    k = by[f"node-{(i * 31) % 60000}"]
+    hits += bisect.bisect_left(ordered, k) & 1
+    hits += k[2] >= 32
+print(time.process_time() - t0)
+"""
+
+
+def calibrate():
+    """CPU seconds of CALIBRATION in a fresh process, best of 3 (see CALIBRATION)."""
+    return min(float(subprocess.run([sys.executable, "-c", CALIBRATION], capture_output=True, text=True,
+                                    check=True).stdout) for _ in range(3))
+
+
 def cluster_file(nodes, seed=SEED):
     """The cached generated cluster of `nodes` nodes (written on first use)."""
     path = OUT / f"cluster-{nodes}-seed{seed}.json"
@@ -184,7 +209,7 @@ def machine():
             "platform": platform.platform(), "loadavg_at_start": os.getloadavg()}
 
 
-MEDIANS = ("process_s", "load_s", "plan_s", "rest_s", "process_cpu_s")
+MEDIANS = ("process_s", "load_s", "plan_s", "rest_s", "process_cpu_s", "calibration_s")
 
 
 def run(sizes, specs, repeats, timeout=None, output=OUT / "scale.json", tree_sizes=TREE_SIZES):
@@ -203,12 +228,14 @@ def run(sizes, specs, repeats, timeout=None, output=OUT / "scale.json", tree_siz
             load_before = os.getloadavg()
             reps = []
             for i in range(repeats):
+                cal = calibrate()
                 reps.append(measure(path, s, timeout))
                 r = reps[-1]
+                r["calibration_s"] = cal
                 print(f"{n:>6} nodes{' +tree' if tree else '      '}  {s:<7} run {i + 1}/{repeats}: process "
                       f"{r['process_s']:.2f} s [CPU {r['process_cpu_s']:.2f} s] (load {r['load_s']:.2f}, plan "
                       f"{r['plan_s']:.2f}, rest {r['rest_s']:.2f}), peak RSS {r['peak_rss_mb']:.0f} MB, "
-                      f"freed {r['freed']}, moves {r['moves']}", flush=True)
+                      f"freed {r['freed']}, moves {r['moves']}; machine reference {cal:.3f} s", flush=True)
             first = reps[0]
             entry = {"size": n, "tree": tree, "spec": s, "repeats": repeats, "file": path.name, "commit": commit,
                      "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -249,17 +276,18 @@ def ratios(doc, big=25000, small=10000, key="process_s"):
 def table(doc):
     """The scale table, as markdown: medians of the whole process and its split."""
     lines = ["| nodes | HyperNodes | spec | runs | **whole process s** | load s | plan s | rest s | process CPU s "
-             "| peak RSS MB | nodes freed | pods moved | frag before → after | planner | load avg |",
-             "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|"]
+             "| peak RSS MB | nodes freed | pods moved | frag before → after | planner | load avg | machine reference s |",
+             "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|"]
     for e in doc["runs"]:
         if "process_s" not in e:
             continue
+        cal = f"{e['calibration_s']:.3f}" if "calibration_s" in e else "–"
         lines.append(f"| {e['size']:,} | {'3 tiers' if e.get('tree') else 'none'} | "
                      f"{SPEC_LABELS.get(e['spec'], e['spec'])} | {e['repeats']} | **{e['process_s']:.2f}** | "
                      f"{e['load_s']:.2f} | {e['plan_s']:.2f} | {e['rest_s']:.2f} | {e['process_cpu_s']:.2f} | "
                      f"{e['peak_rss_mb']:.0f} | {e['freed']} | {e['moves']} | "
                      f"{e['frag_before']} % → {e['frag_after']} % | {e.get('commit', '')} | "
-                     f"{e.get('loadavg_at_start', [float('nan')])[0]:.1f} |")
+                     f"{e.get('loadavg_at_start', [float('nan')])[0]:.1f} | {cal} |")
     r = ratios(doc)
     if r:
         lines.append("")
