@@ -93,6 +93,7 @@ class CandidateEvaluator:
         self.overlay = set()                # receivers whose index key is stale (see _ordered)
         R = self.R
         self.sigs = prep.once("evaluator.pod_sig", dict)          # pod key -> pod_sig
+        self.near_of = prep.once("evaluator.near", dict)          # candidate -> near(candidate)
         self.alloc_r = prep.once("evaluator.alloc_r", lambda: {n.name: n.allocatable.get(R, 0) for n in self.snap.nodes})
         # Future vacate cost of a MAYBE node: its R held by PodGroups the plan does not disrupt yet.
         self.cost_now = dict(prep.once("evaluator.cost_now", lambda: {n: sum(rs.values())
@@ -154,6 +155,20 @@ class CandidateEvaluator:
                     sub += r
         return sub
 
+    def near(self, c):
+        """{node: ((PodGroup, its R there), ...)}: the other candidates holding pods of candidate
+        `c`'s PodGroups, the nodes a plan without those groups re-prices for `c` (see key)."""
+        near = self.near_of.get(c)
+        if near is None:
+            prep = self.prep
+            near = {}
+            for g in prep.groups_of[c]:
+                for n in prep.nodes_of_group[g]:
+                    if n != c:
+                        near.setdefault(n, []).append((g, prep.group_r[n][g]))
+            near = self.near_of[c] = {n: tuple(pairs) for n, pairs in near.items()}
+        return near
+
     def repriced_keys(self, extra, vacating=None):
         """{node: key} of the MAYBE receivers a candidate with PodGroups `extra` sees at a key of
         its own; constant during one trace except for nodes the trace itself touches."""
@@ -163,6 +178,27 @@ class CandidateEvaluator:
         # only the re-pricing differs; nodes an enclosing fork touched (overlay) are keyed afresh.
         key_of, overlay = self.index.key_of, self.overlay
         out = {}
+        if vacating is not None and extra is self.prep.groups_of.get(vacating):
+            # the candidate's own PodGroups: its re-priced nodes and their discounts from `near`,
+            # as repriced_by and _own_discount give them
+            plan_groups, receivers, receiving, idle, opened = (self.plan_groups, self.receivers, self.receiving,
+                                                               self.idle, self.opened)
+            for n, pairs in self.near(vacating).items():
+                sub, live = 0, False
+                for g, r in pairs:
+                    if g not in plan_groups:
+                        sub += r
+                        live = True
+                if not live or n not in receivers or n in receiving or n in idle or n in opened:
+                    continue
+                k = key_of.get(n)
+                if k is None or n in overlay:
+                    out[n] = self.key(n, extra)
+                elif k[0] != MAYBE:
+                    out[n] = k
+                else:
+                    out[n] = (MAYBE, k[1] + sub, k[2], n) if sub else k
+            return OwnKeys(out)
         for n in self.repriced_by(extra, vacating):
             k = key_of.get(n)
             if k is None or n in overlay:
@@ -209,6 +245,11 @@ class CandidateEvaluator:
             sig = self.sigs[pod.key] = (tuple(sorted(pod.node_selector.items())), pod.affinity_terms, pod.tolerations,
                                         pod.namespace if pod.pvc_names else "", pod.pvc_names)
         return sig
+
+    def shape(self, pod):
+        """Everything placement reads of a pod without inter-pod or topology constraints: two such
+        pods of one shape are accepted by the same receivers."""
+        return (pod.requests[self.R], tuple(sorted(pod.requests.items())), self.pod_sig(pod), pod.host_ports)
 
     def _ordered(self, pod, vacating, fork_nodes, start=None, extra=(), repriced=None):
         """Receiver keys for `pod` in PLAN-2 order (nodes touched in the fork carry fork keys), from
@@ -484,8 +525,7 @@ class CandidateEvaluator:
             for c in candidates:
                 if c in self.prep.interpod or c in self.prep.topo:
                     continue
-                sig = tuple((p.requests[self.R], tuple(sorted(p.requests.items())), self.pod_sig(p), p.host_ports)
-                            for p in self.prep.r_pods[c])
+                sig = tuple(self.shape(p) for p in self.prep.r_pods[c])
                 if sig not in ids:
                     ids[sig] = n = len(sig_pods)
                     sig_pods.append([dataclasses.replace(p, name=f"~shape{n}-{i}", uid="")

@@ -119,6 +119,8 @@ def _anti_affinity_holders(state):
 
 
 def inter_pod_affinity(pod, node, state, cache):
+    if not pod.pod_affinity and not pod.pod_anti_affinity and not state.anti_affinity_pods:
+        return None     # no term of its own and none of any pod's: nothing below can refuse
     snap = state.snapshot
     if "ipa" not in cache:
         # Existing pods whose anti-affinity the incoming pod would violate, by topology pair.

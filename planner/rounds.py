@@ -10,7 +10,7 @@ two identical.
 """
 import bisect
 
-from .candidates import CandidateEvaluator
+from .candidates import CandidateEvaluator, Evaluation
 from .cost import PlanCost, scores
 from .plan_types import NodeVerdict, PodMove
 from .pool import CandidatePool
@@ -233,6 +233,10 @@ class Planner:
                 break
 
     # -- consolidation onto an idle node (PLAN-2 rule 1) --------------------------------------------
+    # _fill answers a donor whose first pod was refused everywhere before without tracing it (the
+    # identity tests turn this off to compare)
+    answer_refusals = True
+
     def _consolidate(self) -> bool:
         """When no candidate is feasible on occupied receivers: find idle nodes that take the R
         pods of more remaining candidates than there are idle nodes (each candidate vacated in
@@ -319,10 +323,28 @@ class Planner:
         groups, cards = set(self.cost.moved), self.moved_cards
         size = (self.status_pods, self.status_bytes, len(self.freed))
         donors = []
+        prep = self.prep
+        # Most donors fail at their first pod: no receiver takes it. Within this fork the receivers
+        # only fill up or leave until one is added, so a pod of the same shape (without inter-pod or
+        # topology constraints, which other pods' moves can loosen) is refused by them all again,
+        # except perhaps by the node that trace vacated: `refused` maps that shape to it. Such an
+        # attempt is answered by asking that node alone; it counts against the budget all the same.
+        refused = {} if self.answer_refusals and not ev.pins else None
 
-        def attempt(c):
+        def attempt(c, added=False):
             self.consolidation_left -= 1
-            return ev.trace(self.prep.r_pods[c], c, True, extra=self.prep.groups_of[c])
+            pods = prep.r_pods[c]
+            shape = None
+            if refused is not None and not added and c not in prep.interpod and c not in prep.topo:
+                shape = ev.shape(pods[0])
+                x = refused.get(shape)
+                if x is not None and (x == c or x not in ev.receivers or not ev.hosts(x, pods[0])):
+                    refused[shape] = c
+                    return Evaluation(False, fail=(pods[0].key, "", ""))
+            trace = ev.trace(pods, c, True, extra=prep.groups_of[c])
+            if shape is not None and not trace.feasible and not trace.moves:
+                refused[shape] = c
+            return trace
 
         try:
             for c in order:
@@ -337,14 +359,18 @@ class Planner:
                             break
                         ev.receivers.add(extra)
                         ev.overlay.add(extra)
-                        trace = attempt(c)
+                        trace = attempt(c, added=True)
                         if trace.feasible:
                             opened.append(extra)
+                            if refused is not None:
+                                refused.clear()       # a receiver more: refusals no longer hold
                             break
                         ev.receivers.discard(extra)
                         ev.overlay.discard(extra)
                 if not trace.feasible:
                     continue
+                if refused is not None and (c in prep.interpod or c in prep.topo):
+                    refused.clear()    # its pods' moves can loosen other pods' inter-pod and topology filters
                 for p, to, _ in trace.moves:
                     st.move(p, to)
                     ev.receiving.add(to)
@@ -444,9 +470,11 @@ class Planner:
         if c in self.prep.interpod or c in self.prep.topo:
             return self._evaluation(("node", c)).feasible
         ev = self._evaluation(("sig", self.ev.sig_of[c]))
-        own = self.ev.repriced_by(self.prep.groups_of[c], c)
-        if any(to == c or to in own for _, to, _ in ev.moves):
-            return self._evaluation(("node", c)).feasible
+        near = self.ev.near(c)       # holds every node repriced_by can give
+        if any(to == c or to in near for _, to, _ in ev.moves):
+            own = self.ev.repriced_by(self.prep.groups_of[c], c)
+            if any(to == c or to in own for _, to, _ in ev.moves):
+                return self._evaluation(("node", c)).feasible
         return ev.feasible
 
     def _rounds_fast(self):

@@ -185,3 +185,49 @@ def test_the_pools_choice_is_a_full_rescores_choice_round_after_round(seed):
         pool.pl.live.discard(chosen)
         left.remove(chosen)
     assert not pool.rescore()
+
+
+def _idle_consolidation():
+    """Full receivers, one idle node, and donors holding one 2-card pod each on nodes that take no
+    second pod: the idle node takes four donors, the fifth is refused everywhere, and the donors
+    after it have the same shape."""
+    objs = []
+    for i in range(3):
+        objs += [node(f"r{i}", cards=8), *gang(f"full{i}", workers=[f"r{i}"], cards=8)]
+    objs.append(node("idle0", cards=8))
+    for i in range(7):
+        objs += [node(f"d{i}", cards=8, pods=1), *gang(f"small{i}", workers=[f"d{i}"], cards=2)]
+    return load_objects(objs)
+
+
+# the reference loop shares _fill with the fast one; on the generated cluster it is only slower
+@pytest.mark.parametrize("cluster,optimized", [("idle-consolidation", True), ("idle-consolidation", False),
+                                               ("generated-60", True)])
+def test_consolidation_answers_refused_donors_as_their_traces_would(monkeypatch, cluster, optimized):
+    """Consolidation onto idle nodes (rounds.Planner._fill) answers a donor whose first pod's shape
+    no receiver took before without tracing it: the plans are those of tracing every donor, and
+    fewer traces run."""
+    from planner.candidates import CandidateEvaluator
+    from planner.rounds import Planner
+
+    snap = _idle_consolidation() if cluster == "idle-consolidation" else \
+        load_objects(generate(nodes=60, seed=1, profile="gangs"))
+    traces = {"n": 0}
+    real = CandidateEvaluator.trace
+
+    def counted(self, *a, **k):
+        traces["n"] += 1
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(CandidateEvaluator, "trace", counted)
+    with_shortcut = plan(snap, SPECS["no-budget"], optimized=optimized)
+    with_n, traces["n"] = traces["n"], 0
+    monkeypatch.setattr(Planner, "answer_refusals", False)
+    without = plan(snap, SPECS["no-budget"], optimized=optimized)
+    assert plan_status(with_shortcut, now="t") == plan_status(without, now="t")
+    assert with_shortcut.verdicts == without.verdicts
+    assert with_shortcut.notes == without.notes
+    if cluster == "idle-consolidation":
+        assert with_shortcut.notes == ("idle node(s) idle0 re-occupied: they take the pods of 4 nodes "
+                                       "(d0, d1, d2, d3)",)
+    assert with_n < traces["n"]
