@@ -31,7 +31,10 @@ class CandidatePool:
         self.status = {}
         self.dims = {}
         self.parts = {}                  # candidate -> {PodGroup: its increase of dimensions 1-4}
-        self.asc = [[] for _ in range(5)]    # per dimension: sorted (value, candidate) over the members
+        # per dimension: sorted (value, candidate) over the members, and entries of candidates that
+        # left or changed value since (`leave` costs no list surgery; `_live` tells them apart;
+        # `_extreme` drops them at the ends, `enter` compacts a list grown to twice the members)
+        self.asc = [[] for _ in range(5)]
         self.by_vector = {}              # cost vector -> sorted [(-allocatable R, candidate)] among members
         # Each vector's best member is in one of two heaps (`best`): `unscored` by the value of the
         # first scored dimension (its score's lower bound grows with it), `exact` by its score under
@@ -109,9 +112,16 @@ class CandidatePool:
     def enter(self, c, d=None):
         pl = self.pl
         d = self.dims[c] = self._dims(c) if d is None else d
-        for i in range(5):
-            bisect.insort(self.asc[i], (d[i], c))
         self.members.add(c)
+        limit = 2 * len(self.members) + 64
+        for i in range(5):
+            lst = self.asc[i]
+            entry = (d[i], c)
+            j = bisect.bisect_left(lst, entry)
+            if j == len(lst) or lst[j] != entry:     # else its entry from before it left is live again
+                lst.insert(j, entry)
+                if len(lst) > limit:
+                    self.asc[i] = [e for e in lst if self._live(i, e)]
         lst = self.by_vector.setdefault(d, [])
         entry = (-pl.prep.alloc[c], c)
         bisect.insort(lst, entry)
@@ -120,11 +130,8 @@ class CandidatePool:
 
     def leave(self, c):
         if c in self.members:
-            self.members.discard(c)
+            self.members.discard(c)     # its entries in `asc` are no longer live
             d = self.dims[c]
-            for i in range(5):
-                lst = self.asc[i]
-                lst.pop(bisect.bisect_left(lst, (d[i], c)))
             lst = self.by_vector[d]
             j = bisect.bisect_left(lst, (-self.pl.prep.alloc[c], c))
             lst.pop(j)
@@ -180,26 +187,54 @@ class CandidatePool:
             self.leave(c)
         return self.status[c]
 
+    def _live(self, i, entry):
+        """Is `entry` of dimension `i`'s list that of a member at its current value?"""
+        v, c = entry
+        return c in self.members and self.dims[c][i] == v
+
+    def _end(self, i, lowest):
+        """Dimension `i`'s list with the entries that are not live dropped from the end asked for."""
+        lst = self.asc[i]
+        if lowest:
+            k = 0
+            while k < len(lst) and not self._live(i, lst[k]):
+                k += 1
+            if k:
+                del lst[:k]
+        else:
+            while lst and not self._live(i, lst[-1]):
+                lst.pop()
+        return lst
+
     def _extreme(self, i, lowest):
         """The lowest (highest) value of dimension `i` over the feasible members. A member already
         verified at the extreme value settles it, so unknown members of the same value are not
         verified for it (the bound is a value, not a candidate; a member that is in fact
         infeasible is dropped when a search next reaches it). Up to EXTREME_SCAN of them are looked at."""
-        lst = self.asc[i]
-        status = self.status
-        while lst:
+        status, members, dims = self.status, self.members, self.dims
+        while lst := self._end(i, lowest):
             v, c = lst[0] if lowest else lst[-1]
             if status[c] != Status.FEASIBLE:
-                n = len(lst)
-                for k in range(1, min(n, EXTREME_SCAN)):
+                n, seen, k, left = len(lst), 1, 1, False
+                while seen < EXTREME_SCAN and k < n:        # the members after it, in order
                     v2, c2 = lst[k] if lowest else lst[n - 1 - k]
+                    k += 1
+                    if c2 not in members or dims[c2][i] != v2:
+                        continue
+                    seen += 1
                     if v2 != v:
                         break
                     if status[c2] == Status.FEASIBLE:
-                        if self.resolve(c2) == Status.FEASIBLE:
+                        left = self.resolve(c2) != Status.FEASIBLE
+                        if not left:
                             return v
-                        break          # it left (over budget): the list changed, look again
-                if len(lst) != n:
+                        break          # it left (over budget): look again
+                if k > seen:           # dead entries among those passed over: out in one splice
+                    if lowest:
+                        lst[:k] = [e for e in lst[:k] if e[1] in members and dims[e[1]][i] == e[0]]
+                    else:
+                        lst[n - k:] = [e for e in lst[n - k:] if e[1] in members and dims[e[1]][i] == e[0]]
+                if left:
                     continue
             if self.resolve(c) == Status.FEASIBLE:
                 return v
