@@ -178,47 +178,47 @@ class CandidateEvaluator:
         # only the re-pricing differs; nodes an enclosing fork touched (overlay) are keyed afresh.
         key_of, overlay = self.index.key_of, self.overlay
         out = {}
-        if vacating is not None and extra is self.prep.groups_of.get(vacating):
-            # the candidate's own PodGroups: its re-priced nodes and their discounts from `near`,
-            # as repriced_by and _own_discount give them
-            plan_groups, receivers, receiving, idle, opened = (self.plan_groups, self.receivers, self.receiving,
-                                                               self.idle, self.opened)
-            for n, pairs in self.near(vacating).items():
-                sub, live = 0, False
-                for g, r in pairs:
-                    if g not in plan_groups:
-                        sub += r
-                        live = True
-                if not live or n not in receivers or n in receiving or n in idle or n in opened:
-                    continue
-                k = key_of.get(n)
-                if k is None or n in overlay:
-                    out[n] = self.key(n, extra)
-                elif k[0] != MAYBE:
-                    out[n] = k
-                else:
-                    out[n] = (MAYBE, k[1] + sub, k[2], n) if sub else k
-            return OwnKeys(out)
-        for n in self.repriced_by(extra, vacating):
+        for n, sub in self._repriced(extra, vacating).items():
             k = key_of.get(n)
             if k is None or n in overlay:
                 out[n] = self.key(n, extra)
             elif k[0] != MAYBE:
                 out[n] = k
             else:
-                sub = self._own_discount(n, extra)
+                if sub is None:
+                    sub = self._own_discount(n, extra)
                 out[n] = (MAYBE, k[1] + sub, k[2], n) if sub else k
         return OwnKeys(out)
 
     def repriced_by(self, extra, vacating=None):
         """MAYBE receivers whose key for a candidate with PodGroups `extra` differs from the index key."""
-        out = set()
+        return set(self._repriced(extra, vacating))
+
+    def _repriced(self, extra, vacating):
+        """{node: its discount for the candidate (None: not worked out)} of the receivers `repriced_by`
+        names. For a candidate's own PodGroups both come from `near`, as _own_discount gives them."""
+        plan_groups, receivers, receiving, idle, opened = (self.plan_groups, self.receivers, self.receiving,
+                                                           self.idle, self.opened)
+        out = {}
+        if vacating is not None and extra is self.prep.groups_of.get(vacating):
+            for n, pairs in self.near(vacating).items():
+                sub, live = 0, False
+                for g, r in pairs:
+                    if g not in plan_groups:
+                        sub += r
+                        live = True
+                if live and n in receivers and n not in receiving and n not in idle and n not in opened:
+                    out[n] = sub
+            return out
+        nodes = set()
         for g in extra:
-            if g not in self.plan_groups:
-                out |= self.prep.nodes_of_group.get(g, set())
-        out.discard(vacating)
-        return {n for n in out if n in self.receivers and n not in self.receiving and n not in self.idle
-                and n not in self.opened}
+            if g not in plan_groups:
+                nodes |= self.prep.nodes_of_group.get(g, set())
+        nodes.discard(vacating)
+        for n in nodes:
+            if n in receivers and n not in receiving and n not in idle and n not in opened:
+                out[n] = None
+        return out
 
     def disrupt(self, groups):
         """The committed plan now disrupts `groups`: re-price their nodes. Returns {node: old key}."""
