@@ -21,6 +21,9 @@ nodes are vacated), so only sets that could free more than the greedy pass are t
 first, at most MAX_ALTERNATIVES passes; each pass is the normal planner (every filter, GANG-3
 order) restricted to that set.
 """
+from collections import Counter
+from itertools import chain
+
 from . import setsearch
 from .cost import plan_dimensions
 from .verdicts import VerdictReason
@@ -102,8 +105,8 @@ def _card_fit(prep, cands, limit):
 class _Feasible:
     """Whether a candidate can be vacated on the initial snapshot, memoised and bounded."""
 
-    def __init__(self, evaluator):
-        self.ev, self.memo, self.left = evaluator, {}, MAX_CHECKS
+    def __init__(self, check):
+        self.check, self.memo, self.left = check, {}, MAX_CHECKS
 
     def __call__(self, c):
         ok = self.memo.get(c)
@@ -111,7 +114,7 @@ class _Feasible:
             if self.left <= 0:
                 return False
             self.left -= 1
-            ok = self.memo[c] = self.ev.evaluate(c).feasible
+            ok = self.memo[c] = self.check(c)
         return ok
 
 
@@ -137,16 +140,18 @@ def alternatives(prep, greedy_net, feasible):
                 by_group.setdefault(g, []).append(c)
 
         memo = {}
+        size = {c: len(groups[c]) for c in cands}
 
         def closure(u, check=True):
-            if (u, check) in memo:
-                return memo[(u, check)]
-            seen = memo[(u, check)] = set()
-            for g in u:
-                for c in by_group[g]:
-                    if c not in seen and groups[c] <= u and (not check or feasible(c)):
-                        seen.add(c)
-            return seen
+            got = memo.get((u, check))
+            if got is None:
+                # A candidate's PodGroups all lie in u when it turns up in by_group once per PodGroup
+                # of its own; Counter counts in C (this runs for every candidate and every growth step)
+                # and keeps first-seen order, the order feasible() is asked in (it has a budget).
+                hits = Counter(chain.from_iterable(map(by_group.__getitem__, u)))
+                got = memo[(u, check)] = {c for c, n in hits.items()
+                                          if n == size[c] and (not check or feasible(c))}
+            return got
 
         ranked = sorted((c for c in cands if len(groups[c]) <= limit),
                         key=lambda c: (-len(closure(groups[c], False)), len(groups[c]), c))
@@ -391,9 +396,10 @@ def restricted(greedy, make_planner):
     limit = min(MAX_PASSES, SEARCH_WORK // max(len(prep.candidates), 1))
     if not budget_bound(greedy) and limit < MIN_PASSES:
         return best            # neither alternatives nor a search: no pass to make (large clusters)
-    initial = make_planner(None, frozenset(), frozenset()).ev
+    unrestricted = make_planner(None, frozenset(), frozenset())
+    initial = unrestricted.ev
     if budget_bound(greedy):
-        for members in alternatives(prep, net_freed(greedy), _Feasible(initial)):
+        for members in alternatives(prep, net_freed(greedy), _Feasible(unrestricted.vacatable())):
             alt = make_planner(members, frozenset(), frozenset()).run_rounds()
             if key(alt) < best_key:
                 best, best_key = alt, key(alt)

@@ -413,6 +413,16 @@ class Planner:
             return donors, opened
         return [], []
 
+    def vacatable(self):
+        """A check `c -> bool`: can candidate c be vacated on this pass's state as it stands, before
+        any round? Optimized, through the fast loop's evaluations (one trace per signature serves
+        every candidate of it); else a trace of c's own."""
+        if not self.optimized:
+            return lambda c: self.ev.evaluate(c).feasible
+        self.ev.build_signatures(self.prep.candidates)
+        self._init_cache()
+        return self.feasible_now
+
     # -- the optimized loop -------------------------------------------------------------------------
     def _init_cache(self):
         self.cache = {}              # evaluation unit -> Evaluation
