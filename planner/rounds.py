@@ -480,8 +480,10 @@ class Planner:
         if c in self.prep.interpod or c in self.prep.topo:
             return self._evaluation(("node", c)).feasible
         ev = self._evaluation(("sig", self.ev.sig_of[c]))
-        near = self.ev.near(c)       # holds every node repriced_by can give
-        if any(to == c or to in near for _, to, _ in ev.moves):
+        # a move to c itself or to a node sharing one of c's PodGroups (every node repriced_by can
+        # give is such a node: CandidateEvaluator.near), tested without building c's `near`
+        groups, group_r = self.prep.groups_of[c].keys(), self.prep.group_r
+        if any(to == c or (to in group_r and not groups.isdisjoint(group_r[to])) for _, to, _ in ev.moves):
             own = self.ev.repriced_by(self.prep.groups_of[c], c)
             if any(to == c or to in own for _, to, _ in ev.moves):
                 return self._evaluation(("node", c)).feasible
