@@ -197,11 +197,6 @@ def _converted():
     return run_schema_module._convert(policy_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
 
 
-@functools.lru_cache(maxsize=1)
-def _validator():
-    return run_schema_module._Validator(_converted())
-
-
 def validate_policy(obj) -> dict:
     """Validate one RepackPolicy; return it as the API server would store it, or raise
     ValidationError with one `<path>: <message>` per error (schema, then the controller's own
@@ -211,7 +206,7 @@ def validate_policy(obj) -> dict:
         raise ValidationError([f"{run_schema_module.ROOT}: expected a {KIND} object, "
                                f"got {run_schema_module._json_type(obj)}"])
     obj = run_schema_module._as_stored(obj, schema)
-    found = (run_schema_module._schema_errors(_validator(), obj)
+    found = (run_schema_module._schema_errors_of(schema, obj)
              | run_schema_module._metadata_errors(obj, kind=KIND, api_version=API_VERSION))
     if found:
         raise ValidationError(run_schema_module._render(found, schema))
