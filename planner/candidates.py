@@ -6,14 +6,12 @@ receiver order (with the future vacate cost priced on the plan so far), the rece
 scale, and the traces that place a candidate's pods one by one on a fork. It also repairs a cached
 evaluation after a round instead of searching again (the round loop decides when).
 """
-import bisect
 import dataclasses
 from dataclasses import dataclass, field
 
 from .filters import DYNAMIC_FILTERS, FILTERS, STATIC_FILTERS, run_filters, topology_domain
 from .receivers import IDLE, MAYBE, OPENED, SURE, ReceiverIndex, receiver_key
 
-END = ("end",)   # a start key after every receiver: only changed nodes can take the pod
 # HyperNodes one trace tries for a wholly vacated hard-topology gang (TOPO-2), lowest tier first
 MAX_DOMAINS_TRIED = 32
 # A pod whose HyperNode holds at most this many nodes takes its receivers from their keys directly
@@ -28,38 +26,6 @@ class OwnKeys(dict):
     def __init__(self, keys):
         super().__init__(keys)
         self.ordered = sorted(self.values())
-
-
-class DirtyKeys:
-    """The changed nodes of a repair (`CandidateEvaluator.repair`) in receiver order, at their keys
-    for the candidate. Keyed once per repair, not once per pod: placing a pod changes only the key
-    of its receiver, which `add` keys again (as it keys a node newly counted as changed)."""
-
-    def __init__(self, ev, nodes, vacating, extra):
-        self.ev, self.vacating, self.extra = ev, vacating, extra
-        self.key_of = {}
-        for t in nodes:
-            if t in ev.receivers and t != vacating:
-                self.key_of[t] = ev.key(t, extra)
-        self.keys = sorted(self.key_of.values())
-
-    def add(self, node):
-        old = self.key_of.pop(node, None)
-        if old is not None:
-            self.keys.pop(bisect.bisect_left(self.keys, old))
-        if node in self.ev.receivers and node != self.vacating:
-            key = self.key_of[node] = self.ev.key(node, self.extra)
-            bisect.insort(self.keys, key)
-
-    def before(self, start, need):
-        """Keys before `start` (all of them when it is END) of nodes with at least `need` free, in order."""
-        out = []
-        for k in self.keys:
-            if start != END and k >= start:
-                break
-            if k[2] >= need:
-                out.append(k)
-        return out
 
 
 @dataclass
@@ -251,10 +217,10 @@ class CandidateEvaluator:
         pods of one shape are accepted by the same receivers."""
         return (pod.requests[self.R], tuple(sorted(pod.requests.items())), self.pod_sig(pod), pod.host_ports)
 
-    def _ordered(self, pod, vacating, fork_nodes, start=None, extra=(), repriced=None):
-        """Receiver keys for `pod` in PLAN-2 order (nodes touched in the fork carry fork keys), from
-        `start` on when given; yields (key, static filters already checked). `repriced`: the
-        candidate's own keys of re-priced nodes (`repriced_keys`), computed when None.
+    def _ordered(self, pod, vacating, fork_nodes, extra=(), repriced=None):
+        """Receiver keys for `pod` in PLAN-2 order (nodes touched in the fork carry fork keys);
+        yields (key, static filters already checked). `repriced`: the candidate's own keys of
+        re-priced nodes (`repriced_keys`), computed when None.
 
         Nodes whose index key is stale (`overlay`: touched by an enclosing fork, or receivers not
         in the index such as an idle node being tried) are merged in at their current keys."""
@@ -262,7 +228,7 @@ class CandidateEvaluator:
         if self.brute:
             keys = sorted(self.key(n, extra) for n in self.receivers if n != vacating)
             for k in keys:
-                if k[2] >= need and (start is None or k >= start):
+                if k[2] >= need:
                     yield k, False
             return
         sig = self.pod_sig(pod)
@@ -281,10 +247,9 @@ class CandidateEvaluator:
             repriced = self.repriced_keys(extra, vacating)
         stale = fork_nodes | self.overlay
         ordered = repriced.ordered
-        own = [k for k in ordered[bisect.bisect_left(ordered, start) if start is not None else 0:]
-               if k[2] >= need and k[3] not in stale]
+        own = [k for k in ordered if k[2] >= need and k[3] not in stale]
         fresh = [k for k in (self.key(n, extra) for n in stale if n in self.receivers and n != vacating)
-                 if (start is None or k >= start) and k[2] >= need]
+                 if k[2] >= need]
         if fresh:
             own = sorted(own + fresh)
         if domain is not None and len(domain) <= DIRECT_DOMAIN:
@@ -292,9 +257,9 @@ class CandidateEvaluator:
             # (the same keys the walk yields, without visiting every class of every bucket)
             key_of, class_of = self.index.key_of, self.prep.class_of
             walk = sorted(k for k in (key_of.get(n) for n in domain)
-                          if k is not None and k[2] >= need and (start is None or k >= start) and class_ok(class_of[k[3]]))
+                          if k is not None and k[2] >= need and class_ok(class_of[k[3]]))
         else:
-            walk = self.index.walk(need, class_ok, start)
+            walk = self.index.walk(need, class_ok)
         fi = 0
         for k in walk:
             while fi < len(own) and own[fi] < k:
@@ -318,9 +283,8 @@ class CandidateEvaluator:
             out = allowed if out is None else out & allowed
         return out
 
-    def place(self, pod, vacating, fork_nodes, start=None, dirty=(), extra=(), repriced=None):
-        """First receiver in order that accepts `pod`. With `start`, nodes before it are known to
-        reject the pod unless they are in `dirty` (their state changed since that was known)."""
+    def place(self, pod, vacating, fork_nodes, extra=(), repriced=None):
+        """First receiver in order that accepts `pod`."""
         cache = {}
         pinned = self.pins.get(pod.key)
         if pinned is not None:
@@ -328,27 +292,7 @@ class CandidateEvaluator:
                     run_filters(pod, self.snap.node_by_name[pinned], self.state, cache) is not None:
                 return None, None
             return pinned, self.key(pinned, extra)
-        if start is not None:
-            need = pod.requests[self.R]
-            if isinstance(dirty, DirtyKeys):
-                before = dirty.before(start, need)
-            else:
-                before = sorted(k for k in (self.key(t, extra) for t in dirty if t in self.receivers and t != vacating)
-                                if (start == END or k < start) and k[2] >= need)
-            for key in before:
-                if run_filters(pod, self.snap.node_by_name[key[3]], self.state, cache) is None:
-                    return key[3], key
-            if start == END:
-                return None, None
-            # The receiver chosen before, its key unchanged, comes first again in the walk below
-            # (static filters passed there then): try it without setting the walk up.
-            n = start[3]
-            if (repriced is not None and not self.brute and self.index.key_of.get(n) == start
-                    and n not in fork_nodes and n not in self.overlay and n not in repriced and n != vacating
-                    and n in self.receivers and pod.key not in self.snap.constraints):
-                if run_filters(pod, self.snap.node_by_name[n], self.state, cache, DYNAMIC_FILTERS) is None:
-                    return n, start
-        for key, static_checked in self._ordered(pod, vacating, fork_nodes, start, extra, repriced):
+        for key, static_checked in self._ordered(pod, vacating, fork_nodes, extra, repriced):
             node = key[3]
             if node == vacating or node not in self.receivers:
                 continue
@@ -462,54 +406,6 @@ class CandidateEvaluator:
         if unit[0] == "node":
             return self.evaluate(unit[1])
         return self.trace(self.sig_pods[unit[1]], None, False)
-
-    def repair(self, unit, ev, changed):
-        """Redo a cached evaluation after a round that changed the nodes in `changed`.
-
-        Nodes outside `changed` before a pod's cached receiver rejected it then and still do (a
-        round only takes capacity away, and re-pricing only moves nodes later), so each pod's
-        search resumes at its cached receiver, after checking the changed nodes that now come
-        before it. Nodes used by the cached or the new trace of earlier pods count as changed for
-        later pods. Gives exactly what a fresh evaluation would give.
-        """
-        is_node = unit[0] == "node"
-        pods = self.prep.r_pods[unit[1]] if is_node else self.sig_pods[unit[1]]
-        vacating = unit[1] if is_node else None
-        extra = self.prep.groups_of[unit[1]] if is_node else ()
-        st = self.state
-        mark = st.fork()
-        if is_node:
-            for p in pods:
-                st.unbind(p)
-        out = Evaluation(True, interpod=ev.interpod)
-        fork_nodes = set()
-        repriced = self.repriced_keys(extra, vacating)
-        saved_receiving = self.receiving
-        self.receiving = set(self.receiving)
-        dirty = DirtyKeys(self, changed, vacating, extra)
-        try:
-            for i, p in enumerate(pods):
-                if i < len(ev.moves):
-                    start = ev.moves[i][2]
-                elif i == len(ev.moves) and not ev.feasible:
-                    start = END
-                else:
-                    start = None
-                to, key = self.place(p, vacating, fork_nodes, start, dirty, extra, repriced)
-                if to is None:
-                    out.feasible, out.fail = False, (p.key, "", "")
-                    break
-                st.bind(p, to)
-                out.moves.append((p, to, key))
-                fork_nodes.add(to)
-                self.receiving.add(to)
-                dirty.add(to)      # its key changed: re-keyed
-                if i < len(ev.moves):
-                    dirty.add(ev.moves[i][1])
-            return out
-        finally:
-            self.receiving = saved_receiving
-            st.revert(mark)
 
     def build_signatures(self, candidates):
         """Candidates whose R pods have identical scheduling shapes, in order, share one evaluation.

@@ -64,20 +64,15 @@ class ReceiverIndex:
             del self.buckets[bucket]
             self.order.pop(bisect.bisect_left(self.order, bucket))
 
-    def walk(self, min_free, class_ok=None, start=None):
-        """Keys in order among receivers with free >= min_free (and an accepted class, if given),
-        from `start` on (inclusive) when given."""
-        first = bisect.bisect_left(self.order, start[:3]) if start is not None else 0
-        for bi in range(first, len(self.order)):
-            bucket = self.order[bi]
+    def walk(self, min_free, class_ok=None):
+        """Keys in order among receivers with free >= min_free (and an accepted class, if given)."""
+        for bucket in self.order:
             if bucket[2] < min_free:
                 continue
             classes = self.buckets[bucket]
             lists = [names for c, names in classes.items() if class_ok is None or class_ok(c)]
             if not lists:
                 continue
-            if start is not None and bucket == start[:3]:
-                lists = [names[bisect.bisect_left(names, start[3]):] for names in lists]
             names = lists[0] if len(lists) == 1 else heapq.merge(*lists)
             for name in names:
                 yield bucket + (name,)
