@@ -59,7 +59,9 @@ class CandidateEvaluator:
         self.overlay = set()                # receivers whose index key is stale (see _ordered)
         R = self.R
         self.sigs = prep.once("evaluator.pod_sig", dict)          # pod key -> pod_sig
-        self.near_of = prep.once("evaluator.near", dict)          # candidate -> near(candidate)
+        # PodGroup -> ((candidate holding its pods, their R there), ...)
+        self.members_r = prep.once("evaluator.members_r", lambda: {
+            g: tuple((n, prep.group_r[n][g]) for n in nodes) for g, nodes in prep.nodes_of_group.items()})
         self.alloc_r = prep.once("evaluator.alloc_r", lambda: {n.name: n.allocatable.get(R, 0) for n in self.snap.nodes})
         # Future vacate cost of a MAYBE node: its R held by PodGroups the plan does not disrupt yet.
         self.cost_now = dict(prep.once("evaluator.cost_now", lambda: {n: sum(rs.values())
@@ -121,20 +123,6 @@ class CandidateEvaluator:
                     sub += r
         return sub
 
-    def near(self, c):
-        """{node: ((PodGroup, its R there), ...)}: the other candidates holding pods of candidate
-        `c`'s PodGroups, the nodes a plan without those groups re-prices for `c` (see key)."""
-        near = self.near_of.get(c)
-        if near is None:
-            prep = self.prep
-            near = {}
-            for g in prep.groups_of[c]:
-                for n in prep.nodes_of_group[g]:
-                    if n != c:
-                        near.setdefault(n, []).append((g, prep.group_r[n][g]))
-            near = self.near_of[c] = {n: tuple(pairs) for n, pairs in near.items()}
-        return near
-
     def repriced_keys(self, extra, vacating=None):
         """{node: key} of the MAYBE receivers a candidate with PodGroups `extra` sees at a key of
         its own; constant during one trace except for nodes the trace itself touches."""
@@ -162,18 +150,21 @@ class CandidateEvaluator:
 
     def _repriced(self, extra, vacating):
         """{node: its discount for the candidate (None: not worked out)} of the receivers `repriced_by`
-        names. For a candidate's own PodGroups both come from `near`, as _own_discount gives them."""
+        names. For a candidate's own PodGroups both come from `members_r`, as _own_discount gives them."""
         plan_groups, receivers, receiving, idle, opened = (self.plan_groups, self.receivers, self.receiving,
                                                            self.idle, self.opened)
         out = {}
         if vacating is not None and extra is self.prep.groups_of.get(vacating):
-            for n, pairs in self.near(vacating).items():
-                sub, live = 0, False
-                for g, r in pairs:
-                    if g not in plan_groups:
-                        sub += r
-                        live = True
-                if live and n in receivers and n not in receiving and n not in idle and n not in opened:
+            # the other nodes of its PodGroups the plan does not disrupt yet, each with the R those
+            # groups hold there (what _own_discount gives)
+            members_r, subs = self.members_r, {}
+            for g in extra:
+                if g not in plan_groups:
+                    for n, r in members_r[g]:
+                        subs[n] = subs.get(n, 0) + r
+            subs.pop(vacating, None)
+            for n, sub in subs.items():
+                if n in receivers and n not in receiving and n not in idle and n not in opened:
                     out[n] = sub
             return out
         nodes = set()

@@ -479,7 +479,7 @@ class Planner:
             return self._evaluation(("node", c)).feasible
         ev = self._evaluation(("sig", self.ev.sig_of[c]))
         # a move to c itself or to a node sharing one of c's PodGroups (every node repriced_by can
-        # give is such a node: CandidateEvaluator.near), tested without building c's `near`
+        # give is such a node), tested per receiver before repriced_by walks c's PodGroups
         groups, group_r = self.prep.groups_of[c].keys(), self.prep.group_r
         if any(to == c or (to in group_r and not groups.isdisjoint(group_r[to])) for _, to, _ in ev.moves):
             own = self.ev.repriced_by(self.prep.groups_of[c], c)
