@@ -8,6 +8,7 @@ docs/benchmarks.md is written by hand; only the blocks between `<!-- generated:N
     python -m bench.report --run-scale --sizes 10000 25000  # measure these sizes, keep the others
     python -m bench.report --topology-only      # only the network-topology block, from bench/out/topology.json
     python -m bench.report --relief-only        # only the pending-gang block, from bench/out/relief.json
+    python -m bench.report --scale-only         # only the scale figures, from bench/out/scale.json
 
 The network-topology block (issue 21) comes from bench/out/topology.json when it exists
 (`python -m bench.topology` writes it; it is never rerun from here: it takes ~25 minutes). The
@@ -214,6 +215,10 @@ def machine(sdoc, qdoc):
     return "\n\n".join(lines) + "\n"
 
 
+def _block(text, name):
+    return re.search(rf"<!-- generated:{name} -->\n(.*?)<!-- /generated:{name} -->", text, re.S).group(1)
+
+
 def replace_block(text, name, body):
     pat = re.compile(rf"(<!-- generated:{name} -->\n)(.*?)(<!-- /generated:{name} -->)", re.S)
     if not pat.search(text):
@@ -233,6 +238,8 @@ def main(argv=None):
                     help="regenerate only the network-topology block from bench/out/topology.json")
     ap.add_argument("--relief-only", action="store_true",
                     help="regenerate only the pending-gang (issue 22) block from bench/out/relief.json")
+    ap.add_argument("--scale-only", action="store_true",
+                    help="regenerate only the scale figures from bench/out/scale.json (no quality figures needed)")
     ap.add_argument("--quality-only", action="store_true",
                     help="regenerate only the plan-quality block from bench/out/quality.json (no scale figures needed)")
     args = ap.parse_args(argv)
@@ -247,6 +254,21 @@ def main(argv=None):
                 for line in targets(qdoc, None).splitlines()]
         DOC.write_text(replace_block(text, "targets", "\n".join(rows) + "\n"), encoding="utf-8")
         print(f"wrote the quality and targets blocks of {DOC.relative_to(ROOT)}")
+        return
+    if args.scale_only:
+        text = DOC.read_text(encoding="utf-8")
+        sdoc = _load(SCALE_JSON)
+        text = replace_block(text, "scale", scale.table(sdoc) + "\n" + growth(sdoc))
+        # the targets and machine blocks keep their quality rows and paragraph
+        new = {line.split(" | ")[0]: line for line in targets(None, sdoc).splitlines()}
+        old = _block(text, "targets").splitlines()
+        rows = [new.pop(line.split(" | ")[0], line) for line in old]
+        text = replace_block(text, "targets", "\n".join(rows + list(new.values())) + "\n")
+        kept = [part for part in _block(text, "machine").strip().split("\n\n") if part.startswith("Quality figures")]
+        text = replace_block(text, "machine", "\n\n".join([machine(sdoc, None).strip(), *kept]) + "\n")
+        DOC.write_text(text, encoding="utf-8")
+        plot(sdoc)
+        print(f"wrote the scale, targets and machine blocks of {DOC.relative_to(ROOT)} and {PLOT.relative_to(ROOT)}")
         return
     if args.relief_only:
         text = DOC.read_text(encoding="utf-8")
