@@ -3,8 +3,8 @@ scheduler's filters (FEAS-1/2), and onto which receivers in PLAN-2 order?
 
 `CandidateEvaluator` owns the simulated state and the receiver side: which nodes may receive, the
 receiver order (with the future vacate cost priced on the plan so far), the receiver index used at
-scale, and the traces that place a candidate's pods one by one on a fork. It also repairs a cached
-evaluation after a round instead of searching again (the round loop decides when).
+scale, and the traces that place a candidate's pods one by one on a fork (the round loop decides
+which cached traces a round made stale and traces them again).
 """
 import dataclasses
 from dataclasses import dataclass, field

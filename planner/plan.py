@@ -70,7 +70,7 @@ def plan(snapshot, spec, weights=DEFAULT_WEIGHTS, optimized=True, progress=None,
         if progress is not None:
             progress("alternative", passes, None)
         # A pinned pass evaluates every candidate afresh each round: the fast loop's shared
-        # evaluations and repairs assume the PLAN-2 receiver order, which pins replace.
+        # evaluations and their invalidation assume the PLAN-2 receiver order, which pins replace.
         return Planner(prep, SIZE_ORDER if by_size else weights, optimized and pins is None, allowed, closed, opened,
                        pins, stages)
     best = improve(greedy, make_planner)
