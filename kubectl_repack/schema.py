@@ -233,11 +233,6 @@ def _validator_for(schema):
     return _validator_class()(schema)
 
 
-@functools.lru_cache(maxsize=1)
-def _validator():
-    return _validator_for(_run_schema_cached())
-
-
 # ---------- valid objects without jsonschema ----------
 # Speed: importing jsonschema (urllib.request, http.client, ssl, attrs, pyrsistent with it) costs
 # about 40 ms of every `plan` and `apply` process, a twentieth of planning a 1,000-node cluster.
@@ -305,7 +300,7 @@ _DRAFT7 = {   # keyword -> check(value, the keyword's value, the schema node); D
     "minLength": lambda v, m, n: not isinstance(v, str) or len(v) >= m,
     "maxLength": lambda v, m, n: not isinstance(v, str) or len(v) <= m,
     "maxProperties": lambda v, m, n: not isinstance(v, dict) or len(v) <= m,
-    "pattern": lambda v, pat, n: not isinstance(v, str) or _compiled(pat).search(v) is not None,
+    "pattern": lambda v, pat, n: not isinstance(v, str) or re.search(pat, v) is not None,
     "items": lambda v, sub, n: not isinstance(v, list) or all(_conforms(x, sub) for x in v),
     "allOf": lambda v, subs, n: all(_conforms(v, s) for s in subs),
     "anyOf": lambda v, subs, n: any(_conforms(v, s) for s in subs),
@@ -314,11 +309,6 @@ _DRAFT7 = {   # keyword -> check(value, the keyword's value, the schema node); D
 }
 # keywords jsonschema's Draft 7 validator does not check (annotations, and format without a checker)
 _ANNOTATIONS = frozenset({"default", "description", "format", "title", "example", "nullable", _MESSAGES})
-
-
-@functools.lru_cache(maxsize=None)
-def _compiled(pattern):
-    return re.compile(pattern)
 
 
 def _conforms(value, node):
@@ -363,7 +353,7 @@ def _schema_errors_of(schema, obj, prefix=()):
     """_schema_errors of `obj` under `schema`, without jsonschema when it conforms."""
     if conforms(obj, schema):
         return set()
-    return _schema_errors(_validator() if schema is _run_schema_cached() else _validator_for(schema), obj, prefix)
+    return _schema_errors(_validator_for(schema), obj, prefix)
 
 
 # ---------- error rendering ----------
