@@ -18,6 +18,15 @@ it seals the victims it chose (run uid, and each record's namespace, PodGroup, p
 node) with an HMAC keyed by a Secret only its ServiceAccount can read, into RECORDS_SEAL_ANNOTATION.
 Whoever may write `repackruns/status` can report placements, but records it adds or changes do
 not verify, and nothing is evicted on their word.
+
+The run-state mark (SEC-2). What the status says of a run's progress is not trusted either: the
+controller writes RUN_STATE_ANNOTATION (metadata, which the status subresource cannot change, and
+which the admission policy CREATOR_POLICY_NAME lets the controller's account alone set, change or
+remove) before it acts: `Started` with the execution deadline before a run's first status write of
+its plan, `Finished` with the phase, reason and every record's eviction outcome before the status
+that ends it. Sealed like the records (run uid included), so a mark of another run does not
+verify. A run marked Finished stays finished whatever its status says; one marked Started is never
+planned again; a started run's execution deadline is the one its mark holds.
 """
 from __future__ import annotations
 
@@ -28,6 +37,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
+from .run import COND_COMPLETE, COND_FAILED, EVICTION_IN_PROGRESS
 from .view import ObjectView, as_map
 
 CANCEL_ANNOTATION = "repack.volcano.sh/cancel"               # "true": stop before the next eviction
@@ -50,6 +60,7 @@ ADMISSION_POLICY_NAMES = (CREATOR_POLICY_NAME, POD_WRITE_POLICY_NAME, REPLACEMEN
                           NOMINATION_POLICY_NAME)
 CREATOR_MAX_AGE = dt.timedelta(hours=1)
 RECORDS_SEAL_ANNOTATION = "repack.volcano.sh/records-seal"
+RUN_STATE_ANNOTATION = "repack.volcano.sh/run-state"          # written by the controller's account only
 FINALIZER = "repack.volcano.sh/stop-before-delete"
 # Set by `kubectl repack apply` (anyone may): the run's execution deadline from its start, and the
 # cluster-wide cooldown to store (as `apply --local --cooldown` does). Durations like "10m".
@@ -169,6 +180,91 @@ def seal_problem(run: Mapping[str, Any], key: bytes) -> str:
     if not hmac.compare_digest(got.encode("utf-8", "replace"), want.encode()):
         return (f"the relocation records do not match their seal (annotation {RECORDS_SEAL_ANNOTATION}): "
                 "they were added or changed by someone other than the controller")
+    return ""
+
+
+# --- the run-state mark (SEC-2) ----------------------------------------------------------------------
+STATE_STARTED, STATE_FINISHED = "Started", "Finished"
+
+
+@dataclass(frozen=True)
+class RunState:
+    """What the controller vouches for about a run's progress (RUN_STATE_ANNOTATION): `Started`
+    (with the execution deadline it wrote, '' when none) or `Finished` (with the phase and reason
+    it ended with and each record's eviction phase, in record order)."""
+    state: str
+    deadline: str = ""
+    phase: str = ""
+    reason: str = ""
+    evictions: tuple = ()
+
+    @property
+    def finished(self) -> bool:
+        return self.state == STATE_FINISHED
+
+    def fields(self) -> dict:
+        return {"state": self.state, "deadline": self.deadline, "phase": self.phase, "reason": self.reason,
+                "evictions": list(self.evictions)}
+
+
+class BadStateMark(ValueError):
+    """The run carries a run-state mark the controller did not write for it; the message says why."""
+
+
+def _state_mac(key: bytes, run_uid: str, fields: Mapping[str, Any]) -> str:
+    body = json.dumps({"run": run_uid, "state": fields}, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return f"{SEAL_VERSION}:" + hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
+
+
+def state_mark(key: bytes, run_uid: str, state: RunState) -> str:
+    """RUN_STATE_ANNOTATION's value for `state` of the run with uid `run_uid`."""
+    fields = state.fields()
+    return json.dumps(dict(fields, seal=_state_mac(key, run_uid, fields)), sort_keys=True, separators=(",", ":"))
+
+
+def read_state_mark(run: Mapping[str, Any], key: bytes) -> Optional[RunState]:
+    """The run-state mark the controller wrote on this run; None when the run carries none.
+    BadStateMark when there is one but it is malformed or was not sealed for this run."""
+    view = ObjectView(run)
+    raw = view.annotations.get(RUN_STATE_ANNOTATION)
+    if raw is None:
+        return None
+    where = f"annotation {RUN_STATE_ANNOTATION}"
+    try:
+        got = json.loads(str(raw))
+    except ValueError:
+        raise BadStateMark(f"{where} is not the controller's mark (not JSON)") from None
+    if not isinstance(got, dict) or not isinstance(got.get("seal"), str) or \
+            not isinstance(got.get("evictions", []), list):
+        raise BadStateMark(f"{where} is not the controller's mark")
+    state = RunState(str(got.get("state") or ""), str(got.get("deadline") or ""), str(got.get("phase") or ""),
+                     str(got.get("reason") or ""), tuple(str(e) for e in got.get("evictions") or ()))
+    want = _state_mac(key, view.uid, state.fields())
+    if state.state not in (STATE_STARTED, STATE_FINISHED) or \
+            not hmac.compare_digest(got["seal"].encode("utf-8", "replace"), want.encode()):
+        raise BadStateMark(f"{where} does not match its seal: the controller did not write it for this run")
+    return state
+
+
+def state_disagreement(run: Mapping[str, Any], state: RunState) -> str:
+    """Where the run's status departs from what its mark vouches for ('' where it does not): for a
+    finished run the phase, the reason of its terminal condition and each record's eviction phase;
+    for a started one the execution deadline."""
+    st = ObjectView(run).status
+    if not state.finished:
+        got = str(st.get("executionDeadline") or "")
+        return (f"status.executionDeadline {got or None} is not the {state.deadline or None} the controller set "
+                "when it started the run") if got != state.deadline else ""
+    if st.get("phase") != state.phase:
+        return f"status.phase {st.get('phase') or None} is not the {state.phase} the run ended with"
+    ended = [as_map(c).get("reason") for c in st.get("conditions") or () if as_map(c).get("type") in
+             (COND_COMPLETE, COND_FAILED) and as_map(c).get("status") == "True"]
+    if ended != [state.reason]:
+        return f"the terminal condition of status.conditions is not the {state.reason} the run ended with"
+    records = st.get("relocations") if isinstance(st.get("relocations"), list) else []
+    phases = tuple(str(as_map(as_map(r).get("eviction")).get("phase") or "") for r in records)
+    if phases != state.evictions:
+        return "the eviction phases of status.relocations are not the ones the run ended with"
     return ""
 
 

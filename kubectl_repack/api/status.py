@@ -3,14 +3,17 @@
 The planner returns a plan; this module turns it into status: the finished DryRun evaluation
 (`plan_status`), what an Execute persists before its first eviction (`plan_record`,
 `initial_relocations`) and the status an Execute moves through (`mark_pending`, `mark_started`,
-`mark_finished`). Conditions go through `run.set_condition`, so every reason is checked
+`mark_finished`, `restore_finished`) and what a run's creator may read of a plan (`scoped_plan`). Conditions go through `run.set_condition`, so every reason is checked
 (`check_reason`), and the phase is always `derive_phase` of them. Each `mark_*` edits the status
 dict it is given (a read-modify-write step) and leaves every other field as it is.
 """
 from __future__ import annotations
 
-from typing import Optional
+import dataclasses
+import re
+from typing import Collection, Optional
 
+from .control import RUN_STATE_ANNOTATION, RunState
 from .run import (COND_COMPLETE, COND_FAILED, COND_PROGRESSING, EVICTION_PENDING, PHASE_SUCCEEDED,
                   PLACEMENT_WAITING_FOR_REPLACEMENT, Eviction, Placement, Reason, Relocation, check_reason,
                   derive_phase, set_condition)
@@ -27,12 +30,14 @@ def plan_record(plan) -> dict:
     return record
 
 
-def plan_status(plan, now: Optional[str] = None) -> dict:
-    """The RepackRun status of a finished DryRun evaluation of `plan` (phase Succeeded)."""
-    cond = {"type": COND_COMPLETE, "status": "True", "reason": check_reason(plan.outcome), "message": plan.message}
+def plan_status(plan, now: Optional[str] = None, left_out: str = "") -> dict:
+    """The RepackRun status of a finished DryRun evaluation of `plan` (phase Succeeded); `left_out`
+    is one line the message adds (what the plan was not allowed to move)."""
+    message = f"{plan.message}; {left_out}" if left_out else plan.message
+    cond = {"type": COND_COMPLETE, "status": "True", "reason": check_reason(plan.outcome), "message": message}
     if now:
         cond["lastTransitionTime"] = now
-    st = {"phase": PHASE_SUCCEEDED, "conditions": [cond], "message": plan.message, "plan": plan_record(plan)}
+    st = {"phase": PHASE_SUCCEEDED, "conditions": [cond], "message": message, "plan": plan_record(plan)}
     if now:
         st["startTime"] = now
         st["completionTime"] = now
@@ -96,3 +101,41 @@ def mark_finished(status: dict, phase: str, reason: str, message: str, result: O
     status["phase"] = derive_phase(status)
     status["message"] = message
     status.setdefault("completionTime", now)
+
+
+def restore_finished(status: dict, state: RunState, now: str) -> None:
+    """Put back what the run-state mark (api.control) vouches for of a finished run whose status
+    was rewritten since: its terminal condition and phase, and each record's eviction phase (when
+    the records are still as many). The run stays finished (SEC-2)."""
+    records = status.get("relocations")
+    if isinstance(records, list) and len(records) == len(state.evictions):
+        for record, phase in zip(records, state.evictions):
+            if isinstance(record, dict) and (record.get("eviction") or {}).get("phase") != phase:
+                record["eviction"] = Eviction(phase, f"restored from annotation {RUN_STATE_ANNOTATION}").to_dict()
+    status["conditions"] = [c for c in status.get("conditions") or ()
+                            if isinstance(c, dict) and c.get("type") not in (COND_COMPLETE, COND_FAILED)]
+    message = (f"the run ended {state.phase} ({state.reason}); its status was rewritten since and is restored from "
+               f"annotation {RUN_STATE_ANNOTATION}: a finished run is never resumed")
+    mark_finished(status, state.phase, state.reason, message, None, now)
+
+
+# What a run's status may name (SEC-1): object keys ("pod ns/name") and namespaces, in the plan's
+# words, of namespaces its creator was not found allowed to evict in are not shown.
+_KEYED = re.compile(r"\b(pod|Pod|pods|PodGroup|PodGroups|Job|job|gang|workload|owner|PodDisruptionBudget|victim) "
+                    r"'?([a-z0-9][-a-z0-9]*)/([^\s,;:()'\"]+)'?")
+_NAMESPACE = re.compile(r"\b(namespaces?) '?([a-z0-9][-a-z0-9]*)'?")
+HIDDEN = "<not shown>"
+
+
+def redact(text: str, visible: Collection[str]) -> str:
+    """`text` with every "<kind> ns/name" and "namespace ns" of a namespace not in `visible` shown
+    as HIDDEN."""
+    text = _KEYED.sub(lambda m: m.group(0) if m.group(2) in visible else f"{m.group(1)} {HIDDEN}", text)
+    return _NAMESPACE.sub(lambda m: m.group(0) if m.group(2) in visible else f"{m.group(1)} {HIDDEN}", text)
+
+
+def scoped_plan(plan, visible: Collection[str]):
+    """`plan` as the run's creator may read it: its message names nothing of a namespace outside
+    `visible` (where the creator may evict, and the namespaces the spec names). The moves are the
+    creator's already: planner.plan's `not_evictable` pins every pod of the other namespaces."""
+    return dataclasses.replace(plan, message=redact(plan.message, frozenset(visible)))

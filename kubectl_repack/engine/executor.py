@@ -21,6 +21,7 @@ from kubectl_repack.api.run import (EVICTION_ACCEPTED, EVICTION_INDIRECTLY_REMOV
                                     EVICTION_PENDING, EVICTION_REJECTED, PHASE_FAILED, PHASE_SUCCEEDED, Eviction,
                                     Reason, Relocation, RunView, as_map)
 from kubectl_repack.api import status as run_status
+from kubectl_repack.api.control import STATE_FINISHED, STATE_STARTED, RunState
 from kubectl_repack.api.gates import PLACEMENT_LEASE
 from kubectl_repack.api.times import micro_time, parse_time, rfc3339
 from kubectl_repack.errors import ClusterAPIError, RepackError
@@ -121,7 +122,12 @@ class Executor:
     lost the right to evict); nothing further is evicted, the evicted pods' replacements are still
     tracked, and the run ends Failed with that reason. `on_evicted(record, pod)` hears each accepted
     eviction, with the victim as read right before it (the controller's audit Events on the
-    victim's PodGroup and owner).
+    victim's PodGroup and owner). `mark(name, RunState)` is told what the run is about to become,
+    before the status write that says so (the controller's run-state mark, api.control): Started
+    with its deadline before the plan and records are written, Finished with the outcome and every
+    record's eviction phase before the status that ends the run. A run ends with every record
+    settled: an InProgress record (a crash's) is resolved on the victim as read then (gone or
+    terminating: Accepted; running: Pending, saying the run ended before its eviction).
 
     A workload may opt out after the plan was made (planner.model.opt_out: `repack.volcano.sh/
     do-not-disrupt: "true"` and its equivalents). Before a PodGroup's first eviction its victims as
@@ -145,7 +151,8 @@ class Executor:
                  on_event: Callable[[str, str, bool], None] = None,
                  vet: Callable[[dict, Optional[Relocation]], Optional[tuple]] = None,
                  on_evicted: Callable[[Relocation, Optional[dict]], None] = None,
-                 opted_out: Callable[[str, str], str] = None):
+                 opted_out: Callable[[str, str], str] = None,
+                 mark: Callable[[str, RunState], None] = None):
         self.reader, self.evictor, self.runs = reader, evictor, runs
         self.clock = clock or Clock()
         self.options = options or Options()
@@ -156,6 +163,7 @@ class Executor:
         self.vet = vet or (lambda run, record: None)
         self.on_evicted = on_evicted or (lambda record, pod: None)
         self.opted_out = opted_out or (lambda namespace, pod_group: "")
+        self.mark = mark or (lambda name, state: None)
         self._cancel = ""
         self._refused: Optional[tuple] = None   # (reason, message) from vet: no further eviction
         self._left_out = ""     # start()'s left_out: repeated in the run's final message
@@ -204,6 +212,21 @@ class Executor:
         """End a run that need not start (its target runs already): Succeeded with `reason`."""
         return self._finish(name, Outcome(PHASE_SUCCEEDED, reason, message))
 
+    def _settle_in_progress(self, name: str, run: RunView, reason: str) -> RunView:
+        """Before a run ends: every InProgress record resolved on its victim as read now (a
+        ClusterAPIError leaves the run as it is, to be ended on a later try)."""
+        for i, rec in enumerate(run.relocations):
+            if rec.eviction.phase != EVICTION_IN_PROGRESS:
+                continue
+            action, msg = resume_action(rec, self.reader.get_pod(rec.namespace, rec.victim_pod_name))
+            if action in (RESUME_DONE_GONE, RESUME_DONE_ACCEPTED):
+                run = self._set_eviction(name, i, EVICTION_ACCEPTED, msg, only_from=EVICTION_IN_PROGRESS)
+            else:
+                run = self._set_eviction(name, i, EVICTION_PENDING, f"not evicted: the run ended ({reason}) before "
+                                         f"this eviction went through; victim uid {rec.victim_pod_uid} still runs",
+                                         only_from=EVICTION_IN_PROGRESS)
+        return run
+
     def target_state(self, spec) -> tuple:
         """target_change for the first target of `spec` that no longer waits as planned (('', '')
         when every one still does); remembers the minMember it sees where the plan's is not known."""
@@ -222,6 +245,10 @@ class Executor:
         """End the run with `outcome` (an Event, and the terminal status). Returns the run."""
         if self._left_out and self._left_out not in outcome.message:   # what this run's plan could not move
             outcome = Outcome(outcome.phase, outcome.reason, f"{outcome.message}; {self._left_out}", outcome.result)
+        run = self._settle_in_progress(name, self._read(name), outcome.reason)
+        self.mark(name, RunState(STATE_FINISHED, deadline=str(run.status.get("executionDeadline") or ""),
+                                 phase=outcome.phase, reason=outcome.reason,
+                                 evictions=tuple(r.eviction.phase for r in run.relocations)))
         now = rfc3339(self.clock.now())
         event = (EV_COMPLETED if outcome.phase == PHASE_SUCCEEDED
                  else EV_CANCELLED if outcome.reason == Reason.CANCELLED else EV_FAILED)
@@ -258,6 +285,10 @@ class Executor:
         message the run ends with (when this executor ends it)."""
         now_t = self.clock.now()
         now, deadline = rfc3339(now_t), rfc3339(now_t + self.options.execution_timeout)
+        if plan.outcome == Reason.RECOMMENDED:
+            self.mark(name, RunState(STATE_STARTED, deadline=deadline))
+        else:
+            self.mark(name, RunState(STATE_FINISHED, phase=PHASE_SUCCEEDED, reason=plan.outcome))
         run = self._update(name, lambda st: run_status.mark_started(st, plan, now, deadline, left_out))
         self._left_out = left_out
         if left_out:

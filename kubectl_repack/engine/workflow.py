@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional
 import planner
 
 from kubectl_repack.api.run import EVICTION_IN_PROGRESS, EVICTION_PENDING, MODE_EXECUTE, Reason, RunView, is_finished
-from kubectl_repack.api.status import initial_relocations
+from kubectl_repack.api.status import initial_relocations, scoped_plan
 from kubectl_repack.errors import ClusterAPIError, NotFound, RepackError, SpecError, ValidationError
 
 from .executor import TARGET_BOUND, Executor, Options, evicted_any, target_keys
@@ -56,10 +56,12 @@ class Screening:
 
 
 def left_out_line(denied: list, creator: str) -> str:
-    """One line for the run's message and Event: which namespaces' pods the plan left out, and why."""
+    """One line for the run's message and Event: that the plan left out pods of namespaces where
+    the creator may not evict. The namespaces are not named: the creator may not see into them
+    (the controller's log names them)."""
     who = creator or "the run's creator"
-    where = f"namespace{'s' if len(denied) > 1 else ''} {', '.join(denied)}"
-    return f"left out: pods in {where}: {who} may not evict there"
+    return (f"left out: pods in {len(denied)} namespace(s) where {who} may not evict (not named: the run shows "
+            "nothing of a namespace its creator may not evict in)")
 
 
 def not_evictable_reasons(denied: list, creator: str) -> dict:
@@ -70,12 +72,39 @@ def not_evictable_reasons(denied: list, creator: str) -> dict:
 
 def refused_everywhere(namespaces: list, screening: Screening) -> str:
     """Why the run may evict nowhere it has pods to move ('' when it may somewhere): every namespace
-    asked about was denied. Names the authorizer's answers (at most three)."""
+    asked about was denied. Names none of them (left_out_line)."""
     if not namespaces or any(ns not in screening.denied for ns in namespaces):
         return ""
-    answers = [screening.denied[ns] for ns in namespaces]
-    more = f"; and likewise in {len(answers) - 3} more namespace(s)" if len(answers) > 3 else ""
-    return "; ".join(answers[:3]) + more
+    who = f"user {screening.creator!r} (the run's creator)" if screening.creator else "the run's creator"
+    return (f"{who} may create pods/eviction in none of the {len(namespaces)} namespace(s) holding pods this run "
+            "could move (a SubjectAccessReview as the creator refused each; they are not named here)")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a run screened by its creator's rights may plan and show (`scope_for`): `refused` why
+    nothing at all; `not_evictable` planner.plan's input (None: no namespace denied); `left_out` the
+    line for the message; `visible` the namespaces its status may name (None: any, nothing screened)."""
+    refused: str = ""
+    not_evictable: Optional[dict] = None
+    left_out: str = ""
+    visible: Optional[frozenset] = None
+
+
+def scope_for(namespaces: list, screening: Screening, spec: Mapping[str, Any]) -> Scope:
+    """The Scope of a run whose creator was screened (`screening`) for the namespaces holding pods
+    it could move (`namespaces`). It may show what lies in the namespaces the creator may evict in
+    and the ones its spec names (its target's)."""
+    refused = screening.refused or refused_everywhere(namespaces, screening)
+    if refused:
+        return Scope(refused=refused)
+    denied = [ns for ns in namespaces if ns in screening.denied]
+    visible = frozenset([ns for ns in namespaces if ns not in screening.denied]
+                        + [key.partition("/")[0] for key in target_keys(spec)])
+    if not denied:
+        return Scope(visible=visible)
+    return Scope(not_evictable=not_evictable_reasons(denied, screening.creator),
+                 left_out=left_out_line(denied, screening.creator), visible=visible)
 
 
 def sweep_expired(runs: RunStore, now: dt.datetime, keep: str, reporter: Reporter,
@@ -143,20 +172,17 @@ def _start_new(engine: Executor, name: str, current: dict, request: ApplyRequest
     ended = _target_moved_on(engine, name, current)
     if ended is not None:
         return ended, None
-    snapshot, not_evictable, left_out = None, None, ""
+    snapshot, scope = None, Scope()
     try:
         if screen:
             snapshot = engine.live_snapshot()
             namespaces = planner.movable_namespaces(snapshot, current["spec"])
-            screening = screen(namespaces)
-            refused = screening.refused or refused_everywhere(namespaces, screening)
-            if refused:
-                return engine.fail(name, Reason.NOT_AUTHORIZED, f"{refused}; nothing was evicted"), None
-            denied = [ns for ns in namespaces if ns in screening.denied]
-            if denied:
-                not_evictable = not_evictable_reasons(denied, screening.creator)
-                left_out = left_out_line(denied, screening.creator)
-        plan = engine.plan_live(current, snapshot, not_evictable)    # EXEC-1: never a DryRun's plan
+            scope = scope_for(namespaces, screen(namespaces), current["spec"])
+            if scope.refused:
+                return engine.fail(name, Reason.NOT_AUTHORIZED, f"{scope.refused}; nothing was evicted"), None
+        plan = engine.plan_live(current, snapshot, scope.not_evictable)    # EXEC-1: never a DryRun's plan
+        if scope.visible is not None:
+            plan = scoped_plan(plan, scope.visible)
     except SpecError as e:   # a spec the live state refuses would never pass: the run ends
         # (the planner refuses a target that is not waiting: one that started running or went away meanwhile)
         ended = _target_moved_on(engine, name, current)
@@ -168,7 +194,7 @@ def _start_new(engine: Executor, name: str, current: dict, request: ApplyRequest
         return engine.fail(name, Reason.NOT_AUTHORIZED, f"{denied_now}; nothing was evicted"), None
     if seal and plan.moves:
         seal(current, initial_relocations(plan))    # before the records exist
-    return engine.start(name, plan, left_out), (request.cooldown if authorize else None)
+    return engine.start(name, plan, scope.left_out), (request.cooldown if authorize else None)
 
 
 def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: ClusterReader, evictor: Evictor,
@@ -179,7 +205,8 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
               vet: Optional[Callable[[dict, object], Optional[tuple]]] = None,
               on_evicted: Optional[Callable[[object, Optional[dict]], None]] = None,
               screen: Optional[Callable[[list], Screening]] = None,
-              opted_out: Optional[Callable[[str, str], str]] = None) -> ApplyResult:
+              opted_out: Optional[Callable[[str, str], str]] = None,
+              mark: Optional[Callable[[str, object], None]] = None) -> ApplyResult:
     """Carry out (or continue) one Execute run; see the module docstring for the order.
 
     In the cluster (webhook.controller) more hooks apply. `screen(namespaces)` is asked before a
@@ -194,7 +221,10 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
     stop (cancel annotation, delete); `on_event` hears each step (Events); `seal(run, records)` is
     handed the relocation records of a new plan before they are written (the controller seals
     them); `vet`, `on_evicted` and `opted_out` are the Executor's (asked before every eviction;
-    told of each accepted one; asked whether a PodGroup opted out since the plan was made)."""
+    told of each accepted one; asked whether a PodGroup opted out since the plan was made), and so
+    is `mark` (told what the run becomes before the status says so: the run-state mark).
+    Screened, the plan's status names nothing of a namespace the creator may not evict in
+    (`Scope`, api.status.scoped_plan)."""
     clock = clock or Clock()
     name = request.name
     sweep_expired(runs, clock.now(), name, reporter)
@@ -212,7 +242,7 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
                                       eviction_retry_timeout=request.eviction_retry_timeout),
                       on_progress=reporter.progress,
                       guard=lease.check, cancelled=cancelled, on_event=on_event, vet=vet, on_evicted=on_evicted,
-                      opted_out=opted_out)
+                      opted_out=opted_out, mark=mark)
     why = cancelled(current)
     if why and not RunView(current).has_records:
         return ApplyResult(engine.fail(name, Reason.CANCELLED, f"{why}: nothing was evicted"))

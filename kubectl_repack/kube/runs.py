@@ -73,15 +73,17 @@ class RunStore:
     def whoami(self) -> Optional[Creator]:
         return whoami(self.api)
 
-    def annotate(self, name: str, key: str, value: Optional[str]) -> dict:
+    def annotate(self, name: str, key: str, value: Optional[str], uid: Optional[str] = None) -> dict:
         """Set (or with None remove) one annotation with a JSON merge patch on metadata only: the
         spec is immutable and the status belongs to its writers, so neither is sent. Returns the
-        stored object (NotFound if there is no run `name`)."""
+        stored object (NotFound if there is no run `name`). With `uid`, the API server refuses (409)
+        a run of that name but another uid (deleted and re-created)."""
         from urllib.parse import quote
 
         path = f"/apis/{GROUP}/{VERSION}/{PLURAL}/{quote(name, safe='')}"
+        meta = {"annotations": {key: value}, **({"uid": uid} if uid else {})}
         try:  # by path: the typed client's patch content type differs between client generations
-            return request(self.api, "PATCH", path, {"metadata": {"annotations": {key: value}}},
+            return request(self.api, "PATCH", path, {"metadata": meta},
                            content_type="application/merge-patch+json")
         except ClusterAPIError as e:
             raise type(e)(str(e).replace(f"PATCH {path}", f"annotating repackrun {name}", 1), e.status) from e

@@ -67,16 +67,18 @@ from planner.gcpause import paused_gc
 from kubectl_repack.api import installed
 from kubectl_repack.api import control
 from kubectl_repack.api.control import (CONTROLLER_LEASE_NAME, CREATOR_MAX_AGE, FINALIZER, RECORDS_SEAL_ANNOTATION,
-                                        UntrustedCreator, cancel_requested, creator_of, creator_problem,
-                                        executed_locally, finalizer_removal, run_durations, seal_problem)
+                                        RUN_STATE_ANNOTATION, BadStateMark, UntrustedCreator, cancel_requested,
+                                        creator_of, creator_problem, executed_locally, finalizer_removal,
+                                        read_state_mark, run_durations, seal_problem, state_disagreement)
 from kubectl_repack.api.policy import WINDOW_END_ANNOTATION, window_timeout
 from kubectl_repack.api.run import MODE_DRY_RUN, MODE_EXECUTE, Reason, RunView, is_finished, phase_of, relocations
-from kubectl_repack.api.status import plan_status
+from kubectl_repack.api.status import plan_status, restore_finished, scoped_plan
 from kubectl_repack.api.times import parse_duration, parse_time, rfc3339, utcnow
 from kubectl_repack.api.view import ObjectView
 from kubectl_repack.engine.executor import Executor
 from kubectl_repack.engine.mutex import holder_identity
-from kubectl_repack.engine.workflow import ApplyRequest, Screening, apply_run, sweep_expired
+from kubectl_repack.engine.ports import EV_LEFT_OUT
+from kubectl_repack.engine.workflow import ApplyRequest, Screening, apply_run, scope_for, sweep_expired
 from kubectl_repack.errors import NotFound, RepackError, SpecError
 from kubectl_repack.kube.incluster import controlling_owner
 from webhook.common.election import LeaderElector, leader_process_args, process_identity
@@ -229,16 +231,31 @@ class Controller:
 
     # -- DryRun --
     def plan_dry_run(self, run: dict) -> None:
+        """Plan a new DryRun on live state, as its creator may see it (SEC-1): screened like a new
+        Execute (Controller.screen), pods of namespaces where the creator may not evict are neither
+        moved nor named (the message says how many namespaces were left out), and a creator who may
+        evict in none of them gets no plan (Failed, EvictionNotAuthorized)."""
         name, uid = run["metadata"]["name"], run["metadata"].get("uid")
         record = self.events(run)
         try:
             spec = planner.RunSpec.from_spec(run["spec"])
         except SpecError as e:
-            self._engine(record).fail(name, Reason.INVALID_SPEC, f"the planner refuses the spec: {e}")
+            self._engine(record, run).fail(name, Reason.INVALID_SPEC, f"the planner refuses the spec: {e}")
             return
         with paused_gc():
-            result = planner.plan(planner.load_objects(self.cluster.snapshot_objects()), spec)
-        status = plan_status(result, rfc3339(utcnow()))
+            snapshot = planner.load_objects(self.cluster.snapshot_objects())
+        try:
+            namespaces = planner.movable_namespaces(snapshot, run["spec"])
+            scope = scope_for(namespaces, self.screen(run, namespaces), run["spec"])
+            if scope.refused:
+                self._engine(record, run).fail(name, Reason.NOT_AUTHORIZED, f"{scope.refused}; nothing was planned")
+                return
+            with paused_gc():
+                result = scoped_plan(planner.plan(snapshot, spec, not_evictable=scope.not_evictable), scope.visible)
+        except SpecError as e:   # e.g. a target that is not waiting (any more)
+            self._engine(record, run).fail(name, Reason.INVALID_SPEC, f"the planner refuses the spec: {e}")
+            return
+        status = plan_status(result, rfc3339(utcnow()), scope.left_out)
 
         def mutate(st: dict) -> None:
             if st.get("phase"):        # planned meanwhile (plan --save, or a previous leader)
@@ -246,12 +263,14 @@ class Controller:
             st.update(status)
         self.runs.update_status(name, mutate, uid=uid)
         self.finished(dict(run, status=status))
-        record("Planned", f"{result.outcome}: {result.message}", False)
+        if scope.left_out:
+            record(EV_LEFT_OUT, scope.left_out, True)
+        record("Planned", f"{result.outcome}: {status['message']}", False)
         log.info("planned DryRun %s: %s", name, result.outcome)
 
     # -- Execute --
-    def _engine(self, record) -> Executor:
-        return Executor(self.cluster, self.cluster, self.runs, on_event=record)
+    def _engine(self, record, run: dict) -> Executor:
+        return Executor(self.cluster, self.cluster, self.runs, on_event=record, mark=self.marker(run))
 
     def execute_all(self, names: list) -> None:
         """Oldest first; stop after one run that actually ran (the next tick looks again)."""
@@ -272,74 +291,59 @@ class Controller:
             run = self.runs.get(name)
         except NotFound:
             return False
-        if is_finished(run) or executed_locally(run):
+        if executed_locally(run):
             self.drop_finalizer(run)
             return False
         record = self.events(run)
+        engine = self._engine(record, run)
+        try:   # SEC-2: what the controller vouches for, not what the status says, tells where the run is
+            state = read_state_mark(run, self.key()) if RUN_STATE_ANNOTATION in ObjectView(run).annotations else None
+        except BadStateMark as e:
+            if not is_finished(run):
+                self.drop_finalizer(self.finished(engine.fail(name, Reason.INVALID_RECORDS,
+                                                              f"{e}; nothing further is evicted")))
+            else:
+                self.drop_finalizer(run)
+            return False
+        if state is not None and state.finished:
+            self.keep_finished(name, run, state)
+            return False
+        if is_finished(run):
+            self.drop_finalizer(run)
+            return False
+        started = bool(relocations(run))
+        if state is not None and not started:
+            self.drop_finalizer(self.finished(engine.fail(
+                name, Reason.INVALID_RECORDS, "the controller started this run before (annotation "
+                f"{RUN_STATE_ANNOTATION}), but its status no longer holds the relocation records: a started run is "
+                "never planned again; nothing further is evicted")))
+            return False
         try:
             planner.RunSpec.from_spec(run["spec"])
         except SpecError as e:
-            self.drop_finalizer(self.finished(self._engine(record).fail(name, Reason.INVALID_SPEC,
-                                                                        f"the planner refuses the spec: {e}")))
+            self.drop_finalizer(self.finished(engine.fail(name, Reason.INVALID_SPEC,
+                                                          f"the planner refuses the spec: {e}")))
             return False
-        try:
-            durations = run_durations(run, parse_duration)
-        except ValueError as e:
-            self.drop_finalizer(self.finished(self._engine(record).fail(name, Reason.INVALID_SPEC, str(e))))
+        durations, timeout = self.run_limits(name, run, started, engine, record)
+        if timeout is None:
             return False
-        timeout = durations.get("timeout", self.execution_timeout)
-        try:   # a policy's Execute made inside a maintenance window ends its evictions with the window
-            window = window_timeout(ObjectView(run).annotations.get(WINDOW_END_ANNOTATION), self._now())
-        except ValueError as e:
-            self.drop_finalizer(self._engine(record).fail(name, Reason.INVALID_SPEC, str(e)))
-            return False
-        if window is not None and not relocations(run):
-            if window <= dt.timedelta(0):
-                self.drop_finalizer(self._engine(record).fail(
-                    name, Reason.DEADLINE_EXCEEDED, f"its maintenance window ended at "
-                    f"{ObjectView(run).annotations.get(WINDOW_END_ANNOTATION)} before it could start; nothing was evicted"))
-                return False
-            timeout = min(timeout, window)
         if not ObjectView(run).deleting and not self.add_finalizer(run):
             log.info("repackrun %s: the finalizer did not land (the run changed meanwhile); next tick", name)
             return False       # never evict for a run whose delete would not wait for us
 
-        def trusted_creator() -> tuple:
-            """(creator, '') when the stored run's creator record may authorize it; else (None, why)."""
-            fresh = self.runs.get(name)
-            try:
-                creator = creator_of(fresh)
-            except UntrustedCreator as e:
-                return None, f"no trustworthy creator record: {e}"
-            if not relocations(fresh):      # a new start: the record must be vouched for and fresh
-                problem = creator_problem(fresh, self._now(), parse_time, self.policy_since(), self.creator_max_age)
-                if problem:
-                    return None, f"the creator record cannot authorize this run: {problem}"
-            return creator, ""
-
         def authorize(namespaces: list) -> str:
-            creator, problem = trusted_creator()
+            creator, problem = self.trusted_creator(self.runs.get(name))
             return problem or self.authorize_as(creator, namespaces)
 
         def screen(namespaces: list) -> Screening:
-            """Before a new start is planned: the creator record first (no SubjectAccessReview for
-            a record that cannot authorize anything), then one review per namespace."""
-            creator, problem = trusted_creator()
-            if problem:
-                return Screening(refused=problem)
-            denied = {}
-            for ns in namespaces:
-                why = self.authorize_as(creator, [ns])
-                if why:
-                    denied[ns] = why
-            return Screening(denied=denied, creator=creator.username)
+            return self.screen(self.runs.get(name), namespaces)
 
         def seal(run: dict, records: list) -> None:
             value = control.seal(self.key(), ObjectView(run).uid, records)
             self.runs.annotate(name, RECORDS_SEAL_ANNOTATION, value)
 
         def vet(run: dict, record) -> Optional[tuple]:
-            problem = seal_problem(run, self.key())
+            problem = seal_problem(run, self.key()) or self.state_problem(run)
             if problem:
                 return Reason.INVALID_RECORDS, f"{problem}; nothing is evicted on their word"
             if record is None:
@@ -367,10 +371,102 @@ class Controller:
         result = apply_run(request, self.runs, _GuardedLease(self.lease, self.leading), self.cluster, self.cluster,
                            _Log(), me=holder_identity(name, host=os.environ.get("POD_NAME")),
                            authorize=authorize, cancelled=cancel_requested, on_event=record, seal=seal, vet=vet,
-                           on_evicted=evicted, screen=screen, opted_out=self.pod_group_opt_out, **kwargs)
+                           on_evicted=evicted, screen=screen, opted_out=self.pod_group_opt_out,
+                           mark=self.marker(run), **kwargs)
         if is_finished(result.run):
             self.drop_finalizer(self.finished(result.run))
         return not result.pending
+
+    def run_limits(self, name: str, run: dict, started: bool, engine: Executor, record) -> tuple:
+        """(durations, timeout) from the run's annotations; (None, None) when the run just ended.
+        Before its first eviction a bad value ends the run InvalidSpec (nothing evicted) and a
+        maintenance window that has ended DeadlineExceeded; once started, the run keeps the deadline
+        its mark holds, and a bad value is ignored (an Event says so): the run goes on, never left
+        halfway with a record unsettled."""
+        try:
+            durations = run_durations(run, parse_duration)
+            window = None if started else window_timeout(ObjectView(run).annotations.get(WINDOW_END_ANNOTATION),
+                                                         self._now())
+        except ValueError as e:
+            if started:
+                record("AnnotationIgnored", f"{e}: ignored, the run goes on with the execution deadline it started "
+                                            "with", True)
+                return {}, self.execution_timeout
+            self.drop_finalizer(self.finished(engine.fail(name, Reason.INVALID_SPEC, f"{e}; nothing was evicted")))
+            return None, None
+        timeout = durations.get("timeout", self.execution_timeout)
+        if window is not None:
+            if window <= dt.timedelta(0):
+                self.drop_finalizer(self.finished(engine.fail(
+                    name, Reason.DEADLINE_EXCEEDED, f"its maintenance window ended at "
+                    f"{ObjectView(run).annotations.get(WINDOW_END_ANNOTATION)} before it could start; nothing was "
+                    "evicted")))
+                return None, None
+            timeout = min(timeout, window)
+        return durations, timeout
+
+    def trusted_creator(self, run: dict) -> tuple:
+        """(creator, '') when the stored run's creator record may authorize it now; else (None, why).
+        The record must be vouched for and fresh (creator_problem) for a new start and for a started
+        run that is continued alike: a resumed run acts on its creator's authority anew."""
+        try:
+            creator = creator_of(run)
+        except UntrustedCreator as e:
+            return None, f"no trustworthy creator record: {e}"
+        problem = creator_problem(run, self._now(), parse_time, self.policy_since(), self.creator_max_age)
+        if problem:
+            return None, f"the creator record cannot authorize this run: {problem}"
+        return creator, ""
+
+    def screen(self, run: dict, namespaces: list) -> Screening:
+        """Before a run is planned (a new Execute, a DryRun): the creator record first (no
+        SubjectAccessReview for a record that cannot authorize anything), then one review as the
+        creator (create pods/eviction) per namespace."""
+        creator, problem = self.trusted_creator(run)
+        if problem:
+            return Screening(refused=problem)
+        denied = {}
+        for ns in namespaces:
+            why = self.authorize_as(creator, [ns])
+            if why:
+                denied[ns] = why
+        if denied:
+            log.info("repackrun %s: %s may not evict in namespace(s) %s: left out of its plan",
+                     ObjectView(run).name, creator.username, ", ".join(sorted(denied)))
+        return Screening(denied=denied, creator=creator.username)
+
+    # -- the run-state mark (SEC-2) --
+    def marker(self, run: dict) -> Callable[[str, Any], None]:
+        """The engine's `mark`: RUN_STATE_ANNOTATION written on this incarnation of the run (its uid
+        sealed in, and the patch's precondition)."""
+        uid = ObjectView(run).uid
+
+        def mark(name: str, state) -> None:
+            self.runs.annotate(name, RUN_STATE_ANNOTATION, control.state_mark(self.key(), uid, state), uid=uid)
+        return mark
+
+    def state_problem(self, run: dict) -> str:
+        """Why a started run's status departs from its mark ('' when it does not, or has no mark)."""
+        try:
+            state = read_state_mark(run, self.key())
+        except BadStateMark as e:
+            return str(e)
+        if state is None:
+            return ""
+        if state.finished:
+            return f"the run ended {state.phase} ({state.reason}) (annotation {RUN_STATE_ANNOTATION})"
+        return state_disagreement(run, state)
+
+    def keep_finished(self, name: str, run: dict, state) -> None:
+        """A run the controller ended stays ended: a status rewritten since is put back."""
+        why = state_disagreement(run, state)
+        if why:
+            log.warning("repackrun %s: %s; restoring its status (a finished run is never resumed)", name, why)
+            self.events(run)("StatusRestored", f"{why}: restored from annotation {RUN_STATE_ANNOTATION}; a finished "
+                                               "run is never resumed", True)
+            run = self.runs.update_status(name, lambda st: restore_finished(st, state, rfc3339(self._now())),
+                                          uid=ObjectView(run).uid)
+        self.drop_finalizer(run)
 
     def finished(self, run: dict) -> dict:
         """A run this controller just ended, counted by the metrics (mode, phase, reason, freed nodes)."""

@@ -31,7 +31,7 @@ class Store(FakeRuns):
         self.runs[obj["metadata"]["name"]] = copy.deepcopy(obj)
         return copy.deepcopy(obj)
 
-    def annotate(self, name, key, value):
+    def annotate(self, name, key, value, uid=None):
         ann = self.runs[name]["metadata"].setdefault("annotations", {})
         if value is None:
             ann.pop(key, None)
@@ -235,7 +235,8 @@ def test_a_screen_refusal_ends_the_run_before_it_is_planned_or_authorized():
 def test_denied_namespaces_are_left_out_and_a_run_denied_everywhere_it_could_move_ends_not_authorized():
     from kubectl_repack.engine.workflow import Screening, left_out_line, not_evictable_reasons
 
-    assert left_out_line(["a", "b"], "alice") == "left out: pods in namespaces a, b: alice may not evict there"
+    line = left_out_line(["team-a", "team-b"], "alice")
+    assert line.startswith("left out: pods in 2 namespace(s) where alice may not evict") and "team-" not in line
     assert not_evictable_reasons(["a"], "alice") == {"a": "the run's creator alice may not evict pods in namespace a"}
     clock, cluster, store, mutex, notes = setup()
     result = apply_run(ApplyRequest("run-1", execute_run()), store, mutex, cluster, cluster, notes, clock=clock,
@@ -243,7 +244,9 @@ def test_denied_namespaces_are_left_out_and_a_run_denied_everywhere_it_could_mov
                        screen=lambda namespaces: Screening(denied={ns: f"no rights in {ns}" for ns in namespaces},
                                                            creator="bob"))
     st = result.run["status"]
-    assert cluster.calls == [] and st["phase"] == "Failed" and st["message"] == "no rights in demo; nothing was evicted"
+    assert cluster.calls == [] and st["phase"] == "Failed" and st["message"].endswith("; nothing was evicted")
+    assert "user 'bob' (the run's creator) may create pods/eviction in none of the 1 namespace(s)" in st["message"]
+    assert "demo" not in st["message"]       # SEC-1: a refusal names no namespace the creator may not see
     # a denial elsewhere (no movable pod there) leaves the plan as it was
     clock, cluster, store, mutex, notes = setup()
     result = apply_run(ApplyRequest("run-1", execute_run()), store, mutex, cluster, cluster, notes, clock=clock,

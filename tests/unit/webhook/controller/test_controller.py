@@ -11,6 +11,7 @@ from kubectl_repack.api.times import rfc3339
 from tests import builders as b
 from tests.unit.engine.fakes import T0, FakeClock, FakeCluster, execute_run, seed_objects
 from tests.unit.engine.test_workflow import PLANNED, Mutex, Store
+from kubectl_repack.engine.workflow import left_out_line
 from webhook.controller.loop import Controller
 
 KEY = b"s" * 32
@@ -56,7 +57,7 @@ def dry_run(name="dry-1"):
     run["spec"]["mode"] = "DryRun"
     run["spec"].pop("eviction", None)
     run["metadata"]["uid"] = f"uid-{name}"
-    return run
+    return stamped(run)
 
 
 def make(runs, leader=True, allowed=True, policy_since=POLICY_SINCE, objects=None, denied_namespaces=()):
@@ -200,7 +201,7 @@ def test_a_creator_without_eviction_rights_is_refused():
     ctl, store, cluster, _, _, asked = make([stamped(execute_run(), user="bob")], allowed=False)
     tick(ctl)
     st = store.runs["run-1"]["status"]
-    assert st["phase"] == "Failed" and "'bob' may not create pods/eviction in namespace 'demo'" in st["message"]
+    assert st["phase"] == "Failed" and "'bob' (the run's creator) may create pods/eviction in none" in st["message"]
     assert cluster.calls == [] and asked == [("bob", ["demo"])]
 
 
@@ -442,7 +443,7 @@ def test_a_new_start_plans_only_pods_the_creator_may_evict_and_says_which_were_l
     assert {r["namespace"] for r in st["relocations"]} == {"demo"}
     # one review per namespace with movable pods, before planning, then as before
     assert asked[:2] == [("alice", ["demo"]), ("alice", ["other"])] and asked[2:] == [("alice", ["demo"])] * 3
-    line = "left out: pods in namespace other: alice may not evict there"
+    line = left_out_line(["other"], "alice")
     assert ("PodsLeftOut", line) in seen
     assert any(r == "Started" and m.endswith(line) for r, m in seen), seen     # the executing message
     assert st["message"].endswith(line) and any(r == "Completed" and line in m for r, m in seen), st["message"]
@@ -476,8 +477,8 @@ def test_a_run_left_with_nothing_to_move_says_which_namespaces_were_left_out():
     assert st["phase"] == "Succeeded" and cluster.calls == [] and "relocations" not in st
     assert [c["reason"] for c in st["conditions"] if c["type"] == "Complete"] == ["InsufficientImprovement"]
     assert "1 EvictionNotAuthorized" in st["message"], st["message"]
-    assert st["message"].endswith("; left out: pods in namespace other: alice may not evict there; "
-                                  "nothing was evicted"), st["message"]
+    assert st["message"].endswith(f"; {left_out_line(['other'], 'alice')}; nothing was evicted"), st["message"]
+    assert "namespace other" not in st["message"] and "other/" not in st["message"]
 
 
 def test_when_the_creator_may_evict_in_none_of_the_namespaces_with_movable_pods_nothing_is_planned():
@@ -488,8 +489,9 @@ def test_when_the_creator_may_evict_in_none_of_the_namespaces_with_movable_pods_
     assert st["phase"] == "Failed" and cluster.calls == [] and "relocations" not in st and "plan" not in st
     assert [c["reason"] for c in st["conditions"] if c["type"] == "Failed"] == ["EvictionNotAuthorized"]
     assert asked == [("bob", ["demo"]), ("bob", ["other"])]
-    assert ("'bob' may not create pods/eviction in namespace 'demo'; user 'bob' may not create pods/eviction in "
-            "namespace 'other'; nothing was evicted") in st["message"], st["message"]
+    assert ("user 'bob' (the run's creator) may create pods/eviction in none of the 2 namespace(s) holding pods "
+            "this run could move") in st["message"], st["message"]
+    assert "demo" not in st["message"] and "other" not in st["message"]
 
 
 def test_a_creator_record_that_cannot_authorize_is_refused_before_any_subject_access_review():
