@@ -7,7 +7,7 @@ from typing import Optional
 
 from kubectl_repack.api.control import (CREATOR_GROUPS_ANNOTATION, CREATOR_POLICY_NAME, CREATOR_UID_ANNOTATION,
                                         CREATOR_USERNAME_ANNOTATION, GROUP_SEPARATOR, NOMINATION_POLICY_NAME,
-                                        POD_WRITE_POLICY_NAME, REPLACEMENT_POD_POLICY_NAME)
+                                        POD_WRITE_POLICY_NAME, REPLACEMENT_POD_POLICY_NAME, RUN_STATE_ANNOTATION)
 
 from kubectl_repack.api.installed import NAMESPACE
 
@@ -27,11 +27,14 @@ def creator_policy(namespace: str = NAMESPACE) -> Manifest:
     only that account, and only for a RepackRun a RepackPolicy owns, may set a record that is not
     its own (which policy's record it copies is the controller's to get right: it copies the owner's). failurePolicy Fail: a policy that cannot
     be evaluated refuses, it never lets a record through unchecked. `extra` is not compared (CEL has
-    no stable rendering of it), so nothing is authorized on it (SubjectAccessReviews omit it)."""
+    no stable rendering of it), so nothing is authorized on it (SubjectAccessReviews omit it). The
+    run-state mark (RUN_STATE_ANNOTATION, SEC-2) may be set, changed or removed by the controller's
+    account only."""
     user, uid, groups = (_cel_string(k) for k in (CREATOR_USERNAME_ANNOTATION, CREATOR_UID_ANNOTATION,
                                                   CREATOR_GROUPS_ANNOTATION))
     sep = _cel_string(GROUP_SEPARATOR)
     keys = f"[{user}, {uid}, {groups}]"
+    state = _cel_string(RUN_STATE_ANNOTATION)
     controller = _cel_string(f"system:serviceaccount:{namespace}:{CONTROLLER_NAME}")
     fix = ("object.kind + ': the creator annotations must name the user creating it; kubectl repack plan --save and "
            "apply fill them in, and so does the repack webhook for kubectl apply; without them set metadata.annotations "
@@ -76,6 +79,13 @@ def creator_policy(namespace: str = NAMESPACE) -> Manifest:
                                + _keys_unchanged(keys, "variables.ann", "variables.old"),
                  "messageExpression": "object.kind + ': the creator annotations (repack.volcano.sh/creator-*) cannot be "
                                       "added, changed or removed after creation'",
+                 "reason": "Forbidden"},
+                # SEC-2: the run-state mark is the controller's to set, change or remove
+                {"expression": f"variables.username == {controller} || (request.operation == 'CREATE' ? "
+                               f"!({state} in variables.ann) : "
+                               + _keys_unchanged(f"[{state}]", "variables.ann", "variables.old") + ")",
+                 "messageExpression": f"object.kind + ': annotation {RUN_STATE_ANNOTATION} is written by the "
+                                      "repack controller only'",
                  "reason": "Forbidden"},
             ],
         },
