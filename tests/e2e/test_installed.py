@@ -387,7 +387,8 @@ def test_seed_flow_with_kubectl_apply_is_reconciled_in_the_cluster(
         refused = wait_for("bob's run to end", lambda: _finished(api, names["bob-execute"]), timeout=120)
         assert reason_of(refused, "Failed") == ("True", "EvictionNotAuthorized"), refused["status"]
         message = refused["status"]["message"]
-        assert f"'{bob}'" in message and f"namespace '{ns}'" in message and "pods/eviction" in message, message
+        assert f"'{bob}'" in message and "pods/eviction in none of the 1 namespace(s)" in message, message
+        assert ns not in message, message     # SEC-1: nothing of a namespace the creator may not evict in
         creator = refused["metadata"]["annotations"]["repack.volcano.sh/creator-username"]
         assert creator == bob                      # filled in by the webhook, checked by the admission policy
         assert not refused["status"].get("relocations")
