@@ -92,7 +92,6 @@ def test_a_status_writer_restarts_no_finished_run(installed, real_node, control_
         _kubectl_apply(control_plane, _run(names["succeeded"], execute_spec()), tmp_path)
         done = wait_for("the first Execute to end", lambda: _finished(api, names["succeeded"]), timeout=120)
         assert reason_of(done, "Complete") == ("True", "NoFragmentation"), done["status"]
-        assert RUN_STATE_ANNOTATION in done["metadata"]["annotations"]
 
         nodes = seed_nodes()
         layout = build_seed_layout(api, fake_nodes, ns, nodes)
