@@ -37,7 +37,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
-from .run import COND_COMPLETE, COND_FAILED, EVICTION_IN_PROGRESS
+from .run import COND_COMPLETE, COND_FAILED
 from .view import ObjectView, as_map
 
 CANCEL_ANNOTATION = "repack.volcano.sh/cancel"               # "true": stop before the next eviction

@@ -3,8 +3,9 @@ cluster, not from a laptop.
 
 One leader (Lease `repack-controller`, the kube layer's Lease client) reconciles every RepackRun:
 
-* **DryRun**, no status yet: planned on live state with `planner.plan`; the status written is the
-  one `kubectl repack plan --save` writes (plan, Complete condition, phase Succeeded).
+* **DryRun**, no status yet: planned on live state with `planner.plan`, screened like a new
+  Execute (below); the status written is the one `kubectl repack plan --save` writes (plan,
+  Complete condition, phase Succeeded).
 * **Execute**, not finished: carried out by the engine `kubectl repack apply --local` uses
   (kubectl_repack.engine.workflow.apply_run: execute Lease mutex and cooldown, write-ahead records,
   Eviction API with PDBs, placement tracking, verification, result, TTL), in one worker thread, one
@@ -12,19 +13,25 @@ One leader (Lease `repack-controller`, the kube layer's Lease client) reconciles
   pod is evicted twice (the records are written before each Eviction call).
 * **Finished** runs are never touched again, except that the finalizer is removed, and that once
   `ttlSecondsAfterFinished` has passed the run is deleted (EXEC-7; on every tick, by this controller only).
+  Where an Execute stands is read from the controller's own run-state mark
+  (webhook.controller.authority, SEC-2), not from its status: a run marked Finished stays
+  finished (a status rewritten since is put back), one marked Started is never planned again,
+  and a started run's execution deadline must be the one its mark holds.
 * Runs marked `repack.volcano.sh/executor: local` belong to the plugin (`apply --local`, `plan
   --save`) and are left alone.
 
 Before a run's first eviction (and again when a started run is continued) the controller checks
 that the run's *creator* may evict (kubectl_repack.api.control): the creator annotations, which the
 API server's admission policy vouches for, must exist, the run must be younger than that policy's
-enforcement and, for a new start, than the record's trust bound (`--creator-max-age`, 1h).
-Otherwise the run ends Failed, EvictionNotAuthorized, before any SubjectAccessReview. A new start
-then plans only pods the creator may evict: before planning, a SubjectAccessReview as that user
-(`create pods/eviction`) is asked for every namespace holding pods the plan could move; pods of
-the namespaces it refuses are left out of the plan (their nodes' verdicts say so), and the run's
-message and an Event name those namespaces; if it refuses all of them the run ends Failed,
-EvictionNotAuthorized. The plan's namespaces are asked again before the first eviction, and the
+enforcement and than the record's trust bound (`--creator-max-age`, 1h), for a new start and a
+continued one alike. Otherwise the run ends Failed, EvictionNotAuthorized, before any
+SubjectAccessReview. A new start (and a DryRun) then plans only pods the creator may evict: before
+planning, a SubjectAccessReview as that user (`create pods/eviction`) is asked for every namespace
+holding pods the plan could move; pods of the namespaces it refuses are left out of the plan, the
+run's status names nothing of them (api.status.scoped_plan), and its message and an Event say how
+many were left out; if it refuses all of them the run ends Failed, EvictionNotAuthorized. The
+annotations that bound a run (execution-timeout, execute-cooldown, window-end) are checked before
+its first eviction; once it started, a bad one is ignored, never ending the run halfway. The plan's namespaces are asked again before the first eviction, and the
 victim's before every single eviction. A spec the CRD accepts but the planner refuses ends Failed,
 InvalidSpec, naming the field.
 
@@ -68,12 +75,12 @@ from kubectl_repack.api import installed
 from kubectl_repack.api import control
 from kubectl_repack.api.control import (CONTROLLER_LEASE_NAME, CREATOR_MAX_AGE, FINALIZER, RECORDS_SEAL_ANNOTATION,
                                         RUN_STATE_ANNOTATION, BadStateMark, UntrustedCreator, cancel_requested,
-                                        creator_of, creator_problem, executed_locally, finalizer_removal,
-                                        read_state_mark, run_durations, seal_problem, state_disagreement)
+                                        creator_of, executed_locally, finalizer_removal, run_durations, seal_problem,
+                                        state_disagreement)
 from kubectl_repack.api.policy import WINDOW_END_ANNOTATION, window_timeout
 from kubectl_repack.api.run import MODE_DRY_RUN, MODE_EXECUTE, Reason, RunView, is_finished, phase_of, relocations
 from kubectl_repack.api.status import plan_status, restore_finished, scoped_plan
-from kubectl_repack.api.times import parse_duration, parse_time, rfc3339, utcnow
+from kubectl_repack.api.times import parse_duration, rfc3339, utcnow
 from kubectl_repack.api.view import ObjectView
 from kubectl_repack.engine.executor import Executor
 from kubectl_repack.engine.mutex import holder_identity
@@ -84,6 +91,7 @@ from kubectl_repack.kube.incluster import controlling_owner
 from webhook.common.election import LeaderElector, leader_process_args, process_identity
 from webhook.common.health import Answer, serve
 from webhook.common.metrics import ControllerMetrics
+from webhook.controller.authority import RunAuthority
 from webhook.controller.gauge import DEFAULT_GAUGE_INTERVAL, MAX_RESOURCES, GaugeRefresher, gauge_resource_list
 
 log = logging.getLogger("webhook.controller")
@@ -139,6 +147,7 @@ class Controller:
         self.patch_run = patch_run or runs.patch
         self.key, self.events, self.authorize_as = key, events, authorize_as
         self.policy_since, self.creator_max_age = policy_since, creator_max_age
+        self.authority = RunAuthority(runs, key, authorize_as, policy_since, creator_max_age, self._now)
         self.lift_gates, self.gate_sweep_seconds = lift_gates, gate_sweep_seconds
         self.dry_runs_per_minute = dry_runs_per_minute
         self.audit_event = audit_event   # (namespace, PodGroup, owner, reason, message): the owners' audit trail
@@ -246,7 +255,7 @@ class Controller:
             snapshot = planner.load_objects(self.cluster.snapshot_objects())
         try:
             namespaces = planner.movable_namespaces(snapshot, run["spec"])
-            scope = scope_for(namespaces, self.screen(run, namespaces), run["spec"])
+            scope = scope_for(namespaces, self.authority.screen(run, namespaces), run["spec"])
             if scope.refused:
                 self._engine(record, run).fail(name, Reason.NOT_AUTHORIZED, f"{scope.refused}; nothing was planned")
                 return
@@ -270,7 +279,7 @@ class Controller:
 
     # -- Execute --
     def _engine(self, record, run: dict) -> Executor:
-        return Executor(self.cluster, self.cluster, self.runs, on_event=record, mark=self.marker(run))
+        return Executor(self.cluster, self.cluster, self.runs, on_event=record, mark=self.authority.marker(run))
 
     def execute_all(self, names: list) -> None:
         """Oldest first; stop after one run that actually ran (the next tick looks again)."""
@@ -297,7 +306,7 @@ class Controller:
         record = self.events(run)
         engine = self._engine(record, run)
         try:   # SEC-2: what the controller vouches for, not what the status says, tells where the run is
-            state = read_state_mark(run, self.key()) if RUN_STATE_ANNOTATION in ObjectView(run).annotations else None
+            state = self.authority.state_of(run)
         except BadStateMark as e:
             if not is_finished(run):
                 self.drop_finalizer(self.finished(engine.fail(name, Reason.INVALID_RECORDS,
@@ -332,18 +341,18 @@ class Controller:
             return False       # never evict for a run whose delete would not wait for us
 
         def authorize(namespaces: list) -> str:
-            creator, problem = self.trusted_creator(self.runs.get(name))
+            creator, problem = self.authority.trusted_creator(self.runs.get(name))
             return problem or self.authorize_as(creator, namespaces)
 
         def screen(namespaces: list) -> Screening:
-            return self.screen(self.runs.get(name), namespaces)
+            return self.authority.screen(self.runs.get(name), namespaces)
 
         def seal(run: dict, records: list) -> None:
             value = control.seal(self.key(), ObjectView(run).uid, records)
             self.runs.annotate(name, RECORDS_SEAL_ANNOTATION, value)
 
         def vet(run: dict, record) -> Optional[tuple]:
-            problem = seal_problem(run, self.key()) or self.state_problem(run)
+            problem = seal_problem(run, self.key()) or self.authority.state_problem(run)
             if problem:
                 return Reason.INVALID_RECORDS, f"{problem}; nothing is evicted on their word"
             if record is None:
@@ -372,7 +381,7 @@ class Controller:
                            _Log(), me=holder_identity(name, host=os.environ.get("POD_NAME")),
                            authorize=authorize, cancelled=cancel_requested, on_event=record, seal=seal, vet=vet,
                            on_evicted=evicted, screen=screen, opted_out=self.pod_group_opt_out,
-                           mark=self.marker(run), **kwargs)
+                           mark=self.authority.marker(run), **kwargs)
         if is_finished(result.run):
             self.drop_finalizer(self.finished(result.run))
         return not result.pending
@@ -404,58 +413,6 @@ class Controller:
                 return None, None
             timeout = min(timeout, window)
         return durations, timeout
-
-    def trusted_creator(self, run: dict) -> tuple:
-        """(creator, '') when the stored run's creator record may authorize it now; else (None, why).
-        The record must be vouched for and fresh (creator_problem) for a new start and for a started
-        run that is continued alike: a resumed run acts on its creator's authority anew."""
-        try:
-            creator = creator_of(run)
-        except UntrustedCreator as e:
-            return None, f"no trustworthy creator record: {e}"
-        problem = creator_problem(run, self._now(), parse_time, self.policy_since(), self.creator_max_age)
-        if problem:
-            return None, f"the creator record cannot authorize this run: {problem}"
-        return creator, ""
-
-    def screen(self, run: dict, namespaces: list) -> Screening:
-        """Before a run is planned (a new Execute, a DryRun): the creator record first (no
-        SubjectAccessReview for a record that cannot authorize anything), then one review as the
-        creator (create pods/eviction) per namespace."""
-        creator, problem = self.trusted_creator(run)
-        if problem:
-            return Screening(refused=problem)
-        denied = {}
-        for ns in namespaces:
-            why = self.authorize_as(creator, [ns])
-            if why:
-                denied[ns] = why
-        if denied:
-            log.info("repackrun %s: %s may not evict in namespace(s) %s: left out of its plan",
-                     ObjectView(run).name, creator.username, ", ".join(sorted(denied)))
-        return Screening(denied=denied, creator=creator.username)
-
-    # -- the run-state mark (SEC-2) --
-    def marker(self, run: dict) -> Callable[[str, Any], None]:
-        """The engine's `mark`: RUN_STATE_ANNOTATION written on this incarnation of the run (its uid
-        sealed in, and the patch's precondition)."""
-        uid = ObjectView(run).uid
-
-        def mark(name: str, state) -> None:
-            self.runs.annotate(name, RUN_STATE_ANNOTATION, control.state_mark(self.key(), uid, state), uid=uid)
-        return mark
-
-    def state_problem(self, run: dict) -> str:
-        """Why a started run's status departs from its mark ('' when it does not, or has no mark)."""
-        try:
-            state = read_state_mark(run, self.key())
-        except BadStateMark as e:
-            return str(e)
-        if state is None:
-            return ""
-        if state.finished:
-            return f"the run ended {state.phase} ({state.reason}) (annotation {RUN_STATE_ANNOTATION})"
-        return state_disagreement(run, state)
 
     def keep_finished(self, name: str, run: dict, state) -> None:
         """A run the controller ended stays ended: a status rewritten since is put back."""
