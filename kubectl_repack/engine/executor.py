@@ -29,7 +29,8 @@ from kubectl_repack.errors import ClusterAPIError, RepackError
 from .evictions import (ACCEPTED, GONE, REJECTED, RESUME_DONE_ACCEPTED, RESUME_DONE_GONE, RESUME_EVICT, RETRY,
                         UNKNOWN, VICTIM_GONE, Backoff, classify_eviction, dnd_message, pdb_blocks, resume_action,
                         settle_unknown, victim_opt_out, victim_state)
-from .outcome import Outcome, decide_outcome, taken_messages, target_result, validate_records, verify
+from .outcome import (Outcome, decide_outcome, scoped_verification, taken_messages, target_result, validate_records,
+                      verify)
 from .ports import (EV_CANCELLED, EV_COMPLETED, EV_EVICTED, EV_EVICTION_BLOCKED, EV_FAILED, EV_LEFT_OUT, EV_NODE_TAKEN,
                     EV_STARTED, EV_TARGET_BOUND, EV_TARGET_CHANGED, EV_TARGET_NOT_BOUND, Clock, ClusterReader, EvictionResponse, Evictor, Progress, RunWriter)
 from .tracking import PlacementTracker
@@ -128,6 +129,9 @@ class Executor:
     record's eviction phase before the status that ends the run. A run ends with every record
     settled: an InProgress record (a crash's) is resolved on the victim as read then (gone or
     terminating: Accepted; running: Pending, saying the run ended before its eviction).
+    `scoped` (the controller, whose runs are screened by their creator's rights): the verification
+    names only pods and workloads of namespaces the run moved pods in or aims at (its result,
+    message and NodeTaken Events; scoped_verification).
 
     A workload may opt out after the plan was made (planner.model.opt_out: `repack.volcano.sh/
     do-not-disrupt: "true"` and its equivalents). Before a PodGroup's first eviction its victims as
@@ -152,7 +156,7 @@ class Executor:
                  vet: Callable[[dict, Optional[Relocation]], Optional[tuple]] = None,
                  on_evicted: Callable[[Relocation, Optional[dict]], None] = None,
                  opted_out: Callable[[str, str], str] = None,
-                 mark: Callable[[str, RunState], None] = None):
+                 mark: Callable[[str, RunState], None] = None, scoped: bool = False):
         self.reader, self.evictor, self.runs = reader, evictor, runs
         self.clock = clock or Clock()
         self.options = options or Options()
@@ -164,6 +168,7 @@ class Executor:
         self.on_evicted = on_evicted or (lambda record, pod: None)
         self.opted_out = opted_out or (lambda namespace, pod_group: "")
         self.mark = mark or (lambda name, state: None)
+        self.scoped = scoped
         self._cancel = ""
         self._refused: Optional[tuple] = None   # (reason, message) from vet: no further eviction
         self._left_out = ""     # start()'s left_out: repeated in the run's final message
@@ -336,6 +341,9 @@ class Executor:
                       for g in (r.pod_group_name, r.replacement_pod_group_name) if g}
             ver = verify(self.reader.snapshot_objects(), run.goal_resource, run.plan.get("freedNodes") or [],
                          run.spec, groups, parse_time(st.get("startTime")))
+            if self.scoped:   # what took or holds a planned node, only where the run itself moved or aims
+                ver = scoped_verification(ver, {r.namespace for r in run.relocations}
+                                          | {k.partition("/")[0] for k in target_keys(run.spec)})
             for message in taken_messages(ver):
                 self.on_event(EV_NODE_TAKEN, message, False)
         if self._refused:

@@ -2,7 +2,7 @@
 check to the run's end (EXEC-6). (A plan becomes records in api.status.)"""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional, Sequence
 
 import planner
@@ -11,6 +11,7 @@ from planner.errors import RepackError
 from planner.model import pod_group_name
 
 from kubectl_repack.api.gates import TARGET_NODE_ANNOTATION, TARGET_RUN_ANNOTATION
+from kubectl_repack.api.status import HIDDEN
 from kubectl_repack.api.run import EVICTION_REJECTED, PHASE_FAILED, PHASE_SUCCEEDED, Reason, Relocation, relocations
 from kubectl_repack.api.times import micro_time, parse_time, rfc3339
 from kubectl_repack.api.matching import POD_TEMPLATE_HASH_LABEL
@@ -37,6 +38,19 @@ class Verification:
     vacated: dict = field(default_factory=dict)
     # plan.freedNodes not vacated: node -> the pods ("namespace/name") that still hold R there
     held: dict = field(default_factory=dict)
+
+
+def scoped_verification(ver: Optional[Verification], visible) -> Optional[Verification]:
+    """`ver` as a run's creator may read it (SEC-1): the pods and workloads ("namespace/name") of a
+    namespace outside `visible` that took or hold a planned node are shown as api.status.HIDDEN."""
+    if ver is None:
+        return None
+
+    def shown(keys: tuple) -> tuple:
+        return tuple(k if k.partition("/")[0] in visible else HIDDEN for k in keys)
+    return replace(ver, taken={n: shown(k) for n, k in ver.taken.items()},
+                   vacated={n: shown(k) for n, k in ver.vacated.items()},
+                   held={n: shown(k) for n, k in ver.held.items()})
 
 
 def _scheduled_at(objects: list) -> dict:

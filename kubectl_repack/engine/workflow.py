@@ -242,7 +242,7 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
                                       eviction_retry_timeout=request.eviction_retry_timeout),
                       on_progress=reporter.progress,
                       guard=lease.check, cancelled=cancelled, on_event=on_event, vet=vet, on_evicted=on_evicted,
-                      opted_out=opted_out, mark=mark)
+                      opted_out=opted_out, mark=mark, scoped=screen is not None)
     why = cancelled(current)
     if why and not RunView(current).has_records:
         return ApplyResult(engine.fail(name, Reason.CANCELLED, f"{why}: nothing was evicted"))

@@ -204,3 +204,18 @@ def test_a_dry_run_of_a_creator_who_may_evict_nowhere_gets_no_plan():
         st = store.runs[name]["status"]
         assert st["phase"] == "Failed" and failed(st) == ["EvictionNotAuthorized"] and "plan" not in st
         assert words in st["message"] and "demo" not in st["message"] and "other" not in st["message"], st["message"]
+
+
+def test_an_executes_verification_names_only_what_lies_where_the_run_moved_or_aims():
+    """After the evictions: the workloads that took a vacated node, and the pods that still hold a
+    planned one, are named only in the namespaces the run moved pods in (or aims at)."""
+    from kubectl_repack.engine.outcome import Verification, scoped_verification, taken_messages, vacated_nodes
+
+    ver = Verification(0, (), ("n2",), 1, 1, True, taken={"n1": ("other/waiting-0", "demo/replacement-0")},
+                       vacated={"n1": ("other/waiting", "demo/train")}, held={"n2": ("other/stuck-0",)})
+    got = scoped_verification(ver, {"demo"})
+    assert got.vacated == {"n1": (HIDDEN, "demo/train")} and got.held == {"n2": (HIDDEN,)}
+    assert got.taken == {"n1": (HIDDEN, "demo/replacement-0")}
+    shown = json.dumps([vacated_nodes(got), taken_messages(got)])
+    assert "other" not in shown and "demo/train" in shown
+    assert scoped_verification(None, {"demo"}) is None
