@@ -52,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 RECORDS = 200
 NS = "bench"
+SEAL_KEY = b"bench-seal-key-0123456789abcdef!"   # the records seal the controller would write
 
 
 def synthetic_run(records: int = RECORDS) -> dict:
@@ -74,8 +75,11 @@ def synthetic_run(records: int = RECORDS) -> dict:
                             "placement": {"phase": "WaitingForReplacement"}})
         moves.append({"namespace": NS, "podGroupName": group, "owner": owner, "cards": 1,
                       "pods": [{"name": victim, "fromNode": "node-99", "toNode": f"node-{i % 16:02d}", "cards": 1}]})
+    from kubectl_repack.api.control import RECORDS_SEAL_ANNOTATION, seal
+
     return {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun",
-            "metadata": {"name": "bench-run", "uid": "bench-uid", "creationTimestamp": "2026-07-30T10:00:00Z"},
+            "metadata": {"name": "bench-run", "uid": "bench-uid", "creationTimestamp": "2026-07-30T10:00:00Z",
+                         "annotations": {RECORDS_SEAL_ANNOTATION: seal(SEAL_KEY, "bench-uid", relocations)}},
             "spec": {"mode": "Execute", "goals": [{"resource": "huawei.com/ascend-1980"}]},
             "status": {"phase": "Running", "plan": {"moves": moves}, "relocations": relocations}}
 
@@ -140,7 +144,7 @@ def bench_app():
     from webhook.common.metrics import WebhookMetrics
     from webhook.admission.relocation_store import RelocationStore
 
-    store = RelocationStore()
+    store = RelocationStore(key=SEAL_KEY)
     store.replace_all([synthetic_run()])
     return create_app(store, lambda now: True, WebhookMetrics())
 
