@@ -32,6 +32,7 @@ class RelocationStore:
 
     def __init__(self, claim_ttl: timedelta = DEFAULT_CLAIM_TTL, key: Optional[bytes] = None):
         self._key = key   # the records-seal key; until it is read, no record is trusted
+        self._verdicts: dict[tuple, bool] = {}   # (run uid, resourceVersion) -> seal verifies
         self._lock = threading.Lock()
         self._runs: dict[str, Mapping[str, Any]] = {}
         self._base = RelocationIndex()
@@ -89,7 +90,20 @@ class RelocationStore:
         with self._lock:
             if key != self._key:
                 self._key = key
+                self._verdicts = {}
                 self._rebuild(synced=self._base.synced)
+
+    def _trusted(self, run: Any) -> bool:
+        """Whether the run's records verify against the seal; remembered per (uid, resourceVersion),
+        so a rebuild (every RepackRun event) re-verifies only the run that changed."""
+        view = ObjectView(run)
+        version = (view.uid, str(view.meta.get("resourceVersion") or ""))
+        if not version[1]:
+            return sealed_by(self._key)(run)
+        verdict = self._verdicts.get(version)
+        if verdict is None:
+            verdict = self._verdicts[version] = sealed_by(self._key)(run)
+        return verdict
 
     @property
     def key(self) -> Optional[bytes]:
@@ -107,7 +121,9 @@ class RelocationStore:
         return view.uid or view.name
 
     def _rebuild(self, synced: bool) -> None:
-        self._base = RelocationIndex.from_runs(self._runs.values(), synced=synced, trusted=sealed_by(self._key))
+        self._base = RelocationIndex.from_runs(self._runs.values(), synced=synced, trusted=self._trusted)
+        live = {(ObjectView(r).uid, str(ObjectView(r).meta.get("resourceVersion") or "")) for r in self._runs.values()}
+        self._verdicts = {k: v for k, v in self._verdicts.items() if k in live}
         known = {r.key for r in self._base.records}
         # A record that left the open set (replacement recorded, run finished) frees its claim.
         self._claims = {k: t for k, t in self._claims.items() if k in known}
