@@ -66,12 +66,13 @@ class RelocationIndex:
         `trusted(run)`: whether the run's records may be acted on (the webhook passes `sealed_by`:
         records whose seal does not verify were written or changed by someone other than the
         controller, SEC-2); None: every run (a run `apply` executes itself)."""
-        active = [view for view in map(RunView.of, runs)
-                  if view.active_execute and (trusted is None or trusted(view))]
+        active = [view for view in map(RunView.of, runs) if view.active_execute]
         active.sort(key=lambda view: (view.meta.get("creationTimestamp") or "", view.meta.get("name") or ""))
         records: list[RelocationRecord] = []
         for run in active:
-            records.extend(open_records(run))
+            found = open_records(run)
+            if found and (trusted is None or trusted(run)):   # a run with nothing open needs no verifying
+                records.extend(found)
         return cls(records=tuple(records), synced=synced)
 
     def is_open(self, record: RelocationRecord) -> bool:

@@ -96,13 +96,13 @@ class RelocationStore:
     def _trusted(self, run: Any) -> bool:
         """Whether the run's records verify against the seal; remembered per (uid, resourceVersion),
         so a rebuild (every RepackRun event) re-verifies only the run that changed."""
-        view = ObjectView(run)
-        version = (view.uid, str(view.meta.get("resourceVersion") or ""))
+        view, key = ObjectView(run), self._key
+        version = (view.uid, str(view.meta.get("resourceVersion") or ""), key)
         if not version[1]:
-            return sealed_by(self._key)(run)
+            return sealed_by(key)(run)
         verdict = self._verdicts.get(version)
         if verdict is None:
-            verdict = self._verdicts[version] = sealed_by(self._key)(run)
+            verdict = self._verdicts[version] = sealed_by(key)(run)
         return verdict
 
     @property
@@ -122,7 +122,8 @@ class RelocationStore:
 
     def _rebuild(self, synced: bool) -> None:
         self._base = RelocationIndex.from_runs(self._runs.values(), synced=synced, trusted=self._trusted)
-        live = {(ObjectView(r).uid, str(ObjectView(r).meta.get("resourceVersion") or "")) for r in self._runs.values()}
+        live = {(ObjectView(r).uid, str(ObjectView(r).meta.get("resourceVersion") or ""), self._key)
+                for r in self._runs.values()}
         self._verdicts = {k: v for k, v in self._verdicts.items() if k in live}
         known = {r.key for r in self._base.records}
         # A record that left the open set (replacement recorded, run finished) frees its claim.
