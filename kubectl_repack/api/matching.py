@@ -32,7 +32,8 @@ produce (SEC-5): Volcano names the PodGroup of a workload after its controller's
 (`podgroup-<owner uid>` for a ReplicaSet's or a StatefulSet's pods, `<job>-<job uid>` for a VCJob),
 and the record's PodGroup is sealed by the controller, so when it ends in a UID the new pod's
 controlling owner reference must carry that UID. A PodGroup named by hand carries no UID; its
-records match on names and labels only (README, Safety).
+records match on names and labels only (README, Safety). Should a PodGroup carry another owner's
+UID (one above the pod's controller), no pod matches: its replacement gets no hint, never a wrong one.
 """
 from __future__ import annotations
 
