@@ -93,3 +93,24 @@ def test_records_that_do_not_verify_against_the_seal_are_not_indexed():
     keyless = RelocationStore()
     keyless.replace_all([two_record_run()])
     assert open_victims(keyless, T0) == []
+
+
+def test_the_seal_key_poller_installs_the_key_once_the_controller_made_it():
+    from webhook.admission.watches import SealKeyPoller
+
+    answers = iter([None, RuntimeError("API server unreachable"), SEAL_KEY])
+
+    def read(api, namespace):
+        assert namespace == "repack-system"
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    store = RelocationStore()
+    store.replace_all([two_record_run()])
+    poller = SealKeyPoller(store, "repack-system", object(), read=read)
+    assert poller.once() is False and store.key is None and open_victims(store, T0) == []
+    assert poller.once() is False and store.key is None      # a failed read keeps what there is
+    assert poller.once() is True and store.key == SEAL_KEY
+    assert open_victims(store, T0) == ["web-7f8d9c-aaaaa", "web-7f8d9c-bbbbb"]
