@@ -19,6 +19,7 @@ held open for the whole measurement and reopened whenever the server closes them
     python3 bench/webhook_latency.py                               # 300 req/s for 20 s, gunicorn
     python3 bench/webhook_latency.py --rate 100 --slow 64 --idle 100 --runs 3
     python3 bench/webhook_latency.py --server werkzeug --rate 100 --seconds 5
+    BENCH_STATUS_FLOOD_MIB=1.2 python3 bench/webhook_latency.py --seconds 10   # a big status rewritten 20/s
 
 All clients share 127.0.0.1, and the server allows one peer address MAX_PEER_CONNECTIONS
 (webhook.admission.worker) connections: with hostile peers the benchmark raises that cap to fit everything it
@@ -52,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 RECORDS = 200
 NS = "bench"
+SEAL_KEY = b"bench-seal-key-0123456789abcdef!"   # the records seal the controller would write
 
 
 def synthetic_run(records: int = RECORDS) -> dict:
@@ -74,8 +76,11 @@ def synthetic_run(records: int = RECORDS) -> dict:
                             "placement": {"phase": "WaitingForReplacement"}})
         moves.append({"namespace": NS, "podGroupName": group, "owner": owner, "cards": 1,
                       "pods": [{"name": victim, "fromNode": "node-99", "toNode": f"node-{i % 16:02d}", "cards": 1}]})
+    from kubectl_repack.api.control import RECORDS_SEAL_ANNOTATION, seal
+
     return {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun",
-            "metadata": {"name": "bench-run", "uid": "bench-uid", "creationTimestamp": "2026-07-30T10:00:00Z"},
+            "metadata": {"name": "bench-run", "uid": "bench-uid", "creationTimestamp": "2026-07-30T10:00:00Z",
+                         "annotations": {RECORDS_SEAL_ANNOTATION: seal(SEAL_KEY, "bench-uid", relocations)}},
             "spec": {"mode": "Execute", "goals": [{"resource": "huawei.com/ascend-1980"}]},
             "status": {"phase": "Running", "plan": {"moves": moves}, "relocations": relocations}}
 
@@ -140,9 +145,39 @@ def bench_app():
     from webhook.common.metrics import WebhookMetrics
     from webhook.admission.relocation_store import RelocationStore
 
-    store = RelocationStore()
+    try:
+        store = RelocationStore(key=SEAL_KEY)
+    except TypeError:   # a tree from before the records seal was checked at admission (A/B runs)
+        store = RelocationStore()
     store.replace_all([synthetic_run()])
+    flood = float(os.environ.get("BENCH_STATUS_FLOOD_MIB") or 0)
+    if flood:
+        threading.Thread(target=status_flood, args=(store, flood), name="status-flood", daemon=True).start()
     return create_app(store, lambda now: True, WebhookMetrics())
+
+
+def status_flood(store, mib: float, period: float = 0.05) -> None:
+    """What the RepackRun watch delivers while someone rewrites a big status: every `period` s a
+    MODIFIED event of a second Running Execute run whose status is `mib` MiB (settled records:
+    nothing to match, all to parse and verify)."""
+    from kubectl_repack.api.control import RECORDS_SEAL_ANNOTATION, seal
+
+    record = {"namespace": NS, "podGroupName": "flood-pg", "victimPodUID": "0" * 36, "plannedNodeName": "node-00",
+              "eviction": {"phase": "Accepted"}, "placement": {"phase": "Placed", "actualNodeName": "node-00"}}
+    size = len(json.dumps(record)) + 40
+    records = [dict(record, victimPodName=f"flood-victim-{i:06d}") for i in range(int(mib * 1024 * 1024 / size))]
+    run = {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun",
+           "metadata": {"name": "flood-run", "uid": "flood-uid", "creationTimestamp": "2026-07-30T09:00:00Z",
+                        "annotations": {RECORDS_SEAL_ANNOTATION: seal(SEAL_KEY, "flood-uid", records)}},
+           "spec": {"mode": "Execute", "goals": [{"resource": "huawei.com/ascend-1980"}]},
+           "status": {"phase": "Running", "relocations": records}}
+    version = 0
+    while True:
+        version += 1
+        event = json.loads(json.dumps(run))    # a new object per event, as the watch decodes one
+        event["metadata"]["resourceVersion"] = str(version)
+        store.upsert(event)
+        time.sleep(period)
 
 
 def serve(args: argparse.Namespace) -> None:

@@ -7,7 +7,10 @@ gate, the controller lifts any gate older than the placement lease (when the coo
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Mapping
+import hashlib
+import hmac
+import json
+from typing import Any, Mapping, Optional
 
 from .view import ObjectView, as_map
 from .times import parse_time
@@ -21,6 +24,8 @@ RELOCATION_INDEX_ANNOTATION = "repack.volcano.sh/relocation-index"    # index in
 RELOCATION_VICTIM_ANNOTATION = "repack.volcano.sh/relocation-victim"
 REPLACEMENT_PODGROUP_ANNOTATION = "repack.volcano.sh/replacement-podgroup"
 PLANNED_NODE_ANNOTATION = "repack.volcano.sh/planned-node"
+# The webhook's MAC over the marks it adds and the pod's controlling owner (SEC-5; see marks_mac).
+MARKS_MAC_ANNOTATION = "repack.volcano.sh/replacement-mac"
 
 COORDINATOR_LEASE_NAME = "repack-coordinator"
 # Who re-creates an evicted pod (SEC-5): only a pod created by one of these identities can claim a
@@ -38,7 +43,13 @@ DEFAULT_REPLACEMENT_CREATORS = (
 # What marks a pod as a repack replacement (read by the coordinator); nobody else may write them.
 REPLACEMENT_MARKS = (RELOCATION_RUN_ANNOTATION, RELOCATION_INDEX_ANNOTATION, RELOCATION_VICTIM_ANNOTATION,
                      REPLACEMENT_PODGROUP_ANNOTATION, PLANNED_NODE_ANNOTATION, PLACEMENT_GATE_OWNER_ANNOTATION,
-                     GATED_AT_ANNOTATION)
+                     GATED_AT_ANNOTATION, MARKS_MAC_ANNOTATION)
+# The marks the MAC covers (the gate owner and gated-at are bookkeeping: the coordinator removes the
+# owner when it lifts the gate, and gated-at only shortens how long a gate is held).
+MAC_COVERED_MARKS = (RELOCATION_RUN_ANNOTATION, RELOCATION_INDEX_ANNOTATION, RELOCATION_VICTIM_ANNOTATION,
+                     REPLACEMENT_PODGROUP_ANNOTATION, PLANNED_NODE_ANNOTATION)
+MARKS_MAC_VERSION = "v1"
+_MARKS_KEY_LABEL = b"repack.volcano.sh replacement marks v1"
 
 # The pending pods of a targeted run's target (RELIEF-3): the coordinator marks such a pod with the
 # run (`<run name>/<run uid>`) and the vacated node it nominates, in one pods patch, and only then
@@ -106,3 +117,59 @@ def target_mark_patch(pod: Mapping[str, Any], run_ref: str, node: str) -> list:
     for key, value in ((TARGET_RUN_ANNOTATION, run_ref), (TARGET_NODE_ANNOTATION, node)):
         ops.append({"op": "add", "path": "/metadata/annotations/" + escape_pointer(key), "value": value})
     return ops
+
+
+# --- the marks MAC (SEC-5) ---------------------------------------------------------------------------
+# A pod's repack marks decide which relocation record it takes and where it is nominated, so the
+# coordinator acts only on marks the webhook wrote: the webhook MACs them, together with the pod's
+# namespace and its controlling owner's UID (set by the workload controller that creates the pod,
+# never by a pod template), and strips any marks a pod arrives with. Marks copied into a template,
+# or onto a pod admitted while the webhook was down, do not verify. The key is derived from the
+# records-seal key (kubectl_repack.api.control), which the controller, the webhook and the
+# coordinator read and nobody else may.
+def marks_key(seal_key: bytes) -> bytes:
+    """The marks MAC key, derived from the records-seal key (a separate key for a separate use)."""
+    return hmac.new(seal_key, _MARKS_KEY_LABEL, hashlib.sha256).digest()
+
+
+def controller_uid(pod: Mapping[str, Any]) -> str:
+    """The UID of the pod's controlling owner reference ('' when it has none)."""
+    for ref in ObjectView(pod).meta.get("ownerReferences") or ():
+        if isinstance(ref, Mapping) and ref.get("controller") is True:
+            return str(ref.get("uid") or "")
+    return ""
+
+
+def marks_mac(key: bytes, namespace: str, owner_uid: str, marks: Mapping[str, Any]) -> str:
+    """The MAC annotation's value for these marks on a pod of `namespace` controlled by `owner_uid`."""
+    body = json.dumps({"ns": namespace, "owner": owner_uid,
+                       "marks": [str(marks.get(k) or "") for k in MAC_COVERED_MARKS]},
+                      separators=(",", ":"), ensure_ascii=True).encode()
+    return f"{MARKS_MAC_VERSION}:" + hmac.new(marks_key(key), body, hashlib.sha256).hexdigest()
+
+
+def marks_problem(pod: Mapping[str, Any], key: Optional[bytes], namespace: str = "") -> str:
+    """'' when the pod's marks are the ones the webhook wrote for this pod (its namespace and its
+    controlling owner), else why they are not trusted. `key`: the records-seal key (None: unknown,
+    nothing verifies)."""
+    view = ObjectView(pod)
+    got = view.annotations.get(MARKS_MAC_ANNOTATION)
+    if not isinstance(got, str) or not got:
+        return f"the pod's repack marks carry no MAC (annotation {MARKS_MAC_ANNOTATION}): the webhook did not write them"
+    if key is None:
+        return "the records-seal key is not readable (yet): no marks can be verified"
+    owner = controller_uid(pod)
+    if not owner:
+        return "the pod has no controlling owner: only a workload controller's pod replaces an evicted one"
+    want = marks_mac(key, namespace or view.namespace, owner, view.annotations)
+    if not hmac.compare_digest(got.encode("utf-8", "replace"), want.encode()):
+        return (f"the pod's repack marks do not match their MAC (annotation {MARKS_MAC_ANNOTATION}): they were "
+                "copied from a template or another pod, or changed")
+    return ""
+
+
+def strip_marks_patch(pod: Mapping[str, Any]) -> list:
+    """JSON patch removing every repack mark (REPLACEMENT_MARKS) the pod arrived with."""
+    ann = ObjectView(pod).annotations
+    return [{"op": "remove", "path": "/metadata/annotations/" + escape_pointer(k)}
+            for k in REPLACEMENT_MARKS if k in ann]

@@ -25,6 +25,15 @@ and the naming schemes the controllers use for pods (`<replicaset>-<random>`,
 
 Exact-name matches win over derived ones, then records of the pod's own PodGroup, each tier
 oldest eviction first. Anything else is no match.
+
+Names and labels can be copied by anyone who may create pods in the namespace (a ReplicaSet of
+their own, a template), so every rule also requires what only the victim's workload controller can
+produce (SEC-5): Volcano names the PodGroup of a workload after its controller's UID
+(`podgroup-<owner uid>` for a ReplicaSet's or a StatefulSet's pods, `<job>-<job uid>` for a VCJob),
+and the record's PodGroup is sealed by the controller, so when it ends in a UID the new pod's
+controlling owner reference must carry that UID. A PodGroup named by hand carries no UID; its
+records match on names and labels only (README, Safety). Should a PodGroup carry another owner's
+UID (one above the pod's controller), no pod matches: its replacement gets no hint, never a wrong one.
 """
 from __future__ import annotations
 
@@ -35,6 +44,7 @@ from typing import Any, Mapping, Optional
 from planner.model import OwnerRef, controller_of
 from planner.model import pod_group_name as group_name_of
 
+from .gates import controller_uid
 from .relocations import RelocationIndex, RelocationRecord
 from .view import ObjectView
 
@@ -80,6 +90,7 @@ class PodIdentity:
     serving_name: str
     serving_role: str
     serving_position: Optional[int]
+    controller_uid: str = ""
 
 
 def is_vcjob(ref: Optional[OwnerRef]) -> bool:
@@ -123,6 +134,7 @@ def pod_identity(pod: Mapping[str, Any], namespace: str = "") -> PodIdentity:
         serving_name=str(labels.get(MODELSERVING_NAME_LABEL) or ""),
         serving_role=str(labels.get(MODELSERVING_ROLE_LABEL) or ""),
         serving_position=position,
+        controller_uid=controller_uid(pod),
     )
 
 
@@ -166,6 +178,22 @@ def victim_vcjob_task(record: RelocationRecord) -> str:
         return ""
     m = re.fullmatch(re.escape(record.owner.name) + r"-(.+)-\d+", record.victim_pod_name)
     return m.group(1) if m else ""
+
+
+_UID_SUFFIX = re.compile(r"-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
+
+
+def victim_owner_uid(record: RelocationRecord) -> str:
+    """The victim's controller UID as Volcano wrote it into the PodGroup's name ('' when the name
+    carries none: a PodGroup named by hand)."""
+    m = _UID_SUFFIX.search(record.pod_group_name)
+    return m.group(1) if m else ""
+
+
+def owner_agrees(pod: PodIdentity, record: RelocationRecord) -> bool:
+    """The pod's controlling owner is the victim's, as far as the record can tell (SEC-5)."""
+    want = victim_owner_uid(record)
+    return not want or pod.controller_uid == want
 
 
 # --- rules --------------------------------------------------------------------------------------
@@ -248,7 +276,7 @@ def match_identity(pod: PodIdentity, index: RelocationIndex) -> Optional[Match]:
     """Match a pod identity against the index's unclaimed open records."""
     lookups = _lookups(index)
     for record in lookups["name"].get((pod.namespace, pod.name), ()):
-        if index.is_open(record):
+        if index.is_open(record) and owner_agrees(pod, record):
             found = _same_name(pod, record)
             if found:
                 return found
@@ -259,7 +287,7 @@ def match_identity(pod: PodIdentity, index: RelocationIndex) -> Optional[Match]:
         candidates = lookups["slot"].get((pod.namespace, ctrl.name, pod.serving_role, pod.serving_position), ())
     else:
         candidates = lookups["controller"].get((pod.namespace, ctrl.kind, ctrl.group, ctrl.name), ())
-    candidates = [r for r in candidates if index.is_open(r)]
+    candidates = [r for r in candidates if index.is_open(r) and owner_agrees(pod, r)]
     if pod.group_name:
         # Records of the pod's own PodGroup first; stable sort keeps oldest-first inside each tier.
         candidates.sort(key=lambda r: r.pod_group_name != pod.group_name)
@@ -276,10 +304,21 @@ def match(pod: Mapping[str, Any], index: RelocationIndex, namespace: str = "",
 
     Pods already bound (`spec.nodeName`) or scheduled by another scheduler never match: a gate
     cannot be combined with nodeName, and only Volcano-scheduled pods are ever relocated.
+
+    The index's claims (records handed to a pod admitted moments ago) only order the choice: an
+    unclaimed record is preferred, but when every record the pod matches is claimed it still gets
+    the oldest of them. A claim comes from what an admission request says, which any client that
+    reaches the webhook can forge (SEC-5), so a claim never keeps a genuine replacement from its
+    record; which pod takes a record is decided by the coordinator from the pods it observes
+    through the API server.
     """
     spec = ObjectView(pod).spec
     if spec.get("nodeName"):
         return None
     if scheduler_names and spec.get("schedulerName") not in scheduler_names:
         return None
-    return match_identity(pod_identity(pod, namespace), index)
+    identity = pod_identity(pod, namespace)
+    found = match_identity(identity, index)
+    if found is None and index.claimed:
+        found = match_identity(identity, index.with_claims(()))
+    return found

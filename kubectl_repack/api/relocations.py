@@ -10,10 +10,11 @@ recognise replacements when no webhook is installed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 from planner.model import OwnerRef
 
+from .control import seal_problem
 from .run import OPEN_EVICTION_PHASES, PLACEMENT_WAITING_FOR_REPLACEMENT, RunView, as_map
 
 RecordKey = tuple[str, int]
@@ -58,13 +59,20 @@ class RelocationIndex:
     derived: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def from_runs(cls, runs: Iterable[Any], synced: bool = True) -> "RelocationIndex":
-        """Build the index from RepackRun objects as the API returns them (dicts, or RunViews of them)."""
+    def from_runs(cls, runs: Iterable[Any], synced: bool = True,
+                  trusted: Optional[Callable[[RunView], bool]] = None) -> "RelocationIndex":
+        """Build the index from RepackRun objects as the API returns them (dicts, or RunViews of them).
+
+        `trusted(run)`: whether the run's records may be acted on (the webhook passes `sealed_by`:
+        records whose seal does not verify were written or changed by someone other than the
+        controller, SEC-2); None: every run (a run `apply` executes itself)."""
         active = [view for view in map(RunView.of, runs) if view.active_execute]
         active.sort(key=lambda view: (view.meta.get("creationTimestamp") or "", view.meta.get("name") or ""))
         records: list[RelocationRecord] = []
         for run in active:
-            records.extend(open_records(run))
+            found = open_records(run)
+            if found and (trusted is None or trusted(run)):   # a run with nothing open needs no verifying
+                records.extend(found)
         return cls(records=tuple(records), synced=synced)
 
     def is_open(self, record: RelocationRecord) -> bool:
@@ -123,3 +131,11 @@ def open_records(run: Any) -> list[RelocationRecord]:
             replacement_pod_group_name=rel.replacement_pod_group_name,
         ))
     return out
+
+
+def sealed_by(key: Optional[bytes]) -> Callable[[Any], bool]:
+    """A `trusted` predicate for `from_runs`: the run's records verify against the records seal
+    with `key` (the controller's, kubectl_repack.api.control); with no key nothing is trusted."""
+    def trusted(run: Any) -> bool:
+        return key is not None and not seal_problem(RunView.of(run).obj, key)
+    return trusted

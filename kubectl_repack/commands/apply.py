@@ -246,12 +246,40 @@ def _apply_local(api, name, spec_run, wait, timeout, cooldown, eviction_retry_ti
     reporter = _Reporter(quiet, sys.stderr.isatty())
     request = ApplyRequest(name, spec_run, wait=wait, timeout=timeout, cooldown=cooldown,
                            eviction_retry_timeout=eviction_retry_timeout)
+    store = RunStore(api)
+    seal, why_not = _local_seal(api, store, name, repack_namespace)
+    if why_not and not warning:
+        click.echo(f"warning: {why_not}", err=True)
     try:
-        result = apply_run(request, RunStore(api), ExecuteLease(api, repack_namespace), cluster, cluster, reporter)
+        result = apply_run(request, store, ExecuteLease(api, repack_namespace), cluster, cluster, reporter,
+                           seal=seal)
     finally:
         reporter.done()
     _emit(result.run, output, result.note, allow_missing)
     raise click.exceptions.Exit(EXIT_WAITING if result.pending else _exit_code(result.run))
+
+
+def _local_seal(api, store, name: str, repack_namespace: str):
+    """(seal, '') when this user may read the records-seal key (SEC-2: the webhook and the coordinator
+    steer a replacement only by records that verify against it; cluster admins may read it), else
+    (None, why this run's replacements get no placement hint)."""
+    from kubectl_repack.api import control
+    from kubectl_repack.api.view import ObjectView
+    from kubectl_repack.errors import RepackError
+    from kubectl_repack.kube.incluster import read_key
+
+    no_hint = ("replacements of this run get no placement hint: the webhook and the coordinator act only on "
+               f"relocation records sealed with the key in secret {repack_namespace}/{control.SEAL_SECRET_NAME}")
+    try:
+        key = read_key(api, repack_namespace)
+    except RepackError as e:
+        return None, f"{no_hint}, which you may not read ({e}); apply without --local to have the controller seal them"
+    if key is None:
+        return None, f"{no_hint}, which does not exist (the controller creates it when it starts)"
+
+    def seal(run: dict, records: list) -> None:
+        store.annotate(name, control.RECORDS_SEAL_ANNOTATION, control.seal(key, ObjectView(run).uid, records))
+    return seal, ""
 
 
 def _no_webhook_warning(api, repack_namespace: str) -> str:

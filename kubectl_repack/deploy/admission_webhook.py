@@ -19,13 +19,22 @@ def cluster_role_rules() -> list[dict]:
     return [{"apiGroups": ["repack.volcano.sh"], "resources": ["repackruns"], "verbs": ["get", "list", "watch"]}]
 
 
+def seal_key_rule() -> dict:
+    """Read the records-seal key Secret, by name (SEC-2, SEC-5): the webhook and the coordinator act
+    only on records that verify against it, and MAC the marks of a replacement with a key derived
+    from it. The controller creates the Secret; no other account may read it."""
+    from kubectl_repack.api.control import SEAL_SECRET_NAME
+
+    return {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [SEAL_SECRET_NAME], "verbs": ["get"]}
+
+
 def lease_role_rules() -> list[dict]:
     """The webhook's namespaced permissions: watching the coordinator's Lease (is anybody there to lift
-    a gate?), by name."""
+    a gate?), by name, and reading the records-seal key (`seal_key_rule`)."""
     from kubectl_repack.api.gates import COORDINATOR_LEASE_NAME
 
     return [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [COORDINATOR_LEASE_NAME],
-             "verbs": ["get", "list", "watch"]}]
+             "verbs": ["get", "list", "watch"]}, seal_key_rule()]
 
 
 def service_account(namespace: str) -> Manifest:

@@ -212,6 +212,14 @@ def sentinel_objects() -> list[Manifest]:
                             apiserver_cidrs=[CIDR], replacement_creators=[CREATOR], apiserver_source=SOURCE)
 
 
+# Rendered in place of the policy when none can be (helm template without apiserverCIDRs, or no
+# address readable at install): a GitOps render says loudly that the webhook port is open (SEC-5).
+NO_POLICY_WARNING = ("# WARNING: no NetworkPolicy rendered for the webhook port: the API server's addresses are not\n"
+                     "# known (helm template reads no cluster, or they could not be read), so the port is\n"
+                     "# reachable from every pod.\n"
+                     "# Set networkPolicy.apiserverCIDRs, or networkPolicy.enabled=false to say so.\n")
+
+
 def _document(obj: Manifest, defaults: dict) -> str:
     templated = _templated(obj, defaults)
     body = "---\n" + "\n".join(_emit(templated, 0)) + "\n"
@@ -219,7 +227,8 @@ def _document(obj: Manifest, defaults: dict) -> str:
         return "{{- if .Values.createNamespace }}\n" + body + "{{- end }}\n"
     if _needs_policy(templated):
         return ('{{- $np := include "kubectl-repack.networkPolicy" $ | fromJson }}\n'
-                "{{- if $np.cidrs }}\n" + body + "{{- end }}\n")
+                "{{- if $np.cidrs }}\n" + body + "{{- else if .Values.networkPolicy.enabled }}\n"
+                + NO_POLICY_WARNING + "{{- end }}\n")
     return body
 
 

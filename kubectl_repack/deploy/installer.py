@@ -142,7 +142,7 @@ def decide_network_policy(api, apiserver_cidrs, no_network_policy: bool, webhook
     if webhook_url:
         return PolicyDecision()
     if dry_run == "client":
-        return PolicyDecision(said=f"note: no NetworkPolicy rendered: a client dry run reads no cluster, so the API "
+        return PolicyDecision(said=f"warning: no NetworkPolicy rendered: a client dry run reads no cluster, so the API "
                                    f"server's addresses are not known and {open_port}; add --apiserver-cidr CIDR, or "
                                    "use --dry-run=server (it reads them as install does)", warning=True)
     sources = read_apiserver_sources(lambda path, query: get_path(api, path, query))

@@ -157,6 +157,18 @@ class Stack:
         self.created_runs.append(name)
         self.update_run(name, lambda st: st.update({
             "phase": "Running", "plan": {"moves": moves}, "relocations": relocations}))
+        self.seal_run(name)
+
+    def seal_run(self, name):
+        """Seal the run's records as the controller does (SEC-2): the webhook and the coordinator act
+        only on records that verify, with the key in the controller's Secret."""
+        from kubectl_repack.api.control import RECORDS_SEAL_ANNOTATION, seal
+        from kubectl_repack.kube.incluster import ensure_key
+
+        run = self.run(name)
+        value = seal(ensure_key(self.api, NAMESPACE), run["metadata"]["uid"], run["status"]["relocations"])
+        self.custom.patch_cluster_custom_object(GROUP, VERSION, PLURAL, name,
+                                                {"metadata": {"annotations": {RECORDS_SEAL_ANNOTATION: value}}})
 
     def update_run(self, name, mutate):
         """What `apply` does: read-modify-write of the status on resourceVersion, retried on 409."""
@@ -192,6 +204,9 @@ def stack(control_plane, tmp_path_factory, request):
                      "--cert-dir", s.cert_dir)
     assert out.returncode == 0, out.stderr + out.stdout
     assert "mutatingwebhookconfiguration.admissionregistration.k8s.io/repack-placement serverside-applied" in out.stdout
+    from kubectl_repack.kube.incluster import ensure_key
+
+    ensure_key(s.api, NAMESPACE)   # the records-seal key, as the controller makes it on its first start
     s.webhook.start()
     wait_for("the webhook answering /readyz over TLS", s.webhook_ready, timeout=30)
     s.start_coordinator()
@@ -312,10 +327,14 @@ def test_install_is_valid_idempotent_and_least_privilege(control_plane):
     for verb_args in (("create", "pods", "--subresource=eviction", "-n", "default"), ("delete", "pods", "-n", "default"),
                       ("patch", "pods", "-n", "default"), ("patch", "pods", "--subresource=status", "-n", "default"),
                       ("update", "repackruns.repack.volcano.sh", "--subresource=status"),
-                      ("get", "secrets/repack-controller-seal-key", "-n", ns),
+                      ("get", "secrets/repack-webhook-tls", "-n", ns), ("list", "secrets", "-n", ns),
                       ("update", "leases.coordination.k8s.io/repack-coordinator", "-n", ns)):
         assert can(*verb_args) == "no", verb_args
     assert can("watch", "leases.coordination.k8s.io/repack-coordinator", "-n", ns) == "yes"
+    # It verifies the records seal and MACs replacement marks (SEC-2, SEC-5): the seal key, read, by name.
+    assert can("get", "secrets/repack-controller-seal-key", "-n", ns) == "yes"
+    assert can("get", "secrets/repack-controller-seal-key", "-n", ns, sa="repack-coordinator") == "yes"
+    assert can("update", "secrets/repack-controller-seal-key", "-n", ns, sa="repack-coordinator") == "no"
     assert can("watch", "repackruns.repack.volcano.sh") == "yes"
 
     # The coordinator, in its own Deployment under its own account: its pod writes and its own Lease.
@@ -474,10 +493,12 @@ def test_seed_flow_apply_places_every_replacement_on_its_planned_node(stack, con
     """Seed steps 5-6 with the placement hint: apply evicts, Volcano re-creates the workers under the
     same names, the webhook gates them, the coordinator nominates the planned nodes, vc-scheduler
     binds there; node 01 is freed and the run ends ExecutionCompleted with planned = selected = actual."""
-    from tests.e2e.execute_helpers import (LEASE_NAMESPACE, build_seed_layout, seed_nodes, cli, delete_runs, execute_run,
-                                           reason_of, unique, write_run)
+    from tests.e2e.execute_helpers import (build_seed_layout, seed_nodes, cli, delete_runs, execute_run, reason_of,
+                                           unique, write_run)
 
-    monkeypatch.setenv("REPACK_NAMESPACE", LEASE_NAMESPACE)
+    # The install's namespace, as for a user: apply --local seals the records with the key there
+    # (SEC-2), which the webhook and the coordinator verify them with.
+    monkeypatch.setenv("REPACK_NAMESPACE", NAMESPACE)
     ns = make_namespace("repack-demo")
     nodes = seed_nodes()
     layout = build_seed_layout(stack.api, fake_nodes, ns, nodes)

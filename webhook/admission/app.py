@@ -3,7 +3,9 @@
 Views parse JSON, map `AdmissionReviewError` to 400 with a JSON reason, and never answer 500:
 an unexpected failure on a request whose uid is known is answered `allowed: true` without a
 patch (fail open), anything else with 400. Records are claimed under the store's lock in the
-same critical section as the decision, so two concurrent pods cannot take one record.
+same critical section as the decision, so two concurrent pods get different records where there
+are enough; a claim never withholds a record (kubectl_repack.api.matching.match), so forged
+reviews cannot keep genuine replacements from theirs (SEC-5).
 """
 from __future__ import annotations
 
@@ -41,6 +43,9 @@ class IndexProvider(Protocol):
 
     def claim_locked(self, key: RecordKey, now: datetime) -> None: ...
 
+    @property
+    def key(self) -> Optional[bytes]: ...
+
 
 def _utcnow() -> datetime:
     return datetime.now(timezone.utc)
@@ -57,8 +62,9 @@ def create_app(index_provider: IndexProvider, lease_provider: Callable[[datetime
                replacement_creators: Optional[frozenset[str]] = None) -> Flask:
     """Build the Flask app: /mutate and /run-creator (POST), /healthz, /readyz, /metrics.
 
-    The webhook holds no key: /run-creator only fills in annotations that the API server's admission
-    policy checks (webhook.admission.record_creator). `replacement_creators`: who may re-create an
+    /run-creator signs nothing: it only fills in annotations that the API server's admission policy
+    checks (webhook.admission.record_creator). /mutate MACs the marks it adds with the key the
+    store holds (the records-seal key, `index_provider.key`). `replacement_creators`: who may re-create an
     evicted pod (a pod created by anybody else claims no record; None: no check)."""
     app = Flask(installed.WEBHOOK)
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
@@ -93,7 +99,7 @@ def create_app(index_provider: IndexProvider, lease_provider: Callable[[datetime
                 with index_provider.lock:
                     index = index_provider.snapshot_locked(now)
                     outcome = review_outcome(body, index, gate_allowed, now, scheduler_names=scheduler_names,
-                                             creators=replacement_creators)
+                                             creators=replacement_creators, mac_key=index_provider.key)
                     if outcome.match is not None and not outcome.dry_run:
                         index_provider.claim_locked(outcome.match.record.key, now)
             except AdmissionReviewError as exc:

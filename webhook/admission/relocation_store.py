@@ -1,5 +1,11 @@
 """The webhook's current RelocationIndex, rebuilt from watched RepackRuns, plus its claims.
 
+Only runs whose relocation records verify against the controller's records seal are indexed
+(SEC-2): a record added or changed by a `repackruns/status` writer (a `plannedNodeName` edited
+to steer a replacement) is never handed to a pod. Claims only order which record a new pod gets
+(kubectl_repack.api.matching.match): they come from admission requests, which anyone who reaches
+the port can forge.
+
 The index itself (which records are open, and the pure matching over them) is the run API's
 (kubectl_repack.api.relocations); this module only holds it across threads: the watch thread
 installs runs, the admission views take a snapshot and claim the record they hand out.
@@ -8,9 +14,9 @@ from __future__ import annotations
 
 import threading
 from datetime import datetime, timedelta
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Optional
 
-from kubectl_repack.api.relocations import RecordKey, RelocationIndex
+from kubectl_repack.api.relocations import RecordKey, RelocationIndex, sealed_by
 from kubectl_repack.api.view import ObjectView
 
 DEFAULT_CLAIM_TTL = timedelta(seconds=30)
@@ -24,7 +30,9 @@ class RelocationStore:
     does not keep its record forever.
     """
 
-    def __init__(self, claim_ttl: timedelta = DEFAULT_CLAIM_TTL):
+    def __init__(self, claim_ttl: timedelta = DEFAULT_CLAIM_TTL, key: Optional[bytes] = None):
+        self._key = key   # the records-seal key; until it is read, no record is trusted
+        self._verdicts: dict[tuple, bool] = {}   # (run uid, resourceVersion) -> seal verifies
         self._lock = threading.Lock()
         self._runs: dict[str, Mapping[str, Any]] = {}
         self._base = RelocationIndex()
@@ -77,6 +85,31 @@ class RelocationStore:
         self._claims[key] = now
         self._snapshot = None
 
+    def set_key(self, key: Optional[bytes]) -> None:
+        """Install the records-seal key (read from its Secret); the index is rebuilt with it."""
+        with self._lock:
+            if key != self._key:
+                self._key = key
+                self._verdicts = {}
+                self._rebuild(synced=self._base.synced)
+
+    def _trusted(self, run: Any) -> bool:
+        """Whether the run's records verify against the seal; remembered per (uid, resourceVersion),
+        so a rebuild (every RepackRun event) re-verifies only the run that changed."""
+        view, key = ObjectView(run), self._key
+        version = (view.uid, str(view.meta.get("resourceVersion") or ""), key)
+        if not version[1]:
+            return sealed_by(key)(run)
+        verdict = self._verdicts.get(version)
+        if verdict is None:
+            verdict = self._verdicts[version] = sealed_by(key)(run)
+        return verdict
+
+    @property
+    def key(self) -> Optional[bytes]:
+        """The records-seal key (None while unknown): the marks MAC is derived from it."""
+        return self._key
+
     @property
     def synced(self) -> bool:
         """True once a full listing has been installed."""
@@ -88,7 +121,10 @@ class RelocationStore:
         return view.uid or view.name
 
     def _rebuild(self, synced: bool) -> None:
-        self._base = RelocationIndex.from_runs(self._runs.values(), synced=synced)
+        self._base = RelocationIndex.from_runs(self._runs.values(), synced=synced, trusted=self._trusted)
+        live = {(ObjectView(r).uid, str(ObjectView(r).meta.get("resourceVersion") or ""), self._key)
+                for r in self._runs.values()}
+        self._verdicts = {k: v for k, v in self._verdicts.items() if k in live}
         known = {r.key for r in self._base.records}
         # A record that left the open set (replacement recorded, run finished) frees its claim.
         self._claims = {k: t for k, t in self._claims.items() if k in known}

@@ -8,8 +8,13 @@ replaces an open relocation it adds, as a JSONPatch,
 * the `repack.volcano.sh/placement` scheduling gate, but only while the coordinator's leader
   Lease is fresh: a gate is only added when someone is alive to remove it.
 
-It is idempotent under `reinvocationPolicy: IfNeeded`: a pod that already carries the
-annotations is left alone, and no value already present is patched again. The API server wipes
+Marks are trusted only as the webhook wrote them (SEC-5): they carry a MAC over the marks, the
+pod's namespace and its controlling owner's UID (kubectl_repack.api.gates.marks_mac), and a pod
+that arrives with marks that do not verify (copied into a workload's template, or from another
+pod) has them removed before it is matched like any other pod.
+
+It is idempotent under `reinvocationPolicy: IfNeeded`: a pod that already carries marks that
+verify is left alone, and no value already present is patched again. The API server wipes
 `status` on create, so nominatedNodeName is not set here but by the coordinator afterwards.
 """
 from __future__ import annotations
@@ -20,10 +25,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Mapping, Optional, TypedDict
 
-from kubectl_repack.api.gates import (GATED_AT_ANNOTATION, PLACEMENT_GATE, PLACEMENT_GATE_OWNER_ANNOTATION,
-                                      PLANNED_NODE_ANNOTATION, RELOCATION_INDEX_ANNOTATION,
-                                      RELOCATION_RUN_ANNOTATION, RELOCATION_VICTIM_ANNOTATION,
-                                      REPLACEMENT_PODGROUP_ANNOTATION, escape_pointer)
+from kubectl_repack.api.gates import (GATED_AT_ANNOTATION, MARKS_MAC_ANNOTATION, PLACEMENT_GATE,
+                                      PLACEMENT_GATE_OWNER_ANNOTATION, PLANNED_NODE_ANNOTATION,
+                                      RELOCATION_INDEX_ANNOTATION, RELOCATION_RUN_ANNOTATION,
+                                      RELOCATION_VICTIM_ANNOTATION, REPLACEMENT_MARKS, REPLACEMENT_PODGROUP_ANNOTATION,
+                                      controller_uid, escape_pointer, marks_mac, marks_problem, strip_marks_patch)
 from kubectl_repack.api.control import CREATOR_ANNOTATIONS, Creator
 from kubectl_repack.api.matching import DEFAULT_SCHEDULER_NAMES, Match, match
 from kubectl_repack.api.policy import KIND as POLICY_KIND, PLURAL as POLICY_PLURAL
@@ -174,12 +180,15 @@ def relocation_annotations(found: Match) -> dict[str, str]:
 
 def review_outcome(admission_review: Any, index: RelocationIndex, gate_allowed: bool, now: datetime,
                    scheduler_names: frozenset[str] = DEFAULT_SCHEDULER_NAMES,
-                   creators: Optional[frozenset[str]] = None) -> ReviewOutcome:
+                   creators: Optional[frozenset[str]] = None, mac_key: Optional[bytes] = None) -> ReviewOutcome:
     """Decide on one AdmissionReview; raises AdmissionReviewError for malformed input.
 
     `creators`: the identities that re-create evicted pods (SEC-5); a pod created by anybody else
     claims no record, whatever labels, owner references or annotations it copies (None: no check,
-    for tests of the matching alone)."""
+    for tests of the matching alone). `mac_key`: the records-seal key the marks MAC is derived
+    from; the webhook always has one whenever its index holds a record (it trusts no record
+    without it). None: marks are written without a MAC and marks present are taken as they are
+    (tests of the matching alone)."""
     request = _validate(admission_review)
     uid = request["uid"]
     if not _is_pod_create(request):
@@ -189,22 +198,38 @@ def review_outcome(admission_review: Any, index: RelocationIndex, gate_allowed: 
         raise AdmissionReviewError(f"AdmissionReview.request.object of pod CREATE {uid} is missing or not an object")
     dry_run = bool(request.get("dryRun"))
     view = ObjectView(pod)
-    if view.annotations.get(RELOCATION_RUN_ANNOTATION):
-        # Reinvocation (or a pod stamped earlier): it is already somebody's replacement.
-        return ReviewOutcome(_response(uid, []), considered=True, dry_run=dry_run)
-    if creators is not None and _username(request) not in creators:
-        return ReviewOutcome(_response(uid, []), considered=True, dry_run=dry_run)
     namespace = str(request.get("namespace") or view.namespace)
+    strip: list = []
+    if mac_key is None and view.annotations.get(RELOCATION_RUN_ANNOTATION):
+        return ReviewOutcome(_response(uid, []), considered=True, dry_run=dry_run)
+    if mac_key is not None and any(k in view.annotations for k in REPLACEMENT_MARKS):
+        if not marks_problem(pod, mac_key, namespace):
+            # Reinvocation (or a pod stamped earlier): it is already somebody's replacement.
+            return ReviewOutcome(_response(uid, []), considered=True, dry_run=dry_run)
+        # Marks the webhook did not write for this pod: they go, and the pod is matched on its own.
+        strip = strip_marks_patch(pod)
+        pod = _without_marks(pod)
+    if creators is not None and _username(request) not in creators:
+        return ReviewOutcome(_response(uid, strip), considered=True, dry_run=dry_run, patch=tuple(strip))
     found = match(pod, index, namespace=namespace, scheduler_names=scheduler_names)
     if found is None:
-        return ReviewOutcome(_response(uid, []), considered=True, dry_run=dry_run)
+        return ReviewOutcome(_response(uid, strip), considered=True, dry_run=dry_run, patch=tuple(strip))
     wanted = relocation_annotations(found)
+    if mac_key is not None:
+        wanted[MARKS_MAC_ANNOTATION] = marks_mac(mac_key, namespace, controller_uid(pod), wanted)
     if gate_allowed:
         wanted[PLACEMENT_GATE_OWNER_ANNOTATION] = found.record.run_ref
         wanted[GATED_AT_ANNOTATION] = rfc3339(now)
-    patch = build_patch(pod, wanted, gate=gate_allowed)
+    patch = strip + build_patch(pod, wanted, gate=gate_allowed)
     return ReviewOutcome(_response(uid, patch), considered=True, match=found, gated=gate_allowed,
                          dry_run=dry_run, patch=tuple(patch))
+
+
+def _without_marks(pod: Mapping[str, Any]) -> dict:
+    """The pod as it is once `strip_marks_patch` is applied (what the rest of the patch builds on)."""
+    meta = dict(ObjectView(pod).meta)
+    meta["annotations"] = {k: v for k, v in ObjectView(pod).annotations.items() if k not in REPLACEMENT_MARKS}
+    return {**pod, "metadata": meta}
 
 
 def _username(request: Mapping[str, Any]) -> str:

@@ -4,7 +4,9 @@ The list-then-watch streams themselves are the kube layer's (kubectl_repack.kube
 module decides what each event does to the state the admission path reads.
 
 One thread lists and watches RepackRuns into a `RelocationStore`; another watches the
-coordinator's leader Lease into a `LeaseState`. The admission path only reads these, so it never
+coordinator's leader Lease into a `LeaseState`; a third reads the records-seal key (a Secret the
+controller creates, readable by name by the webhook's account) into the store, until it exists
+and then now and then (`SealKeyPoller`). The admission path only reads these, so it never
 waits on the API server. On any error (410 Gone, a dropped connection) a thread re-lists.
 """
 from __future__ import annotations
@@ -97,3 +99,38 @@ class LeaseWatcher(_Loop):
 
     def deleted(self, obj: Any) -> None:
         self._state.set(None)
+
+
+class SealKeyPoller(threading.Thread):
+    """Read the records-seal key into the store: every `retry` seconds until the Secret exists
+    (the controller creates it on its first start), then every `refresh` seconds."""
+
+    def __init__(self, store: RelocationStore, namespace: str, api_client: Any,
+                 read: Optional[Callable[[Any, str], Optional[bytes]]] = None,
+                 retry: float = 5.0, refresh: float = 60.0) -> None:
+        super().__init__(name="seal-key", daemon=True)
+        if read is None:
+            from kubectl_repack.kube.incluster import read_key as read
+        self._store, self._namespace, self._api = store, namespace, api_client
+        self._read, self._retry, self._refresh = read, retry, refresh
+        self._stop_event = threading.Event()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+    def once(self) -> bool:
+        """One read; True when the store holds a key afterwards."""
+        try:
+            key = self._read(self._api, self._namespace)
+        except Exception as exc:  # noqa: BLE001 - keep the key we have; try again later
+            log.warning("seal-key: %s", exc)
+            return self._store.key is not None
+        if key is None and self._store.key is None:
+            log.info("seal-key: no records-seal key yet (the controller creates it): no record is trusted")
+        if key is not None:
+            self._store.set_key(key)
+        return key is not None
+
+    def run(self) -> None:
+        while not self._stop_event.is_set():
+            self._stop_event.wait(self._refresh if self.once() else self._retry)

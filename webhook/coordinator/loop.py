@@ -10,6 +10,11 @@ process, the leader of the Lease `repack-coordinator`, finishes the job for ever
 4. a gate older than the placement lease is removed whatever happens (fail open, TimedOut);
 5. once the replacement is bound, record actualNodeName (phase Placed).
 
+It acts only on what it can verify (SEC-2, SEC-5): a pod's marks must carry the webhook's MAC
+for that pod (`SealKey.marks_problem`), and its run's records must verify against the controller's
+records seal (`SealKey.run_problem`); otherwise the pod is not recorded and its gate only lifted.
+The key is read from the records-seal Secret, by name.
+
 And for a targeted run (RELIEF-3), once its executor has seen the planned nodes vacated
 (status.result.target written, not yet bound): mark each pending pod of the target with the run and
 the vacated node that fits it (`decide_target`), then PATCH its pods/status nominatedNodeName.
@@ -41,7 +46,9 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
 
 from kubectl_repack.api import installed
-from kubectl_repack.api.gates import COORDINATOR_LEASE_NAME, PLACEMENT_LEASE, target_mark_patch, ungate_patch
+from kubectl_repack.api.control import seal_problem
+from kubectl_repack.api.gates import (COORDINATOR_LEASE_NAME, PLACEMENT_LEASE, marks_problem, target_mark_patch,
+                                      ungate_patch)
 from kubectl_repack.api.run import RunView, as_map, goal_resource, write_placement_fields
 from kubectl_repack.api.times import parse_duration, utcnow
 from kubectl_repack.api.view import ObjectView
@@ -75,6 +82,45 @@ class Runs(Protocol):
     def update_status(self, name: str, mutate: Callable[[dict], None], uid: Optional[str] = None) -> dict: ...
 
 
+class SealKey:
+    """The records-seal key as last read from its Secret (`read()`: the key, or None while the
+    Secret does not exist): read again every `retry` seconds while missing, every `refresh`
+    seconds once known. A failed read keeps the key known so far."""
+
+    def __init__(self, read: Callable[[], Optional[bytes]], retry: float = 5.0, refresh: float = 300.0,
+                 clock: Callable[[], float] = time.monotonic):
+        self._read, self._retry, self._refresh, self._clock = read, retry, refresh, clock
+        self._key: Optional[bytes] = None
+        self._next = float("-inf")
+
+    def get(self) -> Optional[bytes]:
+        now = self._clock()
+        if now >= self._next:
+            try:
+                key = self._read()
+            except Exception as exc:  # noqa: BLE001 - keep what we have; try again soon
+                log.warning("records-seal key: %s", exc)
+                key = self._key
+            if key is None and self._key is None:
+                log.info("records-seal key not readable yet: no run's records are acted on")
+            self._key = key if key is not None else self._key
+            self._next = now + (self._refresh if self._key is not None else self._retry)
+        return self._key
+
+    def run_problem(self, run: Optional[Mapping[str, Any]]) -> str:
+        """Why the run's records may not be acted on ('' when they verify against the seal)."""
+        if not isinstance(run, Mapping):
+            return ""
+        key = self.get()
+        if key is None:
+            return "the records-seal key is not readable (yet), so no record can be verified"
+        return seal_problem(run, key)
+
+    def marks_problem(self, pod: Mapping[str, Any]) -> str:
+        """Why the pod's repack marks are not the webhook's ('' when they are)."""
+        return marks_problem(pod, self.get())
+
+
 class _NotOurs(Exception):
     """The record changed hands between the decision and the write: skip it."""
 
@@ -85,8 +131,10 @@ class Coordinator:
     def __init__(self, cluster: Cluster, runs: Runs, elector: Any,
                  placement_lease: timedelta = DEFAULT_PLACEMENT_LEASE, interval: float = DEFAULT_INTERVAL,
                  sweep_interval: float = DEFAULT_SWEEP_INTERVAL, metrics: Optional[Metrics] = None,
-                 clock: Callable[[], datetime] = utcnow):
+                 clock: Callable[[], datetime] = utcnow, seal_key: Optional[SealKey] = None):
         self.cluster, self.runs, self.elector = cluster, runs, elector
+        # None: no checks (tests of the I/O alone); the process always passes one (SEC-2, SEC-5).
+        self.seal_key = seal_key
         self.placement_lease = placement_lease
         self.interval, self.sweep_interval = interval, sweep_interval
         self.metrics = metrics if metrics is not None else Metrics()
@@ -131,7 +179,8 @@ class Coordinator:
             pods = [p for ns in namespaces for p in self.cluster.list_pods(ns)]
         else:
             return
-        reps = [(p, rep) for p in pods if (rep := replacement_of(p)) is not None]
+        verify = self.seal_key.marks_problem if self.seal_key is not None else None
+        reps = [(p, rep) for p in pods if (rep := replacement_of(p, verify)) is not None]
         if not reps:
             return
         fit: Optional[LiveFit] = None
@@ -149,7 +198,7 @@ class Coordinator:
                         return f"live state could not be loaded: {exc}"
                 return fit.check(_rep.key, node)
 
-            decision = decide(rep, run, self.clock(), self.placement_lease, check)
+            decision = decide(rep, run, self.clock(), self.placement_lease, check, self._run_problem(run))
             if decision.record or decision.nominate or decision.ungate or decision.after_nomination:
                 try:
                     self.apply(rep, pod, decision)
@@ -169,7 +218,7 @@ class Coordinator:
         pods = [p for ns in namespaces for p in self.cluster.list_pods(ns)]
         groups = {k: self.cluster.get_podgroup(*k.split("/", 1)) for k in keys if "/" in k}
         fit: Any = _LazyFit(lambda: LiveFit(self.cluster.snapshot_objects(FILTER_KINDS), goal_resource(run)))
-        decision = decide_target(run, pods, groups, fit)
+        decision = decide_target(run, pods, groups, fit, self._run_problem(run))
         by_key = {f"{ObjectView(p).namespace}/{ObjectView(p).name}": p for p in pods}
         ref = target_run_ref(run)
         for ns, name, node in decision.nominations:
@@ -181,6 +230,9 @@ class Coordinator:
             if (view.uid, note) not in self._said:
                 self._said.add((view.uid, note))
                 log.info("run %s: %s", view.name, note)
+
+    def _run_problem(self, run: Optional[Mapping[str, Any]]) -> str:
+        return self.seal_key.run_problem(run) if self.seal_key is not None else ""
 
     def apply(self, rep: Replacement, pod: Mapping[str, Any], d: Decision) -> None:
         """Carry out a decision in the order NOM-2 requires: record, hint, record, ungate.
@@ -278,6 +330,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of `python -m webhook.coordinator`."""
     from kubectl_repack.kube.client import connect
+    from kubectl_repack.kube.incluster import read_key
     from kubectl_repack.kube.lease import LeaseClient
     from kubectl_repack.kube.objects import LiveCluster
     from kubectl_repack.kube.runs import RunStore
@@ -297,7 +350,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         serve_metrics(metrics, args.metrics_port)
     identity = process_identity(args.identity)
     elector = LeaderElector(LeaseClient(api, args.namespace, args.lease_name), identity, lease_duration)
-    coordinator = Coordinator(LiveCluster(api), RunStore(api), elector, placement_lease, interval, metrics=metrics)
+    seal_key = SealKey(lambda: read_key(api, args.namespace))
+    coordinator = Coordinator(LiveCluster(api), RunStore(api), elector, placement_lease, interval, metrics=metrics,
+                              seal_key=seal_key)
 
     def stop(signum: int, _frame: Any) -> None:
         coordinator.stop_event.set()

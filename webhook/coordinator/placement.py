@@ -54,12 +54,20 @@ class Replacement:
         return f"{self.namespace}/{self.name}"
 
 
-def replacement_of(pod: Mapping[str, Any]) -> Optional[Replacement]:
-    """The webhook's annotations read back; None for pods that are nobody's replacement."""
+def replacement_of(pod: Mapping[str, Any],
+                   verify: Optional[Callable[[Mapping[str, Any]], str]] = None) -> Optional[Replacement]:
+    """The webhook's annotations read back; None for pods that are nobody's replacement.
+
+    `verify(pod)`: why the pod's marks are not the webhook's ('' when they are; the coordinator
+    passes the marks MAC check, kubectl_repack.api.gates.marks_problem): marks that do not verify
+    name no run, so the pod takes no record and a gate on it is only lifted (None: no check, for
+    tests of the decision alone)."""
     view = ObjectView(pod)
     ann = view.annotations
     run_ref = ann.get(RELOCATION_RUN_ANNOTATION)
     gated = has_gate(pod)
+    if run_ref is not None and verify is not None and verify(pod):
+        run_ref = None   # marks copied from a template or another pod: not a replacement
     if not isinstance(run_ref, str) or "/" not in run_ref:
         if not gated:
             return None
@@ -119,12 +127,17 @@ def find_record_in(rep: Replacement, status: Mapping[str, Any]) -> tuple[Optiona
 
 
 def decide(rep: Replacement, run: Optional[Mapping[str, Any]], now: datetime, placement_lease: timedelta,
-           check_fit: Callable[[str], Optional[str]]) -> Decision:
+           check_fit: Callable[[str], Optional[str]], run_problem: str = "") -> Decision:
     """The coordinator's decision for one annotated (or gated) pod, as a pure function.
 
     `check_fit(node)` answers None when the pod fits `node` on live state, else the reason.
+    `run_problem`: why the run's records may not be acted on ('' when they may; the coordinator
+    passes the records-seal check, SEC-2: a record a status writer added or changed, a
+    `plannedNodeName` edited, steers nothing): the pod is then not recorded, only released.
     """
     record, why_not = find_record(rep, run) if rep.run_name else (None, "pod carries no run annotation")
+    if record is not None and run_problem:
+        record, why_not = None, f"run {rep.run_name}: {run_problem}"
     if record is None or not is_active_execute(run):
         if record is not None:
             why_not = f"run {rep.run_name} is not a Running Execute run"
@@ -198,7 +211,7 @@ def awaiting_target(run: Optional[Mapping[str, Any]]) -> bool:
 
 
 def decide_target(run: Optional[Mapping[str, Any]], pods: list, podgroups: Mapping[str, Optional[Mapping]],
-                  fit: Fit) -> TargetDecision:
+                  fit: Fit, run_problem: str = "") -> TargetDecision:
     """Which pending pods of a targeted run's target get status.nominatedNodeName, and which node.
 
     Only while the run awaits its target (`awaiting_target`): the nodes are the vacated ones
@@ -207,12 +220,15 @@ def decide_target(run: Optional[Mapping[str, Any]], pods: list, podgroups: Mappi
     live state; a node that no longer fits gets no hint), and each nomination is reserved so two pods
     never overfill a node. A target that is gone, or bound already (phase Running or minMember of
     its pods bound: it took the room on its own), gets nothing; a pod nominated by this run already
-    is left as it is. `pods`: the pods of the targets' namespaces; `podgroups`: "namespace/name" ->
+    is left as it is; a run whose records do not verify (`run_problem`, as in `decide`) nominates
+    nothing. `pods`: the pods of the targets' namespaces; `podgroups`: "namespace/name" ->
     the PodGroup as read now (None: deleted). The marks on the pod (TARGET_*_ANNOTATION) are written
     before the hint, and admission lets the coordinator write no other hint."""
     if not isinstance(run, Mapping):
         return TargetDecision(notes=("run not found",))
     view = RunView(run)
+    if run_problem:   # as in `decide`: a run whose records do not verify steers nothing
+        return TargetDecision(notes=(f"run {view.name}: {run_problem}; nothing nominated",))
     keys = [str(k) for k in as_map(view.spec.get("target")).get("podGroups") or ()]
     if not keys:
         return TargetDecision(notes=(f"run {view.name} is not targeted",))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.webhook.builders import (move, ms_pod, owner, pod, relocation, rs_pod, run, vcjob_pod)
-from kubectl_repack.api.matching import RULE_CONTROLLER, RULE_SAME_NAME, RULE_SERVING_ROLE, match
+from kubectl_repack.api.matching import RULE_CONTROLLER, RULE_SAME_NAME, RULE_SERVING_ROLE, match, match_identity, pod_identity
 from kubectl_repack.api.relocations import RelocationIndex
 
 JOB = owner("Job", "train")
@@ -107,13 +107,17 @@ def test_claimed_record_is_skipped_for_the_next_record():
     second = match(rs_pod("web-7f8d9c", "7f8d9c"), index)
     assert second.record.victim_pod_name == "web-7f8d9c-bbbbb"
     index = index.with_claims([first.record.key, second.record.key])
-    assert match(rs_pod("web-7f8d9c", "7f8d9c"), index) is None
+    # Every record claimed: a claim only orders the choice (SEC-5: claims come from admission
+    # requests, which anyone reaching the port can forge), so the oldest is handed out again and the
+    # coordinator records whichever pod it observes first.
+    assert match(rs_pod("web-7f8d9c", "7f8d9c"), index).record.victim_pod_name == "web-7f8d9c-aaaaa"
+    assert match_identity(pod_identity(rs_pod("web-7f8d9c", "7f8d9c")), index) is None
 
 
-def test_second_replacement_of_a_claimed_same_name_record_does_not_match():
+def test_a_claimed_same_name_record_still_matches_its_replacement():
     index = index_of(STS_RUN)
     found = match(pod("db-1", ctrl=STS), index)
-    assert match(pod("db-1", ctrl=STS), index.with_claims([found.record.key])) is None
+    assert match(pod("db-1", ctrl=STS), index.with_claims([found.record.key])).record == found.record
 
 
 def test_oldest_eviction_first_across_runs_and_records():

@@ -92,12 +92,12 @@ def test_dash_n_is_not_the_products_namespace(name):
 
 
 def test_apply_takes_its_lease_and_checks_in_the_products_namespace(monkeypatch):
-    """apply --local: the execute Lease and the preflight's webhook check use the resolved namespace."""
+    """apply --local: the execute Lease, the preflight's webhook check and the records-seal key use the resolved namespace."""
     from click.testing import CliRunner
 
     from kubectl_repack.engine import execute_lease
     from kubectl_repack.errors import RepackError
-    from kubectl_repack.kube import client, objects, preflight, runs
+    from kubectl_repack.kube import client, incluster, objects, preflight, runs
 
     seen = []
 
@@ -117,9 +117,10 @@ def test_apply_takes_its_lease_and_checks_in_the_products_namespace(monkeypatch)
     monkeypatch.setattr(objects, "LiveCluster", lambda api: object())
     monkeypatch.setattr(runs, "RunStore", lambda api: object())
     monkeypatch.setattr(execute_lease, "ExecuteLease", fake_lease)
+    monkeypatch.setattr(incluster, "read_key", lambda api, namespace: seen.append(("seal-key", namespace)))
     for args, env, expected in (([], {}, DEFAULT_NAMESPACE), ([], {NAMESPACE_ENV: "team-a"}, "team-a"),
                                 (["--repack-namespace", "team-b"], {NAMESPACE_ENV: "team-a"}, "team-b")):
         seen.clear()
         r = CliRunner().invoke(main, ["apply", "--local", "--resume", "run-1", *args], env={NAMESPACE_ENV: None, **env})
         assert r.exit_code == 1 and "stop here" in r.stderr, r.output
-        assert seen == [("preflight", expected), ("lease", expected)]
+        assert seen == [("preflight", expected), ("seal-key", expected), ("lease", expected)]

@@ -112,6 +112,15 @@ def test_default_values_render_what_install_renders():
     assert not [o for o in rendered if o["kind"] == "NetworkPolicy"]
 
 
+def test_helm_template_without_apiserver_cidrs_says_loudly_that_no_policy_was_rendered():
+    """SEC-5: a GitOps render must not leave the webhook port open silently."""
+    out = helm("template", RELEASE, str(CHART_DIR), "--namespace", manifests.NAMESPACE).stdout
+    assert "# WARNING: no NetworkPolicy rendered for the webhook port" in out
+    assert "Set networkPolicy.apiserverCIDRs" in out
+    for flags in (("--set", "networkPolicy.apiserverCIDRs={10.0.0.1/32}"), ("--set", "networkPolicy.enabled=false")):
+        assert "WARNING: no NetworkPolicy" not in helm("template", RELEASE, str(CHART_DIR), *flags).stdout, flags
+
+
 def test_every_value_renders_what_its_install_flag_renders(tmp_path):
     """namespace (one that sorts before kube-system in the webhook's namespaceSelector), the
     Namespace itself, a pinned image, placement, API server CIDRs and replacement creators (one

@@ -214,7 +214,7 @@ def test_client_dry_run_reads_no_cluster_renders_the_policy_from_the_flag_only_a
     assert r.exit_code == 0, r.output
     kinds = [d["kind"] for d in yaml.safe_load_all(r.stdout) if d]     # stdout: the objects only
     assert "NetworkPolicy" not in kinds
-    assert r.stderr.startswith("note: no NetworkPolicy rendered: a client dry run reads no cluster")
+    assert r.stderr.startswith("warning: no NetworkPolicy rendered: a client dry run reads no cluster")
     assert "add --apiserver-cidr CIDR, or use --dry-run=server" in r.stderr
     r = CliRunner().invoke(main, ["install", "--dry-run", "-o", "json", "--apiserver-cidr", "10.0.0.1"])
     assert r.exit_code == 0 and r.stderr == ""

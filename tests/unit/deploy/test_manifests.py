@@ -116,7 +116,7 @@ def test_the_creator_policy_fails_closed_and_is_bound_to_deny(bundle):
     assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
 
 
-def test_no_secret_is_readable_by_the_webhook_and_the_seal_key_only_by_the_controller(bundle):
+def test_the_webhook_and_the_coordinator_read_only_the_seal_key_and_only_by_name(bundle):
     from kubectl_repack.api.control import SEAL_SECRET_NAME
 
     objs = manifests.render(namespace="repack-system", certs=bundle)
@@ -126,7 +126,10 @@ def test_no_secret_is_readable_by_the_webhook_and_the_seal_key_only_by_the_contr
         secret_rules = [r for r in role_rules if "secrets" in r["resources"] and "get" in r["verbs"]]
         assert all(r.get("resourceNames") for r in secret_rules), (kind, name)   # never every Secret
         readable.setdefault(name, set()).update(n for r in secret_rules for n in r["resourceNames"])
-    assert readable[manifests.NAME] == set() and readable[manifests.NAME + "-leases"] == set()
+    # SEC-2, SEC-5: the webhook and the coordinator verify the records seal and MAC a replacement's
+    # marks with a key derived from it; neither reads the webhook's TLS Secret or anything else.
+    assert readable[manifests.NAME] == set() and readable[manifests.NAME + "-leases"] == {SEAL_SECRET_NAME}
+    assert readable[manifests.COORDINATOR_NAME] == {SEAL_SECRET_NAME}
     assert SEAL_SECRET_NAME in readable[manifests.CONTROLLER_NAME]
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 import uuid
 from typing import Any, Optional
 
+from kubectl_repack.api.control import RECORDS_SEAL_ANNOTATION, seal
+
 VCJOB_API = "batch.volcano.sh/v1alpha1"
 MS_API = "workload.serving.volcano.sh/v1alpha1"
 
@@ -33,12 +35,28 @@ def move(ns: str, group: str, own: Optional[dict], pods: list[str], to: str = "n
     return m
 
 
+SEAL_KEY = b"k" * 32   # the records-seal key of these tests (the controller's, in a cluster)
+
+
 def run(name: str = "run-1", relocations: list[dict] = (), moves: list[dict] = (), mode: str = "Execute",
-        phase: str = "Running", created: str = "2026-07-30T10:00:00Z", uid: Optional[str] = None) -> dict:
-    return {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun",
-            "metadata": {"name": name, "uid": uid or f"uid-{name}", "creationTimestamp": created},
+        phase: str = "Running", created: str = "2026-07-30T10:00:00Z", uid: Optional[str] = None,
+        sealed: bool = True) -> dict:
+    """A RepackRun; `sealed`: its records carry the seal the controller would write (SEAL_KEY)."""
+    uid = uid or f"uid-{name}"
+    meta: dict[str, Any] = {"name": name, "uid": uid, "creationTimestamp": created}
+    if sealed:
+        meta["annotations"] = {RECORDS_SEAL_ANNOTATION: seal(SEAL_KEY, uid, list(relocations))}
+    return {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun", "metadata": meta,
             "spec": {"mode": mode, "goals": [{"resource": "huawei.com/ascend-1980"}]},
             "status": {"phase": phase, "plan": {"moves": list(moves)}, "relocations": list(relocations)}}
+
+
+def reseal(the_run: dict) -> dict:
+    """Seal the run's records again after a test changed them (as the controller would)."""
+    meta = the_run["metadata"]
+    meta.setdefault("annotations", {})[RECORDS_SEAL_ANNOTATION] = seal(SEAL_KEY, meta["uid"],
+                                                                       the_run["status"]["relocations"])
+    return the_run
 
 
 def pod(name: str = "", ns: str = "demo", ctrl: Optional[dict] = None, labels: Optional[dict] = None,

@@ -7,7 +7,7 @@ import copy
 import json
 
 from kubectl_repack.api.gates import DEFAULT_REPLACEMENT_CREATORS
-from tests.unit.webhook.builders import move, owner, relocation, review_request, rs_pod, run
+from tests.unit.webhook.builders import SEAL_KEY, move, owner, relocation, review_request, rs_pod, run
 from tests.unit.webhook.patching import apply_patch, decode
 from webhook.admission.app import create_app
 from webhook.admission.relocation_store import RelocationStore
@@ -18,7 +18,7 @@ RUN = run(relocations=[relocation("web-7f8d9c-aaaaa", group="g", planned="node-1
 
 
 def client():
-    store = RelocationStore()
+    store = RelocationStore(key=SEAL_KEY)
     store.replace_all([copy.deepcopy(RUN)])
     return create_app(store, lambda now: True, replacement_creators=frozenset(DEFAULT_REPLACEMENT_CREATORS)).test_client()
 
