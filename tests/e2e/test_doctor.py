@@ -103,12 +103,12 @@ def test_doctor_on_a_cluster_without_the_in_cluster_part(control_plane, make_nam
     assert {name: verdict for name, (verdict, _) in checks.items()} == {
         "crd": "OK", "webhook": "FAIL", "webhook-endpoints": "FAIL", "webhook-cert": "WARN", "controller": "FAIL",
         "coordinator": "FAIL", "rbac-create": "OK", "rbac-patch": "OK", "volcano-crds": "OK",
-        "volcano-scheduler": checks["volcano-scheduler"][0], "volcano-version": "WARN", "kubernetes": "OK", "admission-policies": "FAIL",
+        "volcano-scheduler": checks["volcano-scheduler"][0], "volcano-version": "OK", "kubernetes": "OK", "admission-policies": "FAIL",
         "webhook-network-policy": "WARN"}
     assert checks["kubernetes"][1] == f"Kubernetes {TESTED_KUBERNETES} (>= 1.30; CI tests {TESTED_KUBERNETES})"
-    # The harness runs vc-scheduler as a process, not a Deployment: the version is unknown, said so.
-    assert checks["volcano-version"][1] == (f"no Deployment in volcano-system runs a vc-scheduler image: "
-                                            f"Volcano's version unknown (CI tests Volcano {TESTED_VOLCANO})")
+    # The harness records the vc-scheduler it runs as Volcano's installer would (a Deployment).
+    assert checks["volcano-version"][1] == (f"Volcano {TESTED_VOLCANO} (Deployment volcano-system/volcano-scheduler; "
+                                            f"CI tests {TESTED_VOLCANO})")
     assert checks["crd"][1] == "repackruns.repack.volcano.sh v1alpha1 Established, schema and printer columns current"
     assert checks["controller"][1] == ("Lease repack-system/repack-controller not found: the in-cluster RepackRun "
                                        "controller is not running — kubectl repack install")
@@ -141,33 +141,32 @@ def test_doctor_on_a_cluster_without_the_in_cluster_part(control_plane, make_nam
 
 
 def test_doctor_reads_volcanos_version_from_its_scheduler_deployment(control_plane):
-    """A cluster that runs Volcano as its installer does (a vc-scheduler Deployment in volcano-system):
-    doctor names the version, and warns on one CI does not test, naming the tested one."""
+    """Volcano as its installer deploys it (Deployment volcano-system/volcano-scheduler, which the harness
+    records for the vc-scheduler it runs): doctor names the version, warns on one CI does not test
+    (naming the tested one), and says so when it finds no scheduler image at all."""
     apps = client.AppsV1Api(control_plane.api_client)
-    core = client.CoreV1Api(control_plane.api_client)
-    try:
-        core.create_namespace({"metadata": {"name": "volcano-system"}})
-    except client.ApiException as e:
-        if e.status != 409:
-            raise
+    original = apps.read_namespaced_deployment("volcano-scheduler", "volcano-system")
+    image = original.spec.template.spec.containers[0].image
+    assert image == f"docker.io/volcanosh/vc-scheduler:{TESTED_VOLCANO}"
 
-    def deployment(tag):
-        return {"metadata": {"name": "volcano-scheduler"}, "spec": {
-            "replicas": 0, "selector": {"matchLabels": {"app": "volcano-scheduler"}},
-            "template": {"metadata": {"labels": {"app": "volcano-scheduler"}}, "spec": {"containers": [
-                {"name": "volcano-scheduler", "image": f"docker.io/volcanosh/vc-scheduler:{tag}"}]}}}}
+    def set_image(value):
+        apps.patch_namespaced_deployment("volcano-scheduler", "volcano-system", {"spec": {"template": {"spec": {
+            "containers": [{"name": "volcano-scheduler", "image": value}]}}}})
 
-    apps.create_namespaced_deployment("volcano-system", deployment("v1.15.1"))
+    def line():
+        return by_check(repack(control_plane.kubeconfig, "doctor").stdout)["volcano-version"]
+
     try:
-        newer = by_check(repack(control_plane.kubeconfig, "doctor").stdout)["volcano-version"]
-        assert newer == ("WARN", f"Volcano v1.15.1 (Deployment volcano-system/volcano-scheduler) is not tested: CI "
-                                 f"tests Volcano {TESTED_VOLCANO} only"), newer
-        apps.replace_namespaced_deployment("volcano-scheduler", "volcano-system", deployment(TESTED_VOLCANO))
-        tested = by_check(repack(control_plane.kubeconfig, "doctor").stdout)["volcano-version"]
-        assert tested == ("OK", f"Volcano {TESTED_VOLCANO} (Deployment volcano-system/volcano-scheduler; CI tests "
-                                f"{TESTED_VOLCANO})"), tested
+        set_image("docker.io/volcanosh/vc-scheduler:v1.15.1")
+        assert line() == ("WARN", f"Volcano v1.15.1 (Deployment volcano-system/volcano-scheduler) is not tested: CI "
+                                  f"tests Volcano {TESTED_VOLCANO} only")
+        set_image("docker.io/volcanosh/vc-controller-manager:v1.14.1")
+        assert line() == ("WARN", f"no Deployment in volcano-system runs a vc-scheduler image: Volcano's version "
+                                  f"unknown (CI tests Volcano {TESTED_VOLCANO})")
     finally:
-        apps.delete_namespaced_deployment("volcano-scheduler", "volcano-system")
+        set_image(image)
+    assert line() == ("OK", f"Volcano {TESTED_VOLCANO} (Deployment volcano-system/volcano-scheduler; CI tests "
+                            f"{TESTED_VOLCANO})")
 
 
 def test_doctor_as_a_user_without_rights_still_runs_every_check(control_plane):
