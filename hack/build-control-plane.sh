@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds (or reuses from the cache) the real control plane the e2e tests run against:
-# kube-apiserver, kube-controller-manager, kubectl (k8s.io/kubernetes) and vc-scheduler,
-# vc-controller-manager (volcano.sh/volcano), all from the one wrapper module in
-# hack/controlplane/, plus Volcano's CRDs taken from the same module.
+# kube-apiserver, kube-controller-manager, kubectl (k8s.io/kubernetes, from the wrapper module
+# hack/controlplane/kubernetes/) and vc-scheduler, vc-controller-manager (volcano.sh/volcano, from
+# hack/controlplane/volcano/, with the Kubernetes libraries of Volcano's own release), plus
+# Volcano's CRDs taken from the Volcano module. Two modules because the Kubernetes under test is
+# newer than the one a Volcano release is built with (hack/controlplane/README.md).
 #
 # Nothing fetched or built here goes into the repository. Everything lives in
 #   ${REPACK_CACHE:-$HOME/.cache/kubectl-repack}/
@@ -10,10 +12,13 @@
 #     controlplane/<key>/bin           the binaries
 #     controlplane/<key>/crds/volcano  Volcano's CRDs
 #     controlplane/<key>-node/bin      kubelet, kube-proxy, kube-scheduler: the e2e harness's real
-#                                      node (same module, built separately so that adding them
-#                                      never touched the binaries above)
-# where <key> names the Kubernetes and Volcano versions and a digest of go.mod/go.sum, so a
-# version bump builds anew and an unchanged checkout reuses the binaries (idempotent).
+#                                      node (built separately so that adding them never touched
+#                                      the binaries above)
+# where <key> names the Kubernetes and Volcano versions and a digest of both modules' go.mod/go.sum,
+# so a version bump builds anew and an unchanged checkout reuses the binaries (idempotent).
+#
+# It also asks the Go module proxy whether Volcano's next minor (VOLCANO_NEXT) can be built: its
+# volcano.sh/apis of the same minor must be served (printed, never fatal).
 #
 # Usage:
 #   hack/build-control-plane.sh              build or reuse; print where things are
@@ -30,7 +35,7 @@ for arg in "$@"; do
   case "$arg" in
     --print-env) PRINT_ENV=1 ;;
     --force) FORCE=1 ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "build-control-plane: unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
@@ -39,21 +44,24 @@ say() { echo "build-control-plane: $*" >&2; }
 die() { echo "build-control-plane: error: $*" >&2; exit 1; }
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
-MOD_DIR="$HERE/controlplane"
+K8S_MOD="$HERE/controlplane/kubernetes"
+VOLCANO_MOD="$HERE/controlplane/volcano"
+# Volcano's next minor: built the day its volcano.sh/apis is served (see probe_volcano_next).
+VOLCANO_NEXT="v1.15.1"
 CACHE="${REPACK_CACHE:-$HOME/.cache/kubectl-repack}"
 
 command -v go >/dev/null 2>&1 || die "the 'go' command is not installed (Go >= 1.24 is needed to build the control plane)"
-[ -f "$MOD_DIR/go.mod" ] || die "$MOD_DIR/go.mod is missing"
+for m in "$K8S_MOD" "$VOLCANO_MOD"; do [ -f "$m/go.mod" ] || die "$m/go.mod is missing"; done
 
-# The versions are the ones the wrapper module requires.
+# The versions are the ones the wrapper modules require (`require X vN` or a line of a block).
 required_version() {
-  awk -v m="$1" '$1 == m && $2 ~ /^v/ { print $2; exit }' "$MOD_DIR/go.mod"
+  awk -v m="$2" '($1 == m && $2 ~ /^v/) { print $2; exit } ($1 == "require" && $2 == m) { print $3; exit }' "$1/go.mod"
 }
-K8S_VERSION="$(required_version k8s.io/kubernetes)"
-VOLCANO_VERSION="$(required_version volcano.sh/volcano)"
-[ -n "$K8S_VERSION" ] || die "hack/controlplane/go.mod does not require k8s.io/kubernetes"
-[ -n "$VOLCANO_VERSION" ] || die "hack/controlplane/go.mod does not require volcano.sh/volcano"
-DIGEST="$(cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum" | sha256sum | cut -c1-12)"
+K8S_VERSION="$(required_version "$K8S_MOD" k8s.io/kubernetes)"
+VOLCANO_VERSION="$(required_version "$VOLCANO_MOD" volcano.sh/volcano)"
+[ -n "$K8S_VERSION" ] || die "hack/controlplane/kubernetes/go.mod does not require k8s.io/kubernetes"
+[ -n "$VOLCANO_VERSION" ] || die "hack/controlplane/volcano/go.mod does not require volcano.sh/volcano"
+DIGEST="$(cat "$K8S_MOD/go.mod" "$K8S_MOD/go.sum" "$VOLCANO_MOD/go.mod" "$VOLCANO_MOD/go.sum" | sha256sum | cut -c1-12)"
 KEY="k8s-${K8S_VERSION}_volcano-${VOLCANO_VERSION}_${DIGEST}"
 OUT="$CACHE/controlplane/$KEY"
 BIN_DIR="$OUT/bin"
@@ -64,10 +72,12 @@ NODE_BIN_DIR="$NODE_OUT/bin"
 NODE_BINARIES="kubelet kube-proxy kube-scheduler"
 
 # The linker flags that give Kubernetes binaries their version (kubectl version, /version).
+# Usage: k8s_ldflags VERSION
 k8s_ldflags() {
-  local minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
+  local version="$1" minor
+  minor="${version#v1.}"; minor="${minor%%.*}"
   local k8s_pkg="k8s.io/component-base/version"
-  printf '%s' "-s -w -X $k8s_pkg.gitVersion=$K8S_VERSION -X $k8s_pkg.gitMajor=1 -X $k8s_pkg.gitMinor=$minor"
+  printf '%s' "-s -w -X $k8s_pkg.gitVersion=$version -X $k8s_pkg.gitMajor=1 -X $k8s_pkg.gitMinor=$minor"
   printf '%s' " -X $k8s_pkg.gitTreeState=clean -X $k8s_pkg.buildDate=1970-01-01T00:00:00Z"
 }
 
@@ -91,7 +101,7 @@ explain_go_failure() {
   if [ -n "$refused" ]; then
     echo "build-control-plane: error: $what failed: the Go module proxy did not serve a module:" >&2
     echo "$refused" | sed 's/^/    /' >&2
-    echo "  Change the pinned versions in hack/controlplane/go.mod (the require and replace" >&2
+    echo "  Change the pinned versions in hack/controlplane/{kubernetes,volcano}/go.mod (the require and replace" >&2
     echo "  lines) to versions the proxy serves, then run 'go mod tidy' there. Full log: $log" >&2
   else
     echo "build-control-plane: error: $what failed; last lines of $log:" >&2
@@ -108,27 +118,38 @@ build() {
   say "building Kubernetes $K8S_VERSION and Volcano $VOLCANO_VERSION into $BIN_DIR"
   say "(a cold build takes a long time on 2 cores; log: $log)"
 
-  cd "$MOD_DIR"
-  say "downloading modules into $GOMODCACHE"
-  if ! go mod download >>"$log" 2>&1; then
-    explain_go_failure "$log" "go mod download"
-  fi
-
-  local ldflags
-  ldflags="$(k8s_ldflags)"
-  ldflags+=" -X volcano.sh/volcano/pkg/version.Version=$VOLCANO_VERSION"
-  ldflags+=" -X volcano.sh/volcano/pkg/version.GitSHA=module-$VOLCANO_VERSION"
-
   local tmp="$OUT/bin.tmp"
   rm -rf "$tmp"; mkdir -p "$tmp"
-  say "compiling (go build -p 2)"
-  if ! go build -p 2 -trimpath -ldflags "$ldflags" -o "$tmp/" \
+  cd "$K8S_MOD"
+  say "downloading the Kubernetes module's dependencies into $GOMODCACHE"
+  if ! go mod download >>"$log" 2>&1; then
+    explain_go_failure "$log" "go mod download (Kubernetes)"
+  fi
+  say "compiling Kubernetes $K8S_VERSION (go build -p 2)"
+  if ! go build -p 2 -trimpath -ldflags "$(k8s_ldflags "$K8S_VERSION")" -o "$tmp/" \
       k8s.io/kubernetes/cmd/kube-apiserver \
       k8s.io/kubernetes/cmd/kube-controller-manager \
-      k8s.io/kubernetes/cmd/kubectl \
+      k8s.io/kubernetes/cmd/kubectl >>"$log" 2>&1; then
+    explain_go_failure "$log" "go build (Kubernetes)"
+  fi
+
+  cd "$VOLCANO_MOD"
+  say "downloading the Volcano module's dependencies into $GOMODCACHE"
+  if ! go mod download >>"$log" 2>&1; then
+    explain_go_failure "$log" "go mod download (Volcano)"
+  fi
+  # Volcano's binaries carry the Kubernetes libraries of its own release.
+  local vk8s ldflags
+  vk8s="$(required_version "$VOLCANO_MOD" k8s.io/kubernetes)"
+  [ -n "$vk8s" ] || vk8s="$(go list -m -f '{{.Version}}' k8s.io/kubernetes)"
+  ldflags="$(k8s_ldflags "$vk8s")"
+  ldflags+=" -X volcano.sh/volcano/pkg/version.Version=$VOLCANO_VERSION"
+  ldflags+=" -X volcano.sh/volcano/pkg/version.GitSHA=module-$VOLCANO_VERSION"
+  say "compiling Volcano $VOLCANO_VERSION (go build -p 2)"
+  if ! go build -p 2 -trimpath -ldflags "$ldflags" -o "$tmp/" \
       volcano.sh/volcano/cmd/scheduler \
       volcano.sh/volcano/cmd/controller-manager >>"$log" 2>&1; then
-    explain_go_failure "$log" "go build"
+    explain_go_failure "$log" "go build (Volcano)"
   fi
   # Volcano's mains are both called after their directory; give them their release names.
   mv "$tmp/scheduler" "$tmp/vc-scheduler"
@@ -174,13 +195,13 @@ build_node() {
   # cache key of the binaries above, which must not change because the node was built.
   local mod="$NODE_OUT/mod"
   rm -rf "$mod"; mkdir -p "$mod"
-  cp "$MOD_DIR/go.mod" "$MOD_DIR/go.sum" "$MOD_DIR/tools.go" "$mod/"
+  cp "$K8S_MOD/go.mod" "$K8S_MOD/go.sum" "$K8S_MOD/tools.go" "$mod/"
   cd "$mod"
   if ! go mod download >>"$log" 2>&1; then
     explain_go_failure "$log" "go mod download"
   fi
   local ldflags
-  ldflags="$(k8s_ldflags)"
+  ldflags="$(k8s_ldflags "$K8S_VERSION")"
   local tmp="$NODE_OUT/bin.tmp"
   rm -rf "$tmp"; mkdir -p "$tmp"
   if ! go build -p 2 -trimpath -ldflags "$ldflags" -o "$tmp/" \
@@ -200,6 +221,26 @@ build_node() {
   } > "$NODE_OUT/.complete"
   say "node binaries built in $((end - start)) s"
 }
+
+# Volcano's next minor needs its volcano.sh/apis of the same minor, which the proxy may not serve
+# (its own go.mod points that module at a staging directory left out of the module zip). Say which,
+# so the day it is served a second Volcano leg can be added; never fatal, never vendored.
+probe_volcano_next() {
+  local gomod apis
+  gomod="$(cd "$VOLCANO_MOD" && timeout 60 go mod download -json "volcano.sh/volcano@$VOLCANO_NEXT" 2>/dev/null \
+           | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",*$/\1/p')" || true
+  if [ -z "$gomod" ] || [ ! -f "$gomod" ]; then
+    say "Volcano $VOLCANO_NEXT: volcano.sh/volcano@$VOLCANO_NEXT is not served: no second Volcano leg (testing $VOLCANO_VERSION)"
+    return 0
+  fi
+  apis="$(awk '$1 == "volcano.sh/apis" && $2 ~ /^v/ { print $2; exit }' "$gomod")"
+  if [ -n "$apis" ] && (cd "$VOLCANO_MOD" && timeout 60 go mod download "volcano.sh/apis@$apis" >/dev/null 2>&1); then
+    say "Volcano $VOLCANO_NEXT: volcano.sh/apis@$apis is served: a Volcano ${VOLCANO_NEXT} leg can be added"
+  else
+    say "Volcano $VOLCANO_NEXT: it needs volcano.sh/apis@${apis:-?}, which the module proxy does not serve: no second Volcano leg (testing $VOLCANO_VERSION)"
+  fi
+}
+probe_volcano_next
 
 build_lock "$CACHE/controlplane" "$KEY"
 if [ "$FORCE" = 1 ] || ! is_complete; then

@@ -42,7 +42,8 @@ HELM_MODULE=helm.sh/helm/v3
 HELM_VERSION="$(awk -v m="$HELM_MODULE" '$1 == "require" && $2 == m { print $3; exit }
   $1 == m && $2 ~ /^v/ { print $2; exit }' "$MOD_DIR/go.mod")"
 [ -n "$HELM_VERSION" ] || die "hack/helm/go.mod does not require $HELM_MODULE"
-DIGEST="$(cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum" | sha256sum | cut -c1-12)"
+# This script is part of the digest too: a change to how helm is built (its ldflags) builds anew.
+DIGEST="$(cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum" "$HERE/build-helm.sh" | sha256sum | cut -c1-12)"
 KEY="helm-${HELM_VERSION}_${DIGEST}"
 OUT="$CACHE/helm/$KEY"
 BIN="$OUT/bin/helm"
@@ -85,6 +86,16 @@ build() {
   # The version `helm version` prints (helm's Makefile sets the same variables).
   ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
   ldflags+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+  # The Kubernetes version `helm template` and `helm lint` assume without a cluster: the client-go
+  # minor helm is built with, as helm's Makefile sets it (unset, helm assumes v1.20 and refuses a
+  # chart whose kubeVersion needs more).
+  local cg cg_major cg_minor
+  cg="$(go list -f '{{.Version}}' -m k8s.io/client-go)"
+  cg_major=1; cg_minor="${cg#v0.}"; cg_minor="${cg_minor%%.*}"   # client-go v0.N is Kubernetes 1.N
+  local pkg
+  for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+    ldflags+=" -X $pkg.k8sVersionMajor=$cg_major -X $pkg.k8sVersionMinor=$cg_minor"
+  done
   rm -rf "$tmp"; mkdir -p "$tmp"
   if ! go build -p 2 -trimpath -ldflags "$ldflags" -o "$tmp/helm" "$HELM_MODULE/cmd/helm" >>"$log" 2>&1; then
     explain_go_failure "$log" "go build"

@@ -31,6 +31,7 @@ from typing import Any
 from kubectl_repack import __version__
 from kubectl_repack.api.gates import DEFAULT_REPLACEMENT_CREATORS
 from kubectl_repack.api.installed import PART_OF, SOURCE_ENDPOINTS, SOURCE_FLAG
+from kubectl_repack.api.versions import chart_kube_version
 
 from . import manifests
 
@@ -445,7 +446,7 @@ def chart_files() -> dict[str, str]:
     chart = {"apiVersion": "v2", "name": CHART, "description": "GPU/NPU defragmentation for Volcano-scheduled "
              "clusters: the RepackRun CRD and controller, the placement webhook and its coordinator (what "
              "`kubectl repack install` installs)", "type": "application", "version": __version__,
-             "appVersion": __version__,
+             "appVersion": __version__, "kubeVersion": chart_kube_version(),
              "annotations": {"app.kubernetes.io/part-of": PART_OF}}
     files = {
         "Chart.yaml": HEADER + "\n".join(_emit(chart, 0)) + "\n",

@@ -5,12 +5,14 @@ from __future__ import annotations
 import glob
 import json
 import os
+import subprocess
 import uuid
 
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from kubectl_repack.api.versions import TESTED_KUBERNETES, TESTED_VOLCANO
 from tests.harness import NPU_RESOURCE, npu_node
 from tests.harness.controlplane import REPO_ROOT
 from tests.e2e.helpers import wait_for
@@ -57,12 +59,18 @@ def vcjob(name: str, workers: int, cards: int, labels: dict) -> dict:
     }
 
 
-def test_api_server_reports_its_version(control_plane):
+def test_the_control_plane_runs_exactly_the_versions_the_support_table_lists(control_plane):
+    """README's support table (hack/support_table.py) lists the pins; this is where a green CI shows it
+    ran them: the API server, kubectl and vc-scheduler report exactly TESTED_KUBERNETES/TESTED_VOLCANO."""
     info = client.VersionApi(control_plane.api_client).get_code()
-    assert info.git_version.startswith("v1."), info.git_version
-    assert info.major == "1"
-    out = control_plane.kubectl("version", "-o", "json").stdout
-    assert info.git_version in out
+    assert info.git_version == TESTED_KUBERNETES and info.major == "1"
+    assert info.minor == TESTED_KUBERNETES.split(".")[1]
+    out = json.loads(control_plane.kubectl("version", "-o", "json").stdout)
+    assert out["clientVersion"]["gitVersion"] == out["serverVersion"]["gitVersion"] == TESTED_KUBERNETES
+    done = subprocess.run([control_plane.cp.binaries["vc-scheduler"], "--version"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert f"Version: {TESTED_VOLCANO}\n" in done.stdout, done.stdout
 
 
 def test_vcjob_is_gang_scheduled_onto_fake_npu_nodes(control_plane, fake_nodes, make_namespace):

@@ -20,6 +20,7 @@ from kubernetes import client
 from kubectl_repack.api.run import (COND_COMPLETE, COND_FAILED, COND_PROGRESSING, Reason, derive_phase,
                                     set_condition)
 from kubectl_repack.api.times import rfc3339, utcnow
+from kubectl_repack.api.versions import TESTED_KUBERNETES, TESTED_VOLCANO
 from kubectl_repack.kube.runs import RunStore
 from tests.e2e.helpers import wait_for
 from tests.harness import NPU_RESOURCE
@@ -30,7 +31,8 @@ pytestmark = pytest.mark.e2e
 GROUP, VERSION, PLURAL = "repack.volcano.sh", "v1alpha1", "repackruns"
 CANCEL = "repack.volcano.sh/cancel"
 CHECKS = ["crd", "webhook", "webhook-endpoints", "webhook-cert", "controller", "coordinator", "rbac-create",
-          "rbac-patch", "volcano-crds", "volcano-scheduler", "kubernetes", "admission-policies", "webhook-network-policy"]
+          "rbac-patch", "volcano-crds", "volcano-scheduler", "volcano-version", "kubernetes", "admission-policies",
+          "webhook-network-policy"]
 
 
 def repack(kubeconfig, *args, timeout=120):
@@ -101,9 +103,12 @@ def test_doctor_on_a_cluster_without_the_in_cluster_part(control_plane, make_nam
     assert {name: verdict for name, (verdict, _) in checks.items()} == {
         "crd": "OK", "webhook": "FAIL", "webhook-endpoints": "FAIL", "webhook-cert": "WARN", "controller": "FAIL",
         "coordinator": "FAIL", "rbac-create": "OK", "rbac-patch": "OK", "volcano-crds": "OK",
-        "volcano-scheduler": checks["volcano-scheduler"][0], "kubernetes": "OK", "admission-policies": "FAIL",
+        "volcano-scheduler": checks["volcano-scheduler"][0], "volcano-version": "OK", "kubernetes": "OK", "admission-policies": "FAIL",
         "webhook-network-policy": "WARN"}
-    assert checks["kubernetes"][1].startswith("Kubernetes v1.34")
+    assert checks["kubernetes"][1] == f"Kubernetes {TESTED_KUBERNETES} (>= 1.30; CI tests {TESTED_KUBERNETES})"
+    # The harness records the vc-scheduler it runs as Volcano's installer would (a Deployment).
+    assert checks["volcano-version"][1] == (f"Volcano {TESTED_VOLCANO} (Deployment volcano-system/volcano-scheduler; "
+                                            f"CI tests {TESTED_VOLCANO})")
     assert checks["crd"][1] == "repackruns.repack.volcano.sh v1alpha1 Established, schema and printer columns current"
     assert checks["controller"][1] == ("Lease repack-system/repack-controller not found: the in-cluster RepackRun "
                                        "controller is not running — kubectl repack install")
@@ -133,6 +138,35 @@ def test_doctor_on_a_cluster_without_the_in_cluster_part(control_plane, make_nam
     again = by_check(repack(control_plane.kubeconfig, "doctor").stdout)
     assert again["volcano-scheduler"][0] == "OK", again["volcano-scheduler"]
     assert f"PodGroup {ns}/gang status written by vc-scheduler" in again["volcano-scheduler"][1]
+
+
+def test_doctor_reads_volcanos_version_from_its_scheduler_deployment(control_plane):
+    """Volcano as its installer deploys it (Deployment volcano-system/volcano-scheduler, which the harness
+    records for the vc-scheduler it runs): doctor names the version, warns on one CI does not test
+    (naming the tested one), and says so when it finds no scheduler image at all."""
+    apps = client.AppsV1Api(control_plane.api_client)
+    original = apps.read_namespaced_deployment("volcano-scheduler", "volcano-system")
+    image = original.spec.template.spec.containers[0].image
+    assert image == f"docker.io/volcanosh/vc-scheduler:{TESTED_VOLCANO}"
+
+    def set_image(value):
+        apps.patch_namespaced_deployment("volcano-scheduler", "volcano-system", {"spec": {"template": {"spec": {
+            "containers": [{"name": "volcano-scheduler", "image": value}]}}}})
+
+    def line():
+        return by_check(repack(control_plane.kubeconfig, "doctor").stdout)["volcano-version"]
+
+    try:
+        set_image("docker.io/volcanosh/vc-scheduler:v1.15.1")
+        assert line() == ("WARN", f"Volcano v1.15.1 (Deployment volcano-system/volcano-scheduler) is not tested: CI "
+                                  f"tests Volcano {TESTED_VOLCANO} only")
+        set_image("docker.io/volcanosh/vc-controller-manager:v1.14.1")
+        assert line() == ("WARN", f"no Deployment in volcano-system runs a vc-scheduler image: Volcano's version "
+                                  f"unknown (CI tests Volcano {TESTED_VOLCANO})")
+    finally:
+        set_image(image)
+    assert line() == ("OK", f"Volcano {TESTED_VOLCANO} (Deployment volcano-system/volcano-scheduler; CI tests "
+                            f"{TESTED_VOLCANO})")
 
 
 def test_doctor_as_a_user_without_rights_still_runs_every_check(control_plane):

@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import ssl
+import subprocess
 import sys
 import tempfile
 import time
@@ -238,6 +239,7 @@ class ControlPlane:
         self._start_volcano()
         self._phase("controllers", self._wait_controllers, deadline)
         self._phase("default-queue", self._ensure_default_queue, deadline)
+        self._phase("volcano-deployment", self._record_volcano_deployment)
 
     def _start_etcd(self, deadline: float) -> None:
         client = f"http://127.0.0.1:{self.ports['etcd']}"
@@ -518,6 +520,29 @@ rules:
             # The queue controller moves a new queue to Open; until then jobs are not enqueued.
             return (q.get("status") or {}).get("state") == "Open"
         self._wait(deadline, "default Queue Open", queue_open)
+
+    def _record_volcano_deployment(self) -> None:
+        """The object a Volcano install leaves for its scheduler: Deployment volcano-system/volcano-scheduler
+        with the image of the version running. Here vc-scheduler runs as a process, so the Deployment
+        has 0 replicas; it is what `kubectl repack doctor` reads Volcano's version from, as on a cluster."""
+        from kubernetes import client
+        from kubernetes.client.rest import ApiException
+
+        out = subprocess.run([self.binaries["vc-scheduler"], "--version"], capture_output=True, text=True, timeout=60)
+        version = next((line.split(":", 1)[1].strip() for line in out.stdout.splitlines()
+                        if line.startswith("Version:")), "")
+        if not version:
+            raise ControlPlaneError(f"vc-scheduler --version printed no version: {out.stdout}{out.stderr}")
+        labels = {"app": "volcano-scheduler"}
+        body = {"metadata": {"name": "volcano-scheduler", "labels": labels}, "spec": {
+            "replicas": 0, "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [
+                {"name": "volcano-scheduler", "image": f"docker.io/volcanosh/vc-scheduler:{version}"}]}}}}
+        try:
+            client.AppsV1Api(self.api_client()).create_namespaced_deployment(VOLCANO_NAMESPACE, body)
+        except ApiException as e:
+            if e.status != 409:
+                raise
 
     # ---- helpers -------------------------------------------------------------------------
     def _launch(self, name: str, argv: list[str]) -> Component:

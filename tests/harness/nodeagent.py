@@ -28,7 +28,7 @@ log = logging.getLogger("repack.nodeagent")
 
 NPU_RESOURCE = "huawei.com/ascend-1980"
 AGENT_LABEL = "repack.test/fake-node"
-KUBELET_VERSION = "v1.34.1"
+KUBELET_VERSION = "v1.37.2"
 # Taints the control plane puts on nodes that are not Ready; a Ready fake node must not keep them.
 CONDITION_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 

@@ -23,7 +23,8 @@ network is removed again.
 
 Why the settings: the VMs this runs on are cgroup v1 (hybrid) without CAP_SYS_RESOURCE, which
 needs `restrict_oom_score_adj` (containerd: the kubelet asks for a negative oom_score_adj) and
-`failCgroupV1: false`, `cgroupsPerQOS: false` (kubelet v1.34); Kubernetes stays at v1.34 for that.
+`failCgroupV1: false` (the default is true from kubelet v1.35, which then refuses to start on
+cgroup v1), `cgroupsPerQOS: false`.
 """
 from __future__ import annotations
 

@@ -31,6 +31,8 @@ WEBHOOK_COUNTERS = {
 COORDINATOR_COUNTERS = {
     "nominations_total": "nominatedNodeName hints written through pods/status.",
     "lease_timeouts_total": "Placement gates removed because the placement lease ran out.",
+    "nominations_refused_bound_total": "Hints the API server refused because the pod was bound meanwhile "
+                                       "(recorded as placed, not retried).",
 }
 COUNTERS = {**WEBHOOK_COUNTERS, **COORDINATOR_COUNTERS}
 

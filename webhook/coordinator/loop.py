@@ -15,6 +15,12 @@ for that pod (`SealKey.marks_problem`), and its run's records must verify agains
 records seal (`SealKey.run_problem`); otherwise the pod is not recorded and its gate only lifted.
 The key is read from the records-seal Secret, by name.
 
+Binding clears status.nominatedNodeName, and the API server refuses to set it on a bound pod (422,
+`ClearingNominatedNodeNameAfterBinding`, on from Kubernetes 1.35): a pod read unbound that binds
+before its hint lands is read again and recorded as Placed on the node it is bound to, never hinted
+again (`nominate_or_bound`). Other scheduling gates on a pod (Volcano 1.15's queue-allocation gate,
+anyone's) are never touched, and never counted or waited on as ours: only PLACEMENT_GATE is lifted.
+
 And for a targeted run (RELIEF-3), once its executor has seen the planned nodes vacated
 (status.result.target written, not yet bound): mark each pending pod of the target with the run and
 the vacated node that fits it (`decide_target`), then PATCH its pods/status nominatedNodeName.
@@ -42,6 +48,7 @@ import os
 import signal
 import threading
 import time
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
 
@@ -52,7 +59,7 @@ from kubectl_repack.api.gates import (COORDINATOR_LEASE_NAME, PLACEMENT_LEASE, m
 from kubectl_repack.api.run import RunView, as_map, goal_resource, write_placement_fields
 from kubectl_repack.api.times import parse_duration, utcnow
 from kubectl_repack.api.view import ObjectView
-from kubectl_repack.errors import NotFound, RepackError
+from kubectl_repack.errors import Invalid, NotFound, RepackError
 from kubectl_repack.kube.objects import FILTER_KINDS
 from webhook.common.election import LeaderElector, leader_process_args, process_identity
 from webhook.common.health import Answer, serve
@@ -73,6 +80,7 @@ class Cluster(Protocol):
     def snapshot_objects(self, kinds=...) -> list: ...
     def patch_pod(self, namespace: str, name: str, json_patch: list) -> None: ...
     def nominate(self, namespace: str, name: str, node: str) -> None: ...
+    def get_pod(self, namespace: str, name: str) -> Optional[dict]: ...
     def get_podgroup(self, namespace: str, name: str) -> Optional[dict]: ...
 
 
@@ -201,7 +209,7 @@ class Coordinator:
             decision = decide(rep, run, self.clock(), self.placement_lease, check, self._run_problem(run))
             if decision.record or decision.nominate or decision.ungate or decision.after_nomination:
                 try:
-                    self.apply(rep, pod, decision)
+                    self.apply(rep, pod, decision, run)
                 except Exception:  # noqa: BLE001 - this pod is retried next tick
                     log.exception("pod %s: applying %s failed", rep.key, decision)
                     continue
@@ -223,8 +231,10 @@ class Coordinator:
         ref = target_run_ref(run)
         for ns, name, node in decision.nominations:
             self.cluster.patch_pod(ns, name, target_mark_patch(by_key[f"{ns}/{name}"], ref, node))
-            self.cluster.nominate(ns, name, node)
-            self.metrics.inc("nominations_total")   # replacements and target pods alike
+            bound = self.nominate_or_bound(ns, name, node)
+            if bound:
+                log.info("pod %s/%s: bound to %s before its hint, not nominated", ns, name, bound)
+                continue
             log.info("pod %s/%s: nominated %s for the target of run %s", ns, name, node, view.name)
         for note in decision.notes:
             if (view.uid, note) not in self._said:
@@ -234,7 +244,8 @@ class Coordinator:
     def _run_problem(self, run: Optional[Mapping[str, Any]]) -> str:
         return self.seal_key.run_problem(run) if self.seal_key is not None else ""
 
-    def apply(self, rep: Replacement, pod: Mapping[str, Any], d: Decision) -> None:
+    def apply(self, rep: Replacement, pod: Mapping[str, Any], d: Decision,
+              run: Optional[Mapping[str, Any]] = None) -> None:
         """Carry out a decision in the order NOM-2 requires: record, hint, record, ungate.
 
         A time-out ungates first and records afterwards: failing open must not depend on the
@@ -250,8 +261,16 @@ class Coordinator:
         if d.record:
             self.update_record(rep, d.record)
         if d.nominate:
-            self.cluster.nominate(rep.namespace, rep.name, d.nominate)
-            self.metrics.inc("nominations_total")
+            bound = self.nominate_or_bound(rep.namespace, rep.name, d.nominate)
+            if bound:
+                # Bound since it was read (so not gated by us any more): decided again as bound
+                # (Placed on that node), no hint.
+                again = decide(replace(rep, node_name=bound), run, self.clock(), self.placement_lease, lambda _: None,
+                               self._run_problem(run))
+                if again.record:
+                    self.update_record(rep, again.record)
+                log.info("pod %s: bound to %s before its hint, recorded as placed", rep.key, bound)
+                return
             log.info("pod %s: nominated %s", rep.key, d.nominate)
         if d.after_nomination:
             self.update_record(rep, d.after_nomination)
@@ -260,6 +279,22 @@ class Coordinator:
             log.info("pod %s: gate removed (%s)", rep.key, d.reason)
 
     # ----- writes
+    def nominate_or_bound(self, namespace: str, name: str, node: str) -> str:
+        """PATCH pods/status nominatedNodeName; '' when written. When the API server refuses it (422)
+        because the pod is bound by now, the node it is bound to (read afresh): the caller records
+        that instead of retrying a hint the API server will refuse every time. Any other refusal raises."""
+        try:
+            self.cluster.nominate(namespace, name, node)
+        except Invalid:
+            pod = self.cluster.get_pod(namespace, name)
+            bound = str(ObjectView(pod).spec.get("nodeName") or "") if pod else ""
+            if not bound:
+                raise
+            self.metrics.inc("nominations_refused_bound_total")
+            return bound
+        self.metrics.inc("nominations_total")   # replacements and target pods alike
+        return ""
+
     def remove_gate(self, pod: Mapping[str, Any]) -> None:
         """Remove our gate and the gate-owner annotation (see `ungate_patch`)."""
         ops = ungate_patch(pod)

@@ -13,7 +13,10 @@ Each check answers one question with a `Check` (OK, FAIL or WARN, what was seen,
   rbac-<verb>          SelfSubjectAccessReview: the caller may <verb> repackruns
   volcano-crds         Volcano's PodGroup and Queue CRDs are installed
   volcano-scheduler    a Volcano scheduler was seen acting: its Lease, else a recent PodGroup status write
-  kubernetes           the API server is Kubernetes >= 1.30 (ValidatingAdmissionPolicy is GA there)
+  volcano-version      the vc-scheduler image of Volcano's namespace names the Volcano version CI tests
+                       (WARN on another, or when none is found)
+  kubernetes           the API server is Kubernetes >= 1.30 (ValidatingAdmissionPolicy is GA there);
+                       WARN on a minor CI does not test (kubectl_repack.api.versions)
   admission-policies   the admission policies that vouch for run creators and confine pod writes are
                        bound with Deny (without them no in-cluster Execute evicts anything)
   webhook-network-policy
@@ -53,6 +56,7 @@ from .network import NETWORK_POLICY, network_policy_verdict, read_apiserver_sour
 from .verdicts import (ADMISSION_POLICIES, SCHEDULER_LEASE_PATTERN, VOLCANO_CRDS, VOLCANO_NAMESPACE, our_webhook,
                        access_verdict, crd_verdict, endpoints_verdict, kubernetes_verdict, lease_verdict,
                        policies_verdict, ready_endpoints, scheduler_verdict, serves_field, volcano_crds_verdict,
+                       volcano_version_verdict,
                        webhook_service, webhook_verdict)
 
 class _Reader:
@@ -121,7 +125,7 @@ class Preflight:
                        ("coordinator", self.coordinator)]
         steps += [(a.check_name, (lambda a=a: self.rbac(a))) for a in self.access]
         steps += [("volcano-crds", self.volcano_crds), ("volcano-scheduler", self.scheduler),
-                  ("kubernetes", self.kubernetes), ("admission-policies", self.policies),
+                  ("volcano-version", self.volcano_version), ("kubernetes", self.kubernetes), ("admission-policies", self.policies),
                   ("webhook-network-policy", self.network_policy)]
         return [guarded(name, fn) for name, fn in steps]
 
@@ -259,6 +263,10 @@ class Preflight:
                               and LeaseRecord.from_dict(x).is_fresh(self.now) for x in leases) \
             else self.reader.items("/apis/scheduling.volcano.sh/v1beta1/podgroups")
         return scheduler_verdict(leases, podgroups, self.now)
+
+
+    def volcano_version(self) -> Check:
+        return volcano_version_verdict(self.reader.items(f"/apis/apps/v1/namespaces/{VOLCANO_NAMESPACE}/deployments"))
 
 
 def guarded(name: str, fn: Callable[[], Check]) -> Check:

@@ -11,6 +11,7 @@ from kubectl_repack.api.installed import WEBHOOK_CONFIG, WEBHOOK_NAME
 from kubectl_repack.api.lease import LeaseRecord
 from kubectl_repack.api.run import GROUP, VERSION, as_map
 from kubectl_repack.api.times import parse_time
+from kubectl_repack.api.versions import SUPPORTED_KUBERNETES, TESTED_KUBERNETES, TESTED_VOLCANO, minor_of
 
 from .checks import Access, CRD_NAME, Check, FAIL, INSTALL, OK, SERVICE, WARN, age
 
@@ -180,23 +181,55 @@ def access_verdict(access: Access, review: Mapping) -> Check:
                  f"in API group {access.group}")
 
 
-MIN_KUBERNETES = (1, 30)
+MIN_KUBERNETES = SUPPORTED_KUBERNETES
 ADMISSION_POLICIES = ADMISSION_POLICY_NAMES
 
 
 def kubernetes_verdict(version: Optional[Mapping]) -> Check:
-    """`version`: the API server's /version."""
+    """`version`: the API server's /version. FAIL below what the install needs; WARN on a minor CI
+    does not test (it names the tested version); OK on the tested minor."""
     v = as_map(version)
-    found = re.match(r"v?(\d+)\.(\d+)", str(v.get("gitVersion") or ""))
-    if not found:
+    got = minor_of(v.get("gitVersion"))
+    if got is None:
         return Check("kubernetes", None, f"the API server reports no version ({v.get('gitVersion')!r})")
-    got = (int(found.group(1)), int(found.group(2)))
     need = ".".join(map(str, MIN_KUBERNETES))
     if got < MIN_KUBERNETES:
         return Check("kubernetes", FAIL, f"Kubernetes {v['gitVersion']}: kubectl-repack needs >= {need} "
                                           "(ValidatingAdmissionPolicy vouches for who created a run)",
                      f"upgrade the cluster to Kubernetes {need} or later")
-    return Check("kubernetes", OK, f"Kubernetes {v['gitVersion']} (>= {need})")
+    if got != minor_of(TESTED_KUBERNETES):
+        return Check("kubernetes", None, f"Kubernetes {v['gitVersion']} (>= {need}) is not tested: CI tests "
+                                         f"Kubernetes {TESTED_KUBERNETES} only")
+    return Check("kubernetes", OK, f"Kubernetes {v['gitVersion']} (>= {need}; CI tests {TESTED_KUBERNETES})")
+
+
+VOLCANO_SCHEDULER_IMAGE = re.compile(r"(?:^|/)vc-scheduler(?::([^@]+))?(?:@.*)?$")
+
+
+def volcano_version_verdict(deployments: Sequence[Mapping]) -> Check:
+    """`deployments`: those of Volcano's namespace. The version is the tag of the vc-scheduler
+    image (Volcano's installer and chart deploy it so); WARN when none is found or it is a Volcano
+    minor CI does not test (naming the tested version)."""
+    name = "volcano-version"
+    tags = []
+    for deployment in deployments:
+        meta = as_map(deployment.get("metadata"))
+        pod_spec = as_map(as_map(as_map(deployment.get("spec")).get("template")).get("spec"))
+        for container in pod_spec.get("containers") or []:
+            found = VOLCANO_SCHEDULER_IMAGE.search(str(as_map(container).get("image") or ""))
+            if found:
+                tags.append((found.group(1) or "", f"{meta.get('namespace') or VOLCANO_NAMESPACE}/{meta.get('name')}"))
+    if not tags:
+        return Check(name, None, f"no Deployment in {VOLCANO_NAMESPACE} runs a vc-scheduler image: Volcano's "
+                                 f"version unknown (CI tests Volcano {TESTED_VOLCANO})")
+    tag, where = sorted(tags)[0]
+    if minor_of(tag) is None:
+        return Check(name, None, f"Deployment {where} runs vc-scheduler {tag or '(untagged)'}: Volcano's version "
+                                 f"unknown (CI tests Volcano {TESTED_VOLCANO})")
+    if minor_of(tag) != minor_of(TESTED_VOLCANO):
+        return Check(name, None, f"Volcano {tag} (Deployment {where}) is not tested: CI tests Volcano "
+                                 f"{TESTED_VOLCANO} only")
+    return Check(name, OK, f"Volcano {tag} (Deployment {where}; CI tests {TESTED_VOLCANO})")
 
 
 def policies_verdict(policies: Mapping, bindings: Mapping) -> Check:

@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from kubernetes import client
 
+from kubectl_repack.api.versions import TESTED_KUBERNETES, TESTED_VOLCANO
 from kubectl_repack.api.installed import SOURCE_ENDPOINTS
 from kubectl_repack.deploy import manifests
 from kubectl_repack.kube import preflight as pf
@@ -264,7 +265,9 @@ def installed(now=NOW):
         "/apis/coordination.k8s.io/v1/namespaces/repack-system/leases/repack-coordinator": lease("w", renewed),
         "/apis/coordination.k8s.io/v1/namespaces/volcano-system/leases": {"items": [
             lease("vc", renewed, name="vc-scheduler", namespace="volcano-system")]},
-        "/version": {"major": "1", "minor": "34", "gitVersion": "v1.34.1"},
+        "/version": {"major": "1", "minor": "37", "gitVersion": TESTED_KUBERNETES},
+        "/apis/apps/v1/namespaces/volcano-system/deployments": {"items": [
+            volcano_deployment("volcano-scheduler", f"docker.io/volcanosh/vc-scheduler:{TESTED_VOLCANO}")]},
         **{f"/apis/admissionregistration.k8s.io/v1/{PLURALS[o['kind']]}/{o['metadata']['name']}": o
            for o in manifests.render() if o["kind"] in PLURALS},
         POLICY: manifests.network_policy("repack-system", ["10.0.0.1/32"], SOURCE_ENDPOINTS),
@@ -282,7 +285,8 @@ def test_an_installed_cluster_passes_every_check():
     assert [(c.name, c.verdict) for c in checks] == [
         ("crd", "OK"), ("webhook", "OK"), ("webhook-endpoints", "OK"), ("webhook-cert", "OK"),
         ("controller", "OK"), ("coordinator", "OK"), ("rbac-create", "OK"), ("rbac-patch", "OK"),
-        ("volcano-crds", "OK"), ("volcano-scheduler", "OK"), ("kubernetes", "OK"), ("admission-policies", "OK"),
+        ("volcano-crds", "OK"), ("volcano-scheduler", "OK"), ("volcano-version", "OK"), ("kubernetes", "OK"),
+        ("admission-policies", "OK"),
         ("webhook-network-policy", "OK")], checks
     assert checks[3].detail.startswith("serving certificate (Secret repack-system/repack-webhook-tls tls.crt) "
                                        "valid for 300d")
@@ -370,10 +374,43 @@ def test_doctor_on_an_unreachable_cluster_says_it_once(monkeypatch):
 
 
 def test_kubernetes_before_1_30_fails_and_names_what_is_missing():
-    assert pf.kubernetes_verdict({"gitVersion": "v1.34.1"}).verdict == "OK"
+    assert pf.kubernetes_verdict({"gitVersion": TESTED_KUBERNETES}).verdict == "OK"
     old = pf.kubernetes_verdict({"gitVersion": "v1.29.9-eks-1"})
     assert old.verdict == "FAIL" and "needs >= 1.30" in old.detail and "ValidatingAdmissionPolicy" in old.detail
     assert pf.kubernetes_verdict({}).verdict == "WARN"
+
+
+def test_a_kubernetes_minor_ci_does_not_test_is_a_warning_naming_the_tested_version():
+    tested = pf.kubernetes_verdict({"gitVersion": TESTED_KUBERNETES.replace(".2", ".9") + "-gke.1200"})
+    assert tested.verdict == "OK" and f"CI tests {TESTED_KUBERNETES}" in tested.detail
+    for other in ("v1.30.0", "v1.35.4", "v1.38.0"):
+        check = pf.kubernetes_verdict({"gitVersion": other})
+        assert check.verdict == "WARN", other
+        assert check.detail == (f"Kubernetes {other} (>= 1.30) is not tested: CI tests Kubernetes "
+                                f"{TESTED_KUBERNETES} only")
+
+
+def volcano_deployment(name, *images, namespace="volcano-system"):
+    return {"metadata": {"name": name, "namespace": namespace},
+            "spec": {"template": {"spec": {"containers": [{"name": f"c{i}", "image": image}
+                                                          for i, image in enumerate(images)]}}}}
+
+
+def test_the_volcano_version_is_the_vc_scheduler_images_tag():
+    ok = pf.volcano_version_verdict([volcano_deployment("volcano-admission", "volcanosh/vc-webhook-manager:v1.13.0"),
+                                     volcano_deployment("volcano-scheduler", f"volcanosh/vc-scheduler:{TESTED_VOLCANO}")])
+    assert ok.verdict == "OK" and ok.detail == (f"Volcano {TESTED_VOLCANO} (Deployment volcano-system/volcano-scheduler; "
+                                                f"CI tests {TESTED_VOLCANO})")
+    newer = pf.volcano_version_verdict([volcano_deployment(
+        "vc-sched", "registry.local:5000/mirror/vc-scheduler:v1.15.1@sha256:" + "a" * 64)])
+    assert newer.verdict == "WARN" and newer.detail == (
+        f"Volcano v1.15.1 (Deployment volcano-system/vc-sched) is not tested: CI tests Volcano {TESTED_VOLCANO} only")
+    untagged = pf.volcano_version_verdict([volcano_deployment("s", "volcanosh/vc-scheduler@sha256:" + "b" * 64)])
+    assert untagged.verdict == "WARN" and "vc-scheduler (untagged): Volcano's version unknown" in untagged.detail
+    none = pf.volcano_version_verdict([volcano_deployment("other", "volcanosh/vc-controller-manager:v1.14.1")])
+    assert none.verdict == "WARN" and none.detail == (
+        f"no Deployment in volcano-system runs a vc-scheduler image: Volcano's version unknown "
+        f"(CI tests Volcano {TESTED_VOLCANO})")
 
 
 def test_a_missing_or_unenforced_admission_policy_fails_the_doctor():

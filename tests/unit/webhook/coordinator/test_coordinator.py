@@ -14,7 +14,7 @@ from kubectl_repack.api.gates import (GATED_AT_ANNOTATION, PLACEMENT_GATE, PLACE
                                       RELOCATION_VICTIM_ANNOTATION, REPLACEMENT_PODGROUP_ANNOTATION)
 from kubectl_repack.api.run import ttl_expired
 from kubectl_repack.api.times import parse_duration
-from kubectl_repack.errors import ClusterAPIError, Conflict, NotFound
+from kubectl_repack.errors import ClusterAPIError, Conflict, Invalid, NotFound
 from kubectl_repack.kube.lease import LeaseClient
 from webhook.coordinator.loop import Coordinator
 from webhook.common.election import LeaderElector
@@ -194,6 +194,7 @@ class FakeCluster:
         self.calls = []
         self.record_lists = False
         self.refuse_status = None   # an exception every status write raises
+        self.binds_before_hint = {}  # pod name -> node it is bound to just before its hint lands
 
     # LiveCluster
     def list_pods(self, namespace=None):
@@ -207,7 +208,22 @@ class FakeCluster:
 
     def nominate(self, ns, name, node):
         self.calls.append(("nominate", name, node))
-        self.pods[(ns, name)].setdefault("status", {})["nominatedNodeName"] = node
+        pod = self.pods[(ns, name)]
+        if name in self.binds_before_hint:   # the scheduler binds it between our read and our hint
+            pod["spec"]["nodeName"] = self.binds_before_hint[name]
+            pod["spec"]["schedulingGates"] = [g for g in pod["spec"].get("schedulingGates") or ()
+                                              if g.get("name") != PLACEMENT_GATE]
+        if pod["spec"].get("nodeName"):
+            # What the API server answers from 1.35 on (ClearingNominatedNodeNameAfterBinding).
+            raise Invalid(f"nominating node {node} for pod {ns}/{name}: Pod \"{name}\" is invalid: "
+                          "status.nominatedNodeName: Forbidden: may not be set on pods that are already bound "
+                          "to a node (HTTP 422)", 422)
+        pod.setdefault("status", {})["nominatedNodeName"] = node
+
+    def get_pod(self, ns, name):
+        self.calls.append(("get", name))
+        pod = self.pods.get((ns, name))
+        return copy.deepcopy(pod) if pod is not None else None
 
     def patch_pod(self, ns, name, ops):
         from tests.unit.webhook.patching import apply_patch
@@ -272,6 +288,36 @@ def test_tick_records_nominates_records_then_ungates(fake_coordinator):
     # Only the coordinator's fields changed; apply's eviction record is untouched.
     rel = fake.runs["run-1"]["status"]["relocations"][0]
     assert rel["eviction"] == {"phase": "Accepted"} and rel["plannedNodeName"] == "node-b"
+
+
+def test_a_pod_bound_before_its_hint_lands_is_recorded_placed_and_never_hinted_again(fake_coordinator):
+    """From Kubernetes 1.35 the API server refuses nominatedNodeName on a bound pod (422): the
+    coordinator reads the pod, records it Placed where it is bound, and does not retry the hint."""
+    fake = FakeCluster([replacement_pod()], [the_run()], cluster())
+    fake.binds_before_hint = {"train-worker-0": "node-b"}
+    c = fake_coordinator(fake)
+    c.tick()
+    assert [x[0] for x in fake.calls] == ["status", "nominate", "get", "status"], fake.calls
+    assert fake.calls[-1][2]["phase"] == "Placed" and fake.calls[-1][2]["actualNodeName"] == "node-b"
+    assert c.metrics.value("nominations_total") == 0 and c.metrics.value("nominations_refused_bound_total") == 1
+    fake.calls.clear()
+    c.tick()   # bound: nothing to hint, nothing to lift, the record already says so
+    assert [x[0] for x in fake.calls if x[0] in ("nominate", "ungate", "get")] == [], fake.calls
+
+
+def test_a_refused_hint_on_a_pod_that_is_not_bound_is_not_taken_for_a_placement(fake_coordinator):
+    fake = FakeCluster([replacement_pod()], [the_run()], cluster())
+
+    def refuse(ns, name, node):
+        fake.calls.append(("nominate", name, node))
+        raise Invalid("nominating: some other validation error (HTTP 422)", 422)
+    fake.nominate = refuse
+    c = fake_coordinator(fake)
+    c.tick()   # logged and retried next tick; the gate is kept until then (or the lease ends)
+    assert [x[0] for x in fake.calls] == ["status", "nominate", "get"], fake.calls
+    placement = fake.runs["run-1"]["status"]["relocations"][0]["placement"]
+    assert placement.get("phase") != "Placed" and not placement.get("actualNodeName")
+    assert c.metrics.value("nominations_refused_bound_total") == 0
 
 
 def test_tick_without_fit_ungates_with_no_hint(fake_coordinator):

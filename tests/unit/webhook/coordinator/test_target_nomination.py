@@ -155,3 +155,16 @@ def test_tick_writes_nothing_for_a_target_that_bound_on_its_own(caplog):
     assert fake.calls == []
     said = [r.getMessage() for r in caplog.records if "nothing to nominate" in r.getMessage()]
     assert len(said) == 1, said   # said once, not every tick
+
+
+def test_a_target_pod_bound_before_its_hint_is_skipped_and_the_others_still_get_theirs():
+    """Kubernetes >= 1.35 refuses nominatedNodeName on a bound pod (422): that pod took its room on its
+    own; the next pod of the target is still hinted in the same tick, and nothing is retried."""
+    fake = TargetCluster([big(0), big(1)], [targeted_run()], nodes())
+    fake.binds_before_hint = {"big-0": "node-a"}
+    c = Coordinator(fake, fake, FakeElector(), clock=lambda: NOW, placement_lease=LEASE)
+    c.tick()
+    assert [x[:2] for x in fake.calls] == [("mark", "big-0"), ("nominate", "big-0"), ("get", "big-0"),
+                                           ("mark", "big-1"), ("nominate", "big-1")], fake.calls
+    assert fake.pods[("demo", "big-1")]["status"]["nominatedNodeName"] == "node-a"
+    assert c.metrics.value("nominations_total") == 1 and c.metrics.value("nominations_refused_bound_total") == 1

@@ -6,11 +6,6 @@
 package tools
 
 import (
-	_ "k8s.io/client-go/plugin/pkg/client/auth"
-	_ "k8s.io/component-base/cli"
-	_ "k8s.io/kubectl/pkg/cmd"
-	_ "k8s.io/kubernetes/cmd/kube-apiserver/app"
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	_ "volcano.sh/volcano/cmd/controller-manager/app"
 	_ "volcano.sh/volcano/cmd/scheduler/app"
 	_ "volcano.sh/volcano/pkg/controllers/job"
