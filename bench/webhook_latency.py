@@ -76,13 +76,22 @@ def synthetic_run(records: int = RECORDS) -> dict:
                             "placement": {"phase": "WaitingForReplacement"}})
         moves.append({"namespace": NS, "podGroupName": group, "owner": owner, "cards": 1,
                       "pods": [{"name": victim, "fromNode": "node-99", "toNode": f"node-{i % 16:02d}", "cards": 1}]})
-    from kubectl_repack.api.control import RECORDS_SEAL_ANNOTATION, seal
-
     return {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun",
             "metadata": {"name": "bench-run", "uid": "bench-uid", "creationTimestamp": "2026-07-30T10:00:00Z",
-                         "annotations": {RECORDS_SEAL_ANNOTATION: seal(SEAL_KEY, "bench-uid", relocations)}},
+                         "annotations": sealed("bench-uid", relocations)},
             "spec": {"mode": "Execute", "goals": [{"resource": "huawei.com/ascend-1980"}]},
             "status": {"phase": "Running", "plan": {"moves": moves}, "relocations": relocations}}
+
+
+def sealed(uid: str, records: list) -> dict:
+    """The annotations the controller writes over its records: the seal and (when this tree has one,
+    A/B runs) the records digest the webhook verifies."""
+    from kubectl_repack.api import control
+
+    out = {control.RECORDS_SEAL_ANNOTATION: control.seal(SEAL_KEY, uid, records)}
+    if hasattr(control, "records_digest"):
+        out[control.RECORDS_DIGEST_ANNOTATION] = control.records_digest(uid, records)
+    return out
 
 
 def pod_object(i: int) -> dict:
@@ -160,15 +169,13 @@ def status_flood(store, mib: float, period: float = 0.05) -> None:
     """What the RepackRun watch delivers while someone rewrites a big status: every `period` s a
     MODIFIED event of a second Running Execute run whose status is `mib` MiB (settled records:
     nothing to match, all to parse and verify)."""
-    from kubectl_repack.api.control import RECORDS_SEAL_ANNOTATION, seal
-
     record = {"namespace": NS, "podGroupName": "flood-pg", "victimPodUID": "0" * 36, "plannedNodeName": "node-00",
               "eviction": {"phase": "Accepted"}, "placement": {"phase": "Placed", "actualNodeName": "node-00"}}
     size = len(json.dumps(record)) + 40
     records = [dict(record, victimPodName=f"flood-victim-{i:06d}") for i in range(int(mib * 1024 * 1024 / size))]
     run = {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun",
            "metadata": {"name": "flood-run", "uid": "flood-uid", "creationTimestamp": "2026-07-30T09:00:00Z",
-                        "annotations": {RECORDS_SEAL_ANNOTATION: seal(SEAL_KEY, "flood-uid", records)}},
+                        "annotations": sealed("flood-uid", records)},
            "spec": {"mode": "Execute", "goals": [{"resource": "huawei.com/ascend-1980"}]},
            "status": {"phase": "Running", "relocations": records}}
     version = 0

@@ -60,6 +60,7 @@ ADMISSION_POLICY_NAMES = (CREATOR_POLICY_NAME, POD_WRITE_POLICY_NAME, REPLACEMEN
                           NOMINATION_POLICY_NAME)
 CREATOR_MAX_AGE = dt.timedelta(hours=1)
 RECORDS_SEAL_ANNOTATION = "repack.volcano.sh/records-seal"
+RECORDS_DIGEST_ANNOTATION = "repack.volcano.sh/records-digest"   # set by the controller's account only (admission)
 RUN_STATE_ANNOTATION = "repack.volcano.sh/run-state"          # written by the controller's account only
 FINALIZER = "repack.volcano.sh/stop-before-delete"
 # Set by `kubectl repack apply` (anyone may): the run's execution deadline from its start, and the
@@ -164,6 +165,20 @@ def _sealed_bytes(run_uid: str, records: Sequence[Mapping[str, Any]]) -> bytes:
 def seal(key: bytes, run_uid: str, records: Sequence[Mapping[str, Any]]) -> str:
     """The seal annotation's value for these records of the run with uid `run_uid`."""
     return f"{SEAL_VERSION}:" + hmac.new(key, _sealed_bytes(run_uid, records), hashlib.sha256).hexdigest()
+
+
+def records_digest(run_uid: str, records: Sequence[Mapping[str, Any]]) -> str:
+    """The records-digest annotation's value: a plain sha256 over exactly what `seal` covers.
+
+    It needs no key, so readers that must not hold the seal key (the webhook, the coordinator) can
+    verify records against it; it is worth something only because admission lets no one but the
+    controller's account (and, on a locally executed run, a user who may read the seal key) write
+    it (kubectl_repack.deploy.policies). Why not an asymmetric signature (the controller signs, the
+    readers hold only the public key)? The standard library has no public-key signatures, so it would
+    need a new crypto dependency in every process, plus a key pair to distribute and rotate; the API
+    server already authenticates and authorizes who writes the annotation, which is all a reader
+    needs to know, and the controller still checks its own HMAC seal before every eviction."""
+    return f"sha256:{hashlib.sha256(_sealed_bytes(run_uid, records)).hexdigest()}"
 
 
 def seal_problem(run: Mapping[str, Any], key: bytes) -> str:

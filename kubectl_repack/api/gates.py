@@ -125,11 +125,15 @@ def target_mark_patch(pod: Mapping[str, Any], run_ref: str, node: str) -> list:
 # namespace and its controlling owner's UID (set by the workload controller that creates the pod,
 # never by a pod template), and strips any marks a pod arrives with. Marks copied into a template,
 # or onto a pod admitted while the webhook was down, do not verify. The key is derived from the
-# records-seal key (kubectl_repack.api.control), which the controller, the webhook and the
-# coordinator read and nobody else may.
-def marks_key(seal_key: bytes) -> bytes:
-    """The marks MAC key, derived from the records-seal key (a separate key for a separate use)."""
-    return hmac.new(seal_key, _MARKS_KEY_LABEL, hashlib.sha256).digest()
+# placement key (Secret PLACEMENT_KEY_SECRET_NAME, made by the controller), which only the webhook and
+# the coordinator may read: never from the records-seal key, so that a stolen webhook or coordinator
+# token can at worst forge marks (steer a replacement), never a seal (evictions).
+PLACEMENT_KEY_SECRET_NAME = "repack-placement-key"
+
+
+def marks_key(placement_key: bytes) -> bytes:
+    """The marks MAC key, derived from the placement key (a separate key for a separate use)."""
+    return hmac.new(placement_key, _MARKS_KEY_LABEL, hashlib.sha256).digest()
 
 
 def controller_uid(pod: Mapping[str, Any]) -> str:

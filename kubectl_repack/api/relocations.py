@@ -9,12 +9,13 @@ recognise replacements when no webhook is installed.
 """
 from __future__ import annotations
 
+import hmac
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping, Optional
 
 from planner.model import OwnerRef
 
-from .control import seal_problem
+from .control import RECORDS_DIGEST_ANNOTATION, records_digest
 from .run import OPEN_EVICTION_PHASES, PLACEMENT_WAITING_FOR_REPLACEMENT, RunView, as_map
 
 RecordKey = tuple[str, int]
@@ -63,8 +64,8 @@ class RelocationIndex:
                   trusted: Optional[Callable[[RunView], bool]] = None) -> "RelocationIndex":
         """Build the index from RepackRun objects as the API returns them (dicts, or RunViews of them).
 
-        `trusted(run)`: whether the run's records may be acted on (the webhook passes `sealed_by`:
-        records whose seal does not verify were written or changed by someone other than the
+        `trusted(run)`: whether the run's records may be acted on (the webhook passes `digest_verified`:
+        records that do not match their digest were written or changed by someone other than the
         controller, SEC-2); None: every run (a run `apply` executes itself)."""
         active = [view for view in map(RunView.of, runs) if view.active_execute]
         active.sort(key=lambda view: (view.meta.get("creationTimestamp") or "", view.meta.get("name") or ""))
@@ -133,9 +134,28 @@ def open_records(run: Any) -> list[RelocationRecord]:
     return out
 
 
-def sealed_by(key: Optional[bytes]) -> Callable[[Any], bool]:
-    """A `trusted` predicate for `from_runs`: the run's records verify against the records seal
-    with `key` (the controller's, kubectl_repack.api.control); with no key nothing is trusted."""
-    def trusted(run: Any) -> bool:
-        return key is not None and not seal_problem(RunView.of(run).obj, key)
-    return trusted
+def digest_problem(run: Any) -> str:
+    """'' when the run's records are the ones its records digest names (RECORDS_DIGEST_ANNOTATION,
+    which admission lets only the controller's account write, or on a locally executed run a user
+    who may read the seal key: kubectl_repack.deploy.policies); else why they may not be acted on.
+
+    This is how the webhook and the coordinator check the controller's records (SEC-2) without
+    the seal key: holding it would let whoever steals their token forge records the controller
+    evicts by. The controller still checks its own seal before every eviction."""
+    view = RunView.of(run)
+    records = view.status.get("relocations")
+    if not isinstance(records, list):
+        return "status.relocations is not a list"
+    got = view.annotations.get(RECORDS_DIGEST_ANNOTATION)
+    if not isinstance(got, str) or not got:
+        return (f"the relocation records carry no digest (annotation {RECORDS_DIGEST_ANNOTATION}): the controller "
+                "did not write them")
+    if not hmac.compare_digest(got.encode("utf-8", "replace"), records_digest(view.uid, records).encode()):
+        return (f"the relocation records do not match their digest (annotation {RECORDS_DIGEST_ANNOTATION}): "
+                "they were added or changed by someone other than the controller")
+    return ""
+
+
+def digest_verified(run: Any) -> bool:
+    """A `trusted` predicate for `from_runs`: the run's records match their records digest."""
+    return not digest_problem(run)

@@ -19,22 +19,25 @@ def cluster_role_rules() -> list[dict]:
     return [{"apiGroups": ["repack.volcano.sh"], "resources": ["repackruns"], "verbs": ["get", "list", "watch"]}]
 
 
-def seal_key_rule() -> dict:
-    """Read the records-seal key Secret, by name (SEC-2, SEC-5): the webhook and the coordinator act
-    only on records that verify against it, and MAC the marks of a replacement with a key derived
-    from it. The controller creates the Secret; no other account may read it."""
-    from kubectl_repack.api.control import SEAL_SECRET_NAME
+def placement_key_rule() -> dict:
+    """Read the placement key Secret, by name (SEC-5): the webhook MACs the marks of a replacement
+    with it and the coordinator verifies them. The controller creates the Secret (and may not read
+    it); no other account may read it. Neither process may read the records-seal key: they check
+    records against their digest, which needs no key (SEC-2), so a stolen token of theirs can at
+    worst forge marks (steer a replacement), never records the controller evicts by."""
+    from kubectl_repack.api.gates import PLACEMENT_KEY_SECRET_NAME
 
-    return {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [SEAL_SECRET_NAME], "verbs": ["get"]}
+    return {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [PLACEMENT_KEY_SECRET_NAME],
+            "verbs": ["get"]}
 
 
 def lease_role_rules() -> list[dict]:
     """The webhook's namespaced permissions: watching the coordinator's Lease (is anybody there to lift
-    a gate?), by name, and reading the records-seal key (`seal_key_rule`)."""
+    a gate?), by name, and reading the placement key (`placement_key_rule`)."""
     from kubectl_repack.api.gates import COORDINATOR_LEASE_NAME
 
     return [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [COORDINATOR_LEASE_NAME],
-             "verbs": ["get", "list", "watch"]}, seal_key_rule()]
+             "verbs": ["get", "list", "watch"]}, placement_key_rule()]
 
 
 def service_account(namespace: str) -> Manifest:

@@ -46,7 +46,8 @@ def controller_cluster_role_rules() -> list[dict]:
 
 def controller_role_rules() -> list[dict]:
     """In its own namespace: its two Leases by name (leader election, the execute mutex), the records-seal key
-    and the webhook's TLS Secret (created; `create` cannot be limited by name), replacing only the TLS
+    and the webhook's TLS Secret (created; `create` cannot be limited by name), the placement key
+    (created, never read: it is the webhook's and the coordinator's), replacing only the TLS
     Secret when it rotates it, and the webhook Deployment's pod template (rolled after a rotation)."""
     from kubectl_repack.api.control import CONTROLLER_LEASE_NAME, EXECUTE_LEASE_NAME, SEAL_SECRET_NAME
 

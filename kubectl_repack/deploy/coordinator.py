@@ -23,13 +23,13 @@ def coordinator_cluster_role_rules() -> list[dict]:
 
 
 def coordinator_role_rules() -> list[dict]:
-    """Its leader Lease only, by name (made by install), and the records-seal key, by name (read only)."""
+    """Its leader Lease only, by name (made by install), and the placement key, by name (read only)."""
     from kubectl_repack.api.gates import COORDINATOR_LEASE_NAME
 
-    from .admission_webhook import seal_key_rule
+    from .admission_webhook import placement_key_rule
 
     return [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [COORDINATOR_LEASE_NAME],
-             "verbs": ["get", "update"]}, seal_key_rule()]
+             "verbs": ["get", "update"]}, placement_key_rule()]
 
 
 def coordinator_rbac(namespace: str) -> list[Manifest]:

@@ -351,7 +351,9 @@ def server_dry_run(api, objs: list, echo: Echo, after=None) -> list:
 
 def controller_secret_names() -> tuple:
     """Secrets the controller (or an older install) makes in its namespace, besides the TLS pair."""
-    return SEAL_SECRET_NAME, LEGACY_SIGNING_SECRET_NAME
+    from kubectl_repack.api.gates import PLACEMENT_KEY_SECRET_NAME
+
+    return SEAL_SECRET_NAME, PLACEMENT_KEY_SECRET_NAME, LEGACY_SIGNING_SECRET_NAME
 
 
 def legacy_secret(namespace: str) -> dict:
@@ -472,7 +474,7 @@ def uninstall_order(namespace: str, include_crd: bool) -> list:
     Deployments that use them, the Namespace (and with `include_crd` the CRD) last."""
     # The NetworkPolicy is listed whether or not install made one (--apiserver-cidr): not found is fine.
     objs = manifests_for(namespace, "unused", None, None, {"apiserver_cidrs": ["0.0.0.0/32"]})
-    # the TLS pair and the seal key are made by the controller; the legacy signing key by older versions
+    # the TLS pair, the seal and the placement keys are made by the controller; the legacy signing key by older versions
     secrets_ = [_ref("Secret", name, namespace) for name in (manifests.SECRET_NAME, *controller_secret_names())]
     ordered = [o for o in reversed(objs) if o["kind"] != "CustomResourceDefinition"]
     at = ordered.index(next(o for o in ordered if o["kind"] == "Deployment")) + 1

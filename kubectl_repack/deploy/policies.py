@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import Optional
 
 from kubectl_repack.api.control import (CREATOR_GROUPS_ANNOTATION, CREATOR_POLICY_NAME, CREATOR_UID_ANNOTATION,
-                                        CREATOR_USERNAME_ANNOTATION, GROUP_SEPARATOR, NOMINATION_POLICY_NAME,
-                                        POD_WRITE_POLICY_NAME, REPLACEMENT_POD_POLICY_NAME, RUN_STATE_ANNOTATION)
+                                        CREATOR_USERNAME_ANNOTATION, EXECUTOR_ANNOTATION, EXECUTOR_LOCAL,
+                                        GROUP_SEPARATOR, NOMINATION_POLICY_NAME, POD_WRITE_POLICY_NAME,
+                                        RECORDS_DIGEST_ANNOTATION, REPLACEMENT_POD_POLICY_NAME, RUN_STATE_ANNOTATION,
+                                        SEAL_SECRET_NAME)
 
 from kubectl_repack.api.installed import NAMESPACE
 
@@ -29,12 +31,18 @@ def creator_policy(namespace: str = NAMESPACE) -> Manifest:
     be evaluated refuses, it never lets a record through unchecked. `extra` is not compared (CEL has
     no stable rendering of it), so nothing is authorized on it (SubjectAccessReviews omit it). The
     run-state mark (RUN_STATE_ANNOTATION, SEC-2) may be set, changed or removed by the controller's
-    account only."""
+    account only. So may the records digest (RECORDS_DIGEST_ANNOTATION, SEC-2), which the webhook
+    and the coordinator verify records by without holding the seal key; on a run executed locally
+    (`apply --local`) also by a user who may read the seal key (who could seal records anyway); and
+    no run is created with it."""
     user, uid, groups = (_cel_string(k) for k in (CREATOR_USERNAME_ANNOTATION, CREATOR_UID_ANNOTATION,
                                                   CREATOR_GROUPS_ANNOTATION))
     sep = _cel_string(GROUP_SEPARATOR)
     keys = f"[{user}, {uid}, {groups}]"
-    state = _cel_string(RUN_STATE_ANNOTATION)
+    state, digest = _cel_string(RUN_STATE_ANNOTATION), _cel_string(RECORDS_DIGEST_ANNOTATION)
+    executor, local = _cel_string(EXECUTOR_ANNOTATION), _cel_string(EXECUTOR_LOCAL)
+    seal_reader = (f"authorizer.group('').resource('secrets').namespace({_cel_string(namespace)})"
+                   f".name({_cel_string(SEAL_SECRET_NAME)}).check('get').allowed()")
     controller = _cel_string(f"system:serviceaccount:{namespace}:{CONTROLLER_NAME}")
     fix = ("object.kind + ': the creator annotations must name the user creating it; kubectl repack plan --save and "
            "apply fill them in, and so does the repack webhook for kubectl apply; without them set metadata.annotations "
@@ -86,6 +94,15 @@ def creator_policy(namespace: str = NAMESPACE) -> Manifest:
                                + _keys_unchanged(f"[{state}]", "variables.ann", "variables.old") + ")",
                  "messageExpression": f"object.kind + ': annotation {RUN_STATE_ANNOTATION} is written by the "
                                       "repack controller only'",
+                 "reason": "Forbidden"},
+                # SEC-2: the records digest is the controller's (or a seal-key reader's on a local run)
+                {"expression": f"request.operation == 'CREATE' ? !({digest} in variables.ann) : "
+                               + _keys_unchanged(f"[{digest}]", "variables.ann", "variables.old")
+                               + f" || variables.username == {controller} || ({executor} in variables.ann && "
+                               f"variables.ann[{executor}] == {local} && {seal_reader})",
+                 "messageExpression": f"object.kind + ': annotation {RECORDS_DIGEST_ANNOTATION} is written by the "
+                                      "repack controller only (on a run executed with apply --local, by a user who "
+                                      f"may get secret {namespace}/{SEAL_SECRET_NAME}); no run is created with it'",
                  "reason": "Forbidden"},
             ],
         },

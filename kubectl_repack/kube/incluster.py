@@ -42,11 +42,9 @@ def read_key(api, namespace: str, name: str = SEAL_SECRET_NAME) -> Optional[byte
     return base64.b64decode(raw)
 
 
-def ensure_key(api, namespace: str, name: str = SEAL_SECRET_NAME) -> bytes:
-    """The key, created (random, in the cluster only: no client ever sees it) when missing."""
-    key = read_key(api, namespace, name)
-    if key is not None:
-        return key
+def create_key(api, namespace: str, name: str) -> None:
+    """Create Secret `name` holding a random key unless it exists, without ever reading it (the
+    controller makes the placement key this way: only the webhook and the coordinator read it)."""
     body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
             "metadata": {"name": name, "namespace": namespace,
                          "labels": {PART_OF_LABEL: PART_OF}},
@@ -54,7 +52,15 @@ def ensure_key(api, namespace: str, name: str = SEAL_SECRET_NAME) -> bytes:
     try:
         request(api, "POST", f"/api/v1/namespaces/{namespace}/secrets", body)
     except Conflict:
-        pass   # another replica created it first: use theirs
+        pass   # it exists (another replica, or an earlier start, made it): keep it
+
+
+def ensure_key(api, namespace: str, name: str = SEAL_SECRET_NAME) -> bytes:
+    """The key, created (random, in the cluster only: no client ever sees it) when missing."""
+    key = read_key(api, namespace, name)
+    if key is not None:
+        return key
+    create_key(api, namespace, name)
     key = read_key(api, namespace, name)
     if key is None:
         raise ClusterAPIError(f"secret {namespace}/{name} vanished right after its creation")

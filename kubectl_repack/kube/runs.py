@@ -78,10 +78,15 @@ class RunStore:
         spec is immutable and the status belongs to its writers, so neither is sent. Returns the
         stored object (NotFound if there is no run `name`). With `uid`, the API server refuses (409)
         a run of that name but another uid (deleted and re-created)."""
+        return self.annotate_all(name, {key: value}, uid)
+
+    def annotate_all(self, name: str, annotations: Mapping[str, Optional[str]], uid: Optional[str] = None) -> dict:
+        """`annotate` for several annotations in one patch (all land or none: the records seal and
+        digest, which must always describe the same records)."""
         from urllib.parse import quote
 
         path = f"/apis/{GROUP}/{VERSION}/{PLURAL}/{quote(name, safe='')}"
-        meta = {"annotations": {key: value}, **({"uid": uid} if uid else {})}
+        meta = {"annotations": dict(annotations), **({"uid": uid} if uid else {})}
         try:  # by path: the typed client's patch content type differs between client generations
             return request(self.api, "PATCH", path, {"metadata": meta},
                            content_type="application/merge-patch+json")

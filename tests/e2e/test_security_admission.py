@@ -1,8 +1,12 @@
 """Attacks on the placement path, on the real kube-apiserver with the webhook and the coordinator
-running (the `stack` of test_webhook.py: install, the records-seal key, both processes):
+running (the `stack` of test_webhook.py: install, the records-seal and placement keys, both processes):
 
-* a status writer edits a record's plannedNodeName (SEC-2): the seal no longer verifies, so the
-  webhook hands the record to nobody and the coordinator nominates nothing;
+* a status writer edits a record's plannedNodeName (SEC-2): the records digest no longer matches,
+  so the webhook hands the record to nobody and the coordinator nominates nothing; and the digest
+  itself is written by the controller's account only (the admission policy refuses anybody else,
+  on another user's run and on create), except on a local run by a user who may read the seal key;
+* the webhook's and the coordinator's accounts (a stolen token) may not read the records-seal key:
+  they verify records by the digest and MAC marks with their own placement key;
 * a namespace user's ReplicaSet whose template carries the replacement marks (SEC-5): the pod the
   ReplicaSet controller creates has the marks stripped at admission and takes no record; the
   genuine replacement is still matched, gated and nominated;
@@ -111,7 +115,7 @@ def assert_genuine_replacement_placed(stack, ns, victim, run_name, planned):
 # ----- SEC-2: a status edit of plannedNodeName ---------------------------------------------------------------
 def test_a_status_edit_of_the_planned_node_steers_nothing(stack, fake_nodes, make_namespace):
     """A user who may write repackruns/status (what `plan --save` needs) points the admin's record
-    at another node. The seal no longer verifies: the replacement is neither marked nor gated, and
+    at another node. The digest no longer matches: the replacement is neither marked nor gated, and
     nobody nominates it anywhere."""
     core = stack.core
     ns, victim, planned, other, run_name = victim_and_run(stack, fake_nodes, make_namespace, "sec-steer")
@@ -135,6 +139,100 @@ def test_a_status_edit_of_the_planned_node_steers_nothing(stack, fake_nodes, mak
     assert (pod.status.nominated_node_name or "") != other
     pl = placement(stack, run_name)
     assert not pl.get("selectedNodeName") and not pl.get("replacementPodName"), pl
+
+
+# ----- SEC-2: the digest is the controller's; the webhook and the coordinator cannot seal -------------------
+def impersonating(stack, user):
+    return client.ApiClient(stack.api.configuration, header_name="Impersonate-User", header_value=user)
+
+
+def test_the_webhooks_and_the_coordinators_tokens_cannot_read_the_seal_key(stack):
+    """As the API server answers their tokens (impersonated): the seal key is refused (403), so a
+    stolen token cannot seal records the controller evicts by; the placement key is theirs to read."""
+    from kubernetes.client.rest import ApiException
+
+    from kubectl_repack.api.control import SEAL_SECRET_NAME
+    from kubectl_repack.api.gates import PLACEMENT_KEY_SECRET_NAME
+
+    ns = "repack-system"
+    for account in ("repack-webhook", "repack-coordinator"):
+        core = client.CoreV1Api(impersonating(stack, f"system:serviceaccount:{ns}:{account}"))
+        with pytest.raises(ApiException) as refused:
+            core.read_namespaced_secret(SEAL_SECRET_NAME, ns)
+        assert refused.value.status == 403, (account, refused.value.body)
+        assert core.read_namespaced_secret(PLACEMENT_KEY_SECRET_NAME, ns).data["key"]
+    controller = client.CoreV1Api(impersonating(stack, f"system:serviceaccount:{ns}:repack-controller"))
+    with pytest.raises(ApiException) as refused:
+        controller.read_namespaced_secret(PLACEMENT_KEY_SECRET_NAME, ns)
+    assert refused.value.status == 403
+
+
+def patch_annotations(stack, run_name, user, annotations):
+    return stack.cluster.kubectl("patch", "repackrun", run_name, "--type=merge", "-p",
+                                 json.dumps({"metadata": {"annotations": annotations}}), f"--as={user}", check=False)
+
+
+def test_a_run_writer_without_the_seal_key_cannot_write_the_digest(stack, fake_nodes, make_namespace):
+    """A user who may patch RepackRuns and their status edits the admin's record and writes the
+    digest that matches the edit: admission refuses the digest (only the controller's account), so
+    the records stay unverified; nor may a run be created carrying a digest. A user who may read
+    the seal key may write it on a locally executed run only (as apply --local does)."""
+    from kubectl_repack.api.control import (EXECUTOR_ANNOTATION, RECORDS_DIGEST_ANNOTATION, SEAL_SECRET_NAME,
+                                            records_digest)
+    from kubectl_repack.api.relocations import digest_problem
+
+    ns, _victim, _planned, other, run_name = victim_and_run(stack, fake_nodes, make_namespace, "sec-digest")
+    run = stack.run(run_name)
+    mallory = f"mallory-{uuid.uuid4().hex[:6]}"
+    grant(stack, mallory, [{"apiGroups": ["repack.volcano.sh"], "resources": ["repackruns"],
+                            "verbs": ["get", "create", "patch", "update"]},
+                           {"apiGroups": ["repack.volcano.sh"], "resources": ["repackruns/status"],
+                            "verbs": ["get", "patch", "update"]}])
+    edit = [{"op": "replace", "path": "/status/relocations/0/plannedNodeName", "value": other}]
+    out = stack.cluster.kubectl("patch", "repackrun", run_name, "--subresource=status", "--type=json",
+                                "-p", json.dumps(edit), f"--as={mallory}", check=False)
+    assert out.returncode == 0, out.stderr
+    forged = records_digest(run["metadata"]["uid"], stack.run(run_name)["status"]["relocations"])
+    refusal = f"annotation {RECORDS_DIGEST_ANNOTATION} is written by the repack controller only"
+    out = patch_annotations(stack, run_name, mallory, {RECORDS_DIGEST_ANNOTATION: forged})
+    assert out.returncode != 0 and refusal in out.stderr, out.stderr
+    out = patch_annotations(stack, run_name, mallory, {RECORDS_DIGEST_ANNOTATION: None})   # nor remove it
+    assert out.returncode != 0 and refusal in out.stderr, out.stderr
+    # marking the run local does not help without the seal key (nor is the executor mark enough)
+    out = patch_annotations(stack, run_name, mallory, {EXECUTOR_ANNOTATION: "local", RECORDS_DIGEST_ANNOTATION: forged})
+    assert out.returncode != 0 and refusal in out.stderr, out.stderr
+    after = stack.run(run_name)
+    assert after["metadata"]["annotations"][RECORDS_DIGEST_ANNOTATION] == run["metadata"]["annotations"][
+        RECORDS_DIGEST_ANNOTATION]
+    assert "do not match their digest" in digest_problem(after)
+
+    # on create: not even with a correct creator record
+    name = f"sec-digest-new-{uuid.uuid4().hex[:6]}"
+    body = {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun", "metadata": {"name": name, "annotations": {
+        "repack.volcano.sh/creator-username": mallory, "repack.volcano.sh/creator-uid": "",
+        "repack.volcano.sh/creator-groups": "system:authenticated", EXECUTOR_ANNOTATION: "local"}},
+        "spec": {"mode": "DryRun", "goals": [{"resource": "huawei.com/ascend-1980"}]}}
+    with_digest = json.loads(json.dumps(body))
+    with_digest["metadata"]["annotations"][RECORDS_DIGEST_ANNOTATION] = records_digest("any", [])
+    out = stack.cluster.kubectl("create", "-f", "-", f"--as={mallory}", input=json.dumps(with_digest), check=False)
+    assert out.returncode != 0 and "no run is created with it" in out.stderr, out.stderr
+    out = stack.cluster.kubectl("create", "-f", "-", f"--as={mallory}", input=json.dumps(body), check=False)
+    assert out.returncode == 0, out.stderr          # the same run without the digest: created
+    stack.created_runs.append(name)
+
+    # mallory's own local run: the digest only once mallory may read the seal key
+    out = patch_annotations(stack, name, mallory, {RECORDS_DIGEST_ANNOTATION: records_digest("x", [])})
+    assert out.returncode != 0 and refusal in out.stderr, out.stderr
+    grant(stack, mallory, [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": [SEAL_SECRET_NAME],
+                            "verbs": ["get"]}], ns="repack-system")
+
+    def may_write():
+        out = patch_annotations(stack, name, mallory, {RECORDS_DIGEST_ANNOTATION: records_digest("x", [])})
+        return out.returncode == 0   # the new RoleBinding is seen by the authorizer within a moment
+    wait_for("a seal-key reader writing the digest of a local run", may_write, 30)
+    # and still not on the admin's (not local) run
+    out = patch_annotations(stack, run_name, mallory, {RECORDS_DIGEST_ANNOTATION: forged})
+    assert out.returncode != 0 and refusal in out.stderr, out.stderr
 
 
 # ----- SEC-5: marks in a ReplicaSet template ------------------------------------------------------------------

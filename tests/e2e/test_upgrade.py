@@ -236,7 +236,7 @@ def test_install_over_the_previous_release_is_an_upgrade(how, real_node, control
                 assert LAST_APPLIED not in (live["metadata"].get("annotations") or {}), (kind, name)
         secrets = sorted(s.metadata.name for s in core.list_namespaced_secret(NAMESPACE).items
                          if s.type != "kubernetes.io/service-account-token")
-        assert secrets == sorted([manifests.SECRET_NAME, "repack-controller-seal-key"]), secrets
+        assert secrets == sorted([manifests.SECRET_NAME, "repack-controller-seal-key", "repack-placement-key"]), secrets
         crd = read_object(api, load_crd())
         assert crd["spec"]["versions"] == load_crd()["spec"]["versions"]    # the old schema is gone
         assert crd["status"]["storedVersions"] == ["v1alpha1"]

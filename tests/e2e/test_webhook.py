@@ -160,15 +160,20 @@ class Stack:
         self.seal_run(name)
 
     def seal_run(self, name):
-        """Seal the run's records as the controller does (SEC-2): the webhook and the coordinator act
-        only on records that verify, with the key in the controller's Secret."""
-        from kubectl_repack.api.control import RECORDS_SEAL_ANNOTATION, seal
+        """Seal and digest the run's records as the controller does, in one patch, as its account
+        (SEC-2: admission lets no one else write the digest): the webhook and the coordinator act only
+        on records that match the digest."""
+        from kubectl_repack.api.control import RECORDS_DIGEST_ANNOTATION, RECORDS_SEAL_ANNOTATION, records_digest, seal
         from kubectl_repack.kube.incluster import ensure_key
 
         run = self.run(name)
-        value = seal(ensure_key(self.api, NAMESPACE), run["metadata"]["uid"], run["status"]["relocations"])
-        self.custom.patch_cluster_custom_object(GROUP, VERSION, PLURAL, name,
-                                                {"metadata": {"annotations": {RECORDS_SEAL_ANNOTATION: value}}})
+        uid, records = run["metadata"]["uid"], run["status"]["relocations"]
+        as_controller = client.CustomObjectsApi(client.ApiClient(
+            self.api.configuration, header_name="Impersonate-User",
+            header_value=f"system:serviceaccount:{NAMESPACE}:repack-controller"))
+        as_controller.patch_cluster_custom_object(GROUP, VERSION, PLURAL, name, {"metadata": {"annotations": {
+            RECORDS_SEAL_ANNOTATION: seal(ensure_key(self.api, NAMESPACE), uid, records),
+            RECORDS_DIGEST_ANNOTATION: records_digest(uid, records)}}})
 
     def update_run(self, name, mutate):
         """What `apply` does: read-modify-write of the status on resourceVersion, retried on 409."""
@@ -204,9 +209,11 @@ def stack(control_plane, tmp_path_factory, request):
                      "--cert-dir", s.cert_dir)
     assert out.returncode == 0, out.stderr + out.stdout
     assert "mutatingwebhookconfiguration.admissionregistration.k8s.io/repack-placement serverside-applied" in out.stdout
-    from kubectl_repack.kube.incluster import ensure_key
+    from kubectl_repack.api.gates import PLACEMENT_KEY_SECRET_NAME
+    from kubectl_repack.kube.incluster import create_key, ensure_key
 
-    ensure_key(s.api, NAMESPACE)   # the records-seal key, as the controller makes it on its first start
+    ensure_key(s.api, NAMESPACE)   # the records-seal and placement keys, as the controller makes them on its first start
+    create_key(s.api, NAMESPACE, PLACEMENT_KEY_SECRET_NAME)
     s.webhook.start()
     wait_for("the webhook answering /readyz over TLS", s.webhook_ready, timeout=30)
     s.start_coordinator()
@@ -331,10 +338,14 @@ def test_install_is_valid_idempotent_and_least_privilege(control_plane):
                       ("update", "leases.coordination.k8s.io/repack-coordinator", "-n", ns)):
         assert can(*verb_args) == "no", verb_args
     assert can("watch", "leases.coordination.k8s.io/repack-coordinator", "-n", ns) == "yes"
-    # It verifies the records seal and MACs replacement marks (SEC-2, SEC-5): the seal key, read, by name.
-    assert can("get", "secrets/repack-controller-seal-key", "-n", ns) == "yes"
-    assert can("get", "secrets/repack-controller-seal-key", "-n", ns, sa="repack-coordinator") == "yes"
-    assert can("update", "secrets/repack-controller-seal-key", "-n", ns, sa="repack-coordinator") == "no"
+    # It MACs replacement marks (SEC-5) with the placement key, read, by name; it verifies records by
+    # their digest (SEC-2) and may not read the seal key (so a stolen token of its forges no seal).
+    assert can("get", "secrets/repack-placement-key", "-n", ns) == "yes"
+    assert can("get", "secrets/repack-placement-key", "-n", ns, sa="repack-coordinator") == "yes"
+    assert can("get", "secrets/repack-placement-key", "-n", ns, sa="repack-controller") == "no"
+    assert can("update", "secrets/repack-placement-key", "-n", ns, sa="repack-coordinator") == "no"
+    assert can("get", "secrets/repack-controller-seal-key", "-n", ns) == "no"
+    assert can("get", "secrets/repack-controller-seal-key", "-n", ns, sa="repack-coordinator") == "no"
     assert can("watch", "repackruns.repack.volcano.sh") == "yes"
 
     # The coordinator, in its own Deployment under its own account: its pod writes and its own Lease.
@@ -496,8 +507,9 @@ def test_seed_flow_apply_places_every_replacement_on_its_planned_node(stack, con
     from tests.e2e.execute_helpers import (build_seed_layout, seed_nodes, cli, delete_runs, execute_run, reason_of,
                                            unique, write_run)
 
-    # The install's namespace, as for a user: apply --local seals the records with the key there
-    # (SEC-2), which the webhook and the coordinator verify them with.
+    # The install's namespace, as for a user: apply --local seals the records with the key there and
+    # writes their digest (SEC-2: admission lets it, this user may read the key), which the webhook and
+    # the coordinator verify them by.
     monkeypatch.setenv("REPACK_NAMESPACE", NAMESPACE)
     ns = make_namespace("repack-demo")
     nodes = seed_nodes()

@@ -64,7 +64,7 @@ def create_app(index_provider: IndexProvider, lease_provider: Callable[[datetime
 
     /run-creator signs nothing: it only fills in annotations that the API server's admission policy
     checks (webhook.admission.record_creator). /mutate MACs the marks it adds with the key the
-    store holds (the records-seal key, `index_provider.key`). `replacement_creators`: who may re-create an
+    store holds (the placement key, `index_provider.key`). `replacement_creators`: who may re-create an
     evicted pod (a pod created by anybody else claims no record; None: no check)."""
     app = Flask(installed.WEBHOOK)
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES

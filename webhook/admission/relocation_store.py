@@ -1,8 +1,11 @@
 """The webhook's current RelocationIndex, rebuilt from watched RepackRuns, plus its claims.
 
-Only runs whose relocation records verify against the controller's records seal are indexed
-(SEC-2): a record added or changed by a `repackruns/status` writer (a `plannedNodeName` edited
-to steer a replacement) is never handed to a pod. Claims only order which record a new pod gets
+Only runs whose relocation records match their records digest are indexed (SEC-2; the digest is
+an annotation admission lets only the controller write, kubectl_repack.api.relocations.digest_problem):
+a record added or changed by a `repackruns/status` writer (a `plannedNodeName` edited to steer a
+replacement) is never handed to a pod. The webhook holds no records-seal key: a stolen webhook
+token cannot forge what the controller evicts by. The store also holds the placement key (its own
+Secret) the marks MAC of a replacement is keyed by (SEC-5). Claims only order which record a new pod gets
 (kubectl_repack.api.matching.match): they come from admission requests, which anyone who reaches
 the port can forge.
 
@@ -16,7 +19,7 @@ import threading
 from datetime import datetime, timedelta
 from typing import Any, Iterable, Mapping, Optional
 
-from kubectl_repack.api.relocations import RecordKey, RelocationIndex, sealed_by
+from kubectl_repack.api.relocations import RecordKey, RelocationIndex, digest_verified
 from kubectl_repack.api.view import ObjectView
 
 DEFAULT_CLAIM_TTL = timedelta(seconds=30)
@@ -31,8 +34,8 @@ class RelocationStore:
     """
 
     def __init__(self, claim_ttl: timedelta = DEFAULT_CLAIM_TTL, key: Optional[bytes] = None):
-        self._key = key   # the records-seal key; until it is read, no record is trusted
-        self._verdicts: dict[tuple, bool] = {}   # (run uid, resourceVersion) -> seal verifies
+        self._key = key   # the placement key (marks MAC); until it is read, no record is indexed
+        self._verdicts: dict[tuple, bool] = {}   # (run uid, resourceVersion) -> digest matches
         self._lock = threading.Lock()
         self._runs: dict[str, Mapping[str, Any]] = {}
         self._base = RelocationIndex()
@@ -86,28 +89,28 @@ class RelocationStore:
         self._snapshot = None
 
     def set_key(self, key: Optional[bytes]) -> None:
-        """Install the records-seal key (read from its Secret); the index is rebuilt with it."""
+        """Install the placement key (read from its Secret), which the marks MAC is keyed by; until
+        there is one no record is indexed (marks without a MAC would be taken from anybody)."""
         with self._lock:
             if key != self._key:
                 self._key = key
-                self._verdicts = {}
                 self._rebuild(synced=self._base.synced)
 
     def _trusted(self, run: Any) -> bool:
-        """Whether the run's records verify against the seal; remembered per (uid, resourceVersion),
+        """Whether the run's records match their digest; remembered per (uid, resourceVersion),
         so a rebuild (every RepackRun event) re-verifies only the run that changed."""
-        view, key = ObjectView(run), self._key
-        version = (view.uid, str(view.meta.get("resourceVersion") or ""), key)
+        view = ObjectView(run)
+        version = (view.uid, str(view.meta.get("resourceVersion") or ""))
         if not version[1]:
-            return sealed_by(key)(run)
+            return digest_verified(run)
         verdict = self._verdicts.get(version)
         if verdict is None:
-            verdict = self._verdicts[version] = sealed_by(key)(run)
+            verdict = self._verdicts[version] = digest_verified(run)
         return verdict
 
     @property
     def key(self) -> Optional[bytes]:
-        """The records-seal key (None while unknown): the marks MAC is derived from it."""
+        """The placement key (None while unknown): the marks MAC is keyed by it."""
         return self._key
 
     @property
@@ -121,9 +124,9 @@ class RelocationStore:
         return view.uid or view.name
 
     def _rebuild(self, synced: bool) -> None:
-        self._base = RelocationIndex.from_runs(self._runs.values(), synced=synced, trusted=self._trusted)
-        live = {(ObjectView(r).uid, str(ObjectView(r).meta.get("resourceVersion") or ""), self._key)
-                for r in self._runs.values()}
+        trusted = self._trusted if self._key is not None else (lambda run: False)
+        self._base = RelocationIndex.from_runs(self._runs.values(), synced=synced, trusted=trusted)
+        live = {(ObjectView(r).uid, str(ObjectView(r).meta.get("resourceVersion") or "")) for r in self._runs.values()}
         self._verdicts = {k: v for k, v in self._verdicts.items() if k in live}
         known = {r.key for r in self._base.records}
         # A record that left the open set (replacement recorded, run finished) frees its claim.

@@ -185,7 +185,7 @@ def review_outcome(admission_review: Any, index: RelocationIndex, gate_allowed: 
 
     `creators`: the identities that re-create evicted pods (SEC-5); a pod created by anybody else
     claims no record, whatever labels, owner references or annotations it copies (None: no check,
-    for tests of the matching alone). `mac_key`: the records-seal key the marks MAC is derived
+    for tests of the matching alone). `mac_key`: the placement key the marks MAC is derived
     from; the webhook always has one whenever its index holds a record (it trusts no record
     without it). None: marks are written without a MAC and marks present are taken as they are
     (tests of the matching alone)."""

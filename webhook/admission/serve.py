@@ -59,12 +59,12 @@ def build(args: argparse.Namespace, start_watches: bool = True):
     """The Flask app wired to live watches (started here, in the serving process)."""
     from kubectl_repack.kube.client import connect
     from webhook.admission.app import create_app
-    from webhook.admission.watches import LeaseWatcher, RepackRunWatcher, SealKeyPoller
+    from webhook.admission.watches import LeaseWatcher, RepackRunWatcher, PlacementKeyPoller
 
     api_client = connect(args.kubeconfig)
     store, lease = RelocationStore(), LeaseState()
     if start_watches:
-        SealKeyPoller(store, args.lease_namespace, api_client).start()
+        PlacementKeyPoller(store, args.lease_namespace, api_client).start()
         RepackRunWatcher(store, api_client).start()
         LeaseWatcher(lease, args.lease_namespace, args.lease_name, api_client).start()
     creators = frozenset(u.strip() for u in args.replacement_creators.split(",") if u.strip())

@@ -4,9 +4,10 @@ The list-then-watch streams themselves are the kube layer's (kubectl_repack.kube
 module decides what each event does to the state the admission path reads.
 
 One thread lists and watches RepackRuns into a `RelocationStore`; another watches the
-coordinator's leader Lease into a `LeaseState`; a third reads the records-seal key (a Secret the
-controller creates, readable by name by the webhook's account) into the store, until it exists
-and then now and then (`SealKeyPoller`). The admission path only reads these, so it never
+coordinator's leader Lease into a `LeaseState`; a third reads the placement key (a Secret the
+controller creates, readable by name by the webhook's and the coordinator's accounts only; the
+marks MAC is keyed by it) into the store, until it exists and then now and then
+(`PlacementKeyPoller`). The admission path only reads these, so it never
 waits on the API server. On any error (410 Gone, a dropped connection) a thread re-lists.
 """
 from __future__ import annotations
@@ -101,16 +102,20 @@ class LeaseWatcher(_Loop):
         self._state.set(None)
 
 
-class SealKeyPoller(threading.Thread):
-    """Read the records-seal key into the store: every `retry` seconds until the Secret exists
+class PlacementKeyPoller(threading.Thread):
+    """Read the placement key into the store: every `retry` seconds until the Secret exists
     (the controller creates it on its first start), then every `refresh` seconds."""
 
     def __init__(self, store: RelocationStore, namespace: str, api_client: Any,
                  read: Optional[Callable[[Any, str], Optional[bytes]]] = None,
                  retry: float = 5.0, refresh: float = 60.0) -> None:
-        super().__init__(name="seal-key", daemon=True)
+        super().__init__(name="placement-key", daemon=True)
         if read is None:
-            from kubectl_repack.kube.incluster import read_key as read
+            from kubectl_repack.api.gates import PLACEMENT_KEY_SECRET_NAME
+            from kubectl_repack.kube.incluster import read_key
+
+            def read(api: Any, namespace: str) -> Optional[bytes]:
+                return read_key(api, namespace, PLACEMENT_KEY_SECRET_NAME)
         self._store, self._namespace, self._api = store, namespace, api_client
         self._read, self._retry, self._refresh = read, retry, refresh
         self._stop_event = threading.Event()
@@ -123,10 +128,10 @@ class SealKeyPoller(threading.Thread):
         try:
             key = self._read(self._api, self._namespace)
         except Exception as exc:  # noqa: BLE001 - keep the key we have; try again later
-            log.warning("seal-key: %s", exc)
+            log.warning("placement-key: %s", exc)
             return self._store.key is not None
         if key is None and self._store.key is None:
-            log.info("seal-key: no records-seal key yet (the controller creates it): no record is trusted")
+            log.info("placement-key: no placement key yet (the controller creates it): no pod is marked")
         if key is not None:
             self._store.set_key(key)
         return key is not None

@@ -348,8 +348,9 @@ class Controller:
             return self.authority.screen(self.runs.get(name), namespaces)
 
         def seal(run: dict, records: list) -> None:
-            value = control.seal(self.key(), ObjectView(run).uid, records)
-            self.runs.annotate(name, RECORDS_SEAL_ANNOTATION, value)
+            uid = ObjectView(run).uid   # the digest: what the webhook and the coordinator verify, keyless
+            self.runs.annotate_all(name, {RECORDS_SEAL_ANNOTATION: control.seal(self.key(), uid, records),
+                                          control.RECORDS_DIGEST_ANNOTATION: control.records_digest(uid, records)})
 
         def vet(run: dict, record) -> Optional[tuple]:
             problem = seal_problem(run, self.key()) or self.authority.state_problem(run)
@@ -510,8 +511,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of `python -m webhook.controller`."""
     from kubectl_repack.engine.execute_lease import ExecuteLease
     from kubectl_repack.kube.client import connect
-    from kubectl_repack.kube.incluster import (EventRecorder, creator_policy_since, ensure_key, eviction_denied,
-                                               lift_expired_gates, pod_group_opt_out, record_eviction)
+    from kubectl_repack.api.gates import PLACEMENT_KEY_SECRET_NAME
+    from kubectl_repack.kube.incluster import (EventRecorder, create_key, creator_policy_since, ensure_key,
+                                               eviction_denied, lift_expired_gates, pod_group_opt_out, record_eviction)
     from kubectl_repack.kube.lease import LeaseClient
     from kubectl_repack.kube.objects import LiveCluster
     from kubectl_repack.kube.policies import PolicyStore
@@ -542,6 +544,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     def key() -> bytes:
         if "key" not in key_cache:
             key_cache["key"] = ensure_key(api, args.namespace)
+        if "placement" not in key_cache:   # the webhook's and the coordinator's marks key (SEC-5): made, never read
+            try:
+                create_key(api, args.namespace, PLACEMENT_KEY_SECRET_NAME)
+                key_cache["placement"] = True
+            except RepackError as e:
+                log.warning("placement key: %s (retried when a run needs the seal key)", e)
         return key_cache["key"]
 
     cluster = LiveCluster(api)

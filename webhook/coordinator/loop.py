@@ -11,9 +11,11 @@ process, the leader of the Lease `repack-coordinator`, finishes the job for ever
 5. once the replacement is bound, record actualNodeName (phase Placed).
 
 It acts only on what it can verify (SEC-2, SEC-5): a pod's marks must carry the webhook's MAC
-for that pod (`SealKey.marks_problem`), and its run's records must verify against the controller's
-records seal (`SealKey.run_problem`); otherwise the pod is not recorded and its gate only lifted.
-The key is read from the records-seal Secret, by name.
+for that pod (`PlacementKey.marks_problem`, keyed by the placement key Secret, read by name), and
+its run's records must match their records digest (an annotation only the controller may write:
+kubectl_repack.api.relocations.digest_problem); otherwise the pod is not recorded and its gate only
+lifted. It holds no records-seal key: a stolen coordinator token cannot forge what the controller
+evicts by.
 
 Binding clears status.nominatedNodeName, and the API server refuses to set it on a bound pod (422,
 `ClearingNominatedNodeNameAfterBinding`, on from Kubernetes 1.35): a pod read unbound that binds
@@ -53,9 +55,9 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
 
 from kubectl_repack.api import installed
-from kubectl_repack.api.control import seal_problem
-from kubectl_repack.api.gates import (COORDINATOR_LEASE_NAME, PLACEMENT_LEASE, marks_problem, target_mark_patch,
-                                      ungate_patch)
+from kubectl_repack.api.gates import (COORDINATOR_LEASE_NAME, PLACEMENT_KEY_SECRET_NAME, PLACEMENT_LEASE, marks_problem,
+                                      target_mark_patch, ungate_patch)
+from kubectl_repack.api.relocations import digest_problem
 from kubectl_repack.api.run import RunView, as_map, goal_resource, write_placement_fields
 from kubectl_repack.api.times import parse_duration, utcnow
 from kubectl_repack.api.view import ObjectView
@@ -90,8 +92,8 @@ class Runs(Protocol):
     def update_status(self, name: str, mutate: Callable[[dict], None], uid: Optional[str] = None) -> dict: ...
 
 
-class SealKey:
-    """The records-seal key as last read from its Secret (`read()`: the key, or None while the
+class PlacementKey:
+    """The placement key (the marks MAC's) as last read from its Secret (`read()`: the key, or None while the
     Secret does not exist): read again every `retry` seconds while missing, every `refresh`
     seconds once known. A failed read keeps the key known so far."""
 
@@ -107,22 +109,13 @@ class SealKey:
             try:
                 key = self._read()
             except Exception as exc:  # noqa: BLE001 - keep what we have; try again soon
-                log.warning("records-seal key: %s", exc)
+                log.warning("placement key: %s", exc)
                 key = self._key
             if key is None and self._key is None:
-                log.info("records-seal key not readable yet: no run's records are acted on")
+                log.info("placement key not readable yet: no replacement's marks are acted on")
             self._key = key if key is not None else self._key
             self._next = now + (self._refresh if self._key is not None else self._retry)
         return self._key
-
-    def run_problem(self, run: Optional[Mapping[str, Any]]) -> str:
-        """Why the run's records may not be acted on ('' when they verify against the seal)."""
-        if not isinstance(run, Mapping):
-            return ""
-        key = self.get()
-        if key is None:
-            return "the records-seal key is not readable (yet), so no record can be verified"
-        return seal_problem(run, key)
 
     def marks_problem(self, pod: Mapping[str, Any]) -> str:
         """Why the pod's repack marks are not the webhook's ('' when they are)."""
@@ -139,10 +132,10 @@ class Coordinator:
     def __init__(self, cluster: Cluster, runs: Runs, elector: Any,
                  placement_lease: timedelta = DEFAULT_PLACEMENT_LEASE, interval: float = DEFAULT_INTERVAL,
                  sweep_interval: float = DEFAULT_SWEEP_INTERVAL, metrics: Optional[Metrics] = None,
-                 clock: Callable[[], datetime] = utcnow, seal_key: Optional[SealKey] = None):
+                 clock: Callable[[], datetime] = utcnow, placement_key: Optional[PlacementKey] = None):
         self.cluster, self.runs, self.elector = cluster, runs, elector
         # None: no checks (tests of the I/O alone); the process always passes one (SEC-2, SEC-5).
-        self.seal_key = seal_key
+        self.placement_key = placement_key
         self.placement_lease = placement_lease
         self.interval, self.sweep_interval = interval, sweep_interval
         self.metrics = metrics if metrics is not None else Metrics()
@@ -187,7 +180,7 @@ class Coordinator:
             pods = [p for ns in namespaces for p in self.cluster.list_pods(ns)]
         else:
             return
-        verify = self.seal_key.marks_problem if self.seal_key is not None else None
+        verify = self.placement_key.marks_problem if self.placement_key is not None else None
         reps = [(p, rep) for p in pods if (rep := replacement_of(p, verify)) is not None]
         if not reps:
             return
@@ -242,7 +235,9 @@ class Coordinator:
                 log.info("run %s: %s", view.name, note)
 
     def _run_problem(self, run: Optional[Mapping[str, Any]]) -> str:
-        return self.seal_key.run_problem(run) if self.seal_key is not None else ""
+        if self.placement_key is None or not isinstance(run, Mapping):
+            return ""
+        return digest_problem(run)
 
     def apply(self, rep: Replacement, pod: Mapping[str, Any], d: Decision,
               run: Optional[Mapping[str, Any]] = None) -> None:
@@ -385,9 +380,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         serve_metrics(metrics, args.metrics_port)
     identity = process_identity(args.identity)
     elector = LeaderElector(LeaseClient(api, args.namespace, args.lease_name), identity, lease_duration)
-    seal_key = SealKey(lambda: read_key(api, args.namespace))
+    placement_key = PlacementKey(lambda: read_key(api, args.namespace, PLACEMENT_KEY_SECRET_NAME))
     coordinator = Coordinator(LiveCluster(api), RunStore(api), elector, placement_lease, interval, metrics=metrics,
-                              seal_key=seal_key)
+                              placement_key=placement_key)
 
     def stop(signum: int, _frame: Any) -> None:
         coordinator.stop_event.set()

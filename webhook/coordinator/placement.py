@@ -132,7 +132,7 @@ def decide(rep: Replacement, run: Optional[Mapping[str, Any]], now: datetime, pl
 
     `check_fit(node)` answers None when the pod fits `node` on live state, else the reason.
     `run_problem`: why the run's records may not be acted on ('' when they may; the coordinator
-    passes the records-seal check, SEC-2: a record a status writer added or changed, a
+    passes the records-digest check, SEC-2: a record a status writer added or changed, a
     `plannedNodeName` edited, steers nothing): the pod is then not recorded, only released.
     """
     record, why_not = find_record(rep, run) if rep.run_name else (None, "pod carries no run annotation")

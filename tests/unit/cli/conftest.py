@@ -81,6 +81,11 @@ class FakeStore:
         self.runs[name] = stored
         return copy.deepcopy(stored)
 
+    def annotate_all(self, name, annotations):
+        for key, value in annotations.items():
+            self.annotate(name, key, value)
+        return copy.deepcopy(self.runs[name])
+
     def annotate(self, name, key, value):
         self.calls.append(("annotate", name, key, value))
         if name not in self.runs:

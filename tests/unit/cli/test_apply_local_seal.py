@@ -2,7 +2,8 @@
 and the coordinator steer only by records that verify), and says plainly when it may not."""
 from __future__ import annotations
 
-from kubectl_repack.api.control import RECORDS_SEAL_ANNOTATION, seal, seal_problem
+from kubectl_repack.api.control import (RECORDS_DIGEST_ANNOTATION, RECORDS_SEAL_ANNOTATION, records_digest, seal,
+                                        seal_problem)
 from kubectl_repack.commands.apply import _local_seal
 from kubectl_repack.errors import ClusterAPIError
 from kubectl_repack.kube import incluster
@@ -12,10 +13,11 @@ KEY = b"s" * 32
 
 class Store:
     def __init__(self):
-        self.annotations = {}
+        self.annotations, self.calls = {}, 0
 
-    def annotate(self, name, key, value):
-        self.annotations[(name, key)] = value
+    def annotate_all(self, name, annotations):
+        self.calls += 1
+        self.annotations.update({(name, key): value for key, value in annotations.items()})
 
 
 def test_a_user_who_may_read_the_key_seals_what_the_webhook_verifies(monkeypatch):
@@ -28,6 +30,9 @@ def test_a_user_who_may_read_the_key_seals_what_the_webhook_verifies(monkeypatch
     sealer(run, records)
     value = store.annotations[("run-1", RECORDS_SEAL_ANNOTATION)]
     assert value == seal(KEY, "u-1", records)
+    # with the digest the webhook and the coordinator verify, in the same patch (SEC-2)
+    assert store.annotations[("run-1", RECORDS_DIGEST_ANNOTATION)] == records_digest("u-1", records)
+    assert store.calls == 1
     run["metadata"]["annotations"] = {RECORDS_SEAL_ANNOTATION: value}
     assert seal_problem(run, KEY) == ""
 

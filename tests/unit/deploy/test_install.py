@@ -116,7 +116,8 @@ def _rules_of(objs, service_account):
 
 def test_rbac_of_the_network_facing_webhook_is_read_only():
     """Finding 4: the webhook's account reads RepackRuns, watches the coordinator's Lease and gets the
-    records-seal key by name (SEC-2, SEC-5: it verifies records and MACs marks), nothing else."""
+    placement key by name (SEC-5: it MACs marks), nothing else; never the records-seal key (SEC-2: it
+    verifies records by their digest, so a stolen token of its cannot forge records)."""
     rules = _rules_of(dry_run(), "repack-webhook")
     for rule in rules:
         assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
@@ -124,7 +125,7 @@ def test_rbac_of_the_network_facing_webhook_is_read_only():
     (lease_rule,) = [r for r in rules if r["resources"] == ["leases"]]
     assert lease_rule["resourceNames"] == ["repack-coordinator"]
     (secret_rule,) = [r for r in rules if r["resources"] == ["secrets"]]
-    assert secret_rule["resourceNames"] == ["repack-controller-seal-key"] and secret_rule["verbs"] == ["get"]
+    assert secret_rule["resourceNames"] == ["repack-placement-key"] and secret_rule["verbs"] == ["get"]
 
 
 def test_rbac_of_the_coordinator_cannot_evict_or_delete_pods():
@@ -132,8 +133,8 @@ def test_rbac_of_the_coordinator_cannot_evict_or_delete_pods():
     for rule in rules:
         resources = set(rule["resources"])
         assert "pods/eviction" not in resources, rule
-        if "secrets" in resources:   # the records-seal key, read only, by name (SEC-2, SEC-5)
-            assert rule["resourceNames"] == ["repack-controller-seal-key"] and rule["verbs"] == ["get"], rule
+        if "secrets" in resources:   # the placement key, read only, by name (SEC-5); never the seal key (SEC-2)
+            assert rule["resourceNames"] == ["repack-placement-key"] and rule["verbs"] == ["get"], rule
         if rule["apiGroups"] == [""] and resources & {"pods", "pods/status"}:
             assert not {"delete", "deletecollection", "create", "*"} & set(rule["verbs"]), rule
         if "leases" in resources:

@@ -116,8 +116,9 @@ def test_the_creator_policy_fails_closed_and_is_bound_to_deny(bundle):
     assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
 
 
-def test_the_webhook_and_the_coordinator_read_only_the_seal_key_and_only_by_name(bundle):
+def test_only_the_controller_reads_the_seal_key_and_only_the_webhook_and_coordinator_the_placement_key(bundle):
     from kubectl_repack.api.control import SEAL_SECRET_NAME
+    from kubectl_repack.api.gates import PLACEMENT_KEY_SECRET_NAME
 
     objs = manifests.render(namespace="repack-system", certs=bundle)
     rules = {(o["kind"], o["metadata"]["name"]): o["rules"] for o in objs if o["kind"] in ("Role", "ClusterRole")}
@@ -126,11 +127,14 @@ def test_the_webhook_and_the_coordinator_read_only_the_seal_key_and_only_by_name
         secret_rules = [r for r in role_rules if "secrets" in r["resources"] and "get" in r["verbs"]]
         assert all(r.get("resourceNames") for r in secret_rules), (kind, name)   # never every Secret
         readable.setdefault(name, set()).update(n for r in secret_rules for n in r["resourceNames"])
-    # SEC-2, SEC-5: the webhook and the coordinator verify the records seal and MAC a replacement's
-    # marks with a key derived from it; neither reads the webhook's TLS Secret or anything else.
-    assert readable[manifests.NAME] == set() and readable[manifests.NAME + "-leases"] == {SEAL_SECRET_NAME}
-    assert readable[manifests.COORDINATOR_NAME] == {SEAL_SECRET_NAME}
+    # SEC-2: the webhook and the coordinator verify records by their digest (no key), so a stolen
+    # token of theirs cannot forge what the controller evicts by; SEC-5: they MAC and verify a
+    # replacement's marks with the placement key, which the controller creates but never reads.
+    assert readable[manifests.NAME] == set() and readable[manifests.NAME + "-leases"] == {PLACEMENT_KEY_SECRET_NAME}
+    assert readable[manifests.COORDINATOR_NAME] == {PLACEMENT_KEY_SECRET_NAME}
     assert SEAL_SECRET_NAME in readable[manifests.CONTROLLER_NAME]
+    assert PLACEMENT_KEY_SECRET_NAME not in readable[manifests.CONTROLLER_NAME]
+    assert [name for name, names in readable.items() if SEAL_SECRET_NAME in names] == [manifests.CONTROLLER_NAME]
 
 
 def test_only_the_controller_may_evict_and_it_has_what_a_run_needs(bundle):

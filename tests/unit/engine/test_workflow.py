@@ -31,6 +31,11 @@ class Store(FakeRuns):
         self.runs[obj["metadata"]["name"]] = copy.deepcopy(obj)
         return copy.deepcopy(obj)
 
+    def annotate_all(self, name, annotations, uid=None):
+        for key, value in annotations.items():
+            self.annotate(name, key, value, uid)
+        return copy.deepcopy(self.runs[name])
+
     def annotate(self, name, key, value, uid=None):
         ann = self.runs[name]["metadata"].setdefault("annotations", {})
         if value is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Optional
 
-from kubectl_repack.api.control import RECORDS_SEAL_ANNOTATION, seal
+from kubectl_repack.api.control import RECORDS_DIGEST_ANNOTATION, RECORDS_SEAL_ANNOTATION, records_digest, seal
 
 VCJOB_API = "batch.volcano.sh/v1alpha1"
 MS_API = "workload.serving.volcano.sh/v1alpha1"
@@ -36,16 +36,22 @@ def move(ns: str, group: str, own: Optional[dict], pods: list[str], to: str = "n
 
 
 SEAL_KEY = b"k" * 32   # the records-seal key of these tests (the controller's, in a cluster)
+PLACEMENT_KEY = b"p" * 32   # the placement key of these tests (the webhook's and the coordinator's marks MAC)
+
+
+def sealed_annotations(uid: str, records: list) -> dict:
+    """What the controller writes in one patch over its records: the seal and the digest."""
+    return {RECORDS_SEAL_ANNOTATION: seal(SEAL_KEY, uid, records), RECORDS_DIGEST_ANNOTATION: records_digest(uid, records)}
 
 
 def run(name: str = "run-1", relocations: list[dict] = (), moves: list[dict] = (), mode: str = "Execute",
         phase: str = "Running", created: str = "2026-07-30T10:00:00Z", uid: Optional[str] = None,
         sealed: bool = True) -> dict:
-    """A RepackRun; `sealed`: its records carry the seal the controller would write (SEAL_KEY)."""
+    """A RepackRun; `sealed`: its records carry the seal and digest the controller would write (SEAL_KEY)."""
     uid = uid or f"uid-{name}"
     meta: dict[str, Any] = {"name": name, "uid": uid, "creationTimestamp": created}
     if sealed:
-        meta["annotations"] = {RECORDS_SEAL_ANNOTATION: seal(SEAL_KEY, uid, list(relocations))}
+        meta["annotations"] = sealed_annotations(uid, list(relocations))
     return {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun", "metadata": meta,
             "spec": {"mode": mode, "goals": [{"resource": "huawei.com/ascend-1980"}]},
             "status": {"phase": phase, "plan": {"moves": list(moves)}, "relocations": list(relocations)}}
@@ -54,8 +60,7 @@ def run(name: str = "run-1", relocations: list[dict] = (), moves: list[dict] = (
 def reseal(the_run: dict) -> dict:
     """Seal the run's records again after a test changed them (as the controller would)."""
     meta = the_run["metadata"]
-    meta.setdefault("annotations", {})[RECORDS_SEAL_ANNOTATION] = seal(SEAL_KEY, meta["uid"],
-                                                                       the_run["status"]["relocations"])
+    meta.setdefault("annotations", {}).update(sealed_annotations(meta["uid"], the_run["status"]["relocations"]))
     return the_run
 
 

@@ -8,12 +8,12 @@ import sys
 
 def app():
     from tests.unit.webhook.admission.test_app import RUN
-    from tests.unit.webhook.builders import SEAL_KEY
+    from tests.unit.webhook.builders import PLACEMENT_KEY
     from webhook.admission.app import create_app
     from webhook.common.metrics import WebhookMetrics
     from webhook.admission.relocation_store import RelocationStore
 
-    store = RelocationStore(key=SEAL_KEY)
+    store = RelocationStore(key=PLACEMENT_KEY)
     store.replace_all([RUN])
     return create_app(store, lambda now: True, WebhookMetrics())
 

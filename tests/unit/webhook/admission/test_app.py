@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tests.unit.webhook.builders import SEAL_KEY, move, owner, pod, relocation, review_request, rs_pod, run
+from tests.unit.webhook.builders import PLACEMENT_KEY, move, owner, pod, relocation, review_request, rs_pod, run
 from tests.unit.webhook.patching import apply_patch, decode
 from webhook.admission.app import create_app
 from webhook.common.metrics import WebhookMetrics
@@ -29,7 +29,7 @@ class Clock:
 
 @pytest.fixture
 def env():
-    store, metrics, clock = RelocationStore(key=SEAL_KEY), WebhookMetrics(), Clock()
+    store, metrics, clock = RelocationStore(key=PLACEMENT_KEY), WebhookMetrics(), Clock()
     store.replace_all([RUN])
     lease = {"fresh": True}
     app = create_app(store, lambda now: lease["fresh"], metrics, clock=clock)
@@ -120,7 +120,7 @@ def test_get_on_mutate_is_not_a_500(env):
 
 
 def test_healthz_and_readyz_follow_sync():
-    store = RelocationStore(key=SEAL_KEY)
+    store = RelocationStore(key=PLACEMENT_KEY)
     client = create_app(store, lambda now: True, WebhookMetrics()).test_client()
     assert client.get("/healthz").status_code == 200
     assert client.get("/readyz").status_code == 503
@@ -179,7 +179,7 @@ def test_serves_admission_over_tls_verified_by_the_generated_ca(tmp_path):
 
     bundle = certs.generate("repack-webhook", "repack-system", extra_sans=["127.0.0.1"])
     certs.write_pem(tmp_path, bundle)
-    store = RelocationStore(key=SEAL_KEY)
+    store = RelocationStore(key=PLACEMENT_KEY)
     store.replace_all([RUN])
     server = make_tls_server(create_app(store, lambda now: True, WebhookMetrics()), "127.0.0.1", 0, str(tmp_path))
     thread = threading.Thread(target=server.serve_forever, daemon=True)

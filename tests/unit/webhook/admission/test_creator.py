@@ -17,7 +17,7 @@ from kubectl_repack.api.control import (CREATOR_ANNOTATIONS, CREATOR_GROUPS_ANNO
                                         UntrustedCreator, cancel_requested, creator_of, creator_problem, seal,
                                         seal_problem)
 from kubectl_repack.api.times import parse_time, rfc3339
-from tests.unit.webhook.builders import SEAL_KEY
+from tests.unit.webhook.builders import PLACEMENT_KEY
 from tests.unit.webhook.patching import apply_patch
 from webhook.admission.review import AdmissionReviewError, record_creator
 
@@ -105,7 +105,7 @@ def test_the_app_serves_no_signing_endpoint():
     from webhook.admission.app import create_app
     from webhook.admission.relocation_store import RelocationStore
 
-    client = create_app(RelocationStore(key=SEAL_KEY), lambda now: True).test_client()
+    client = create_app(RelocationStore(key=PLACEMENT_KEY), lambda now: True).test_client()
     assert client.post("/stamp-run", json=review(run())).status_code == 404
     admin = {"username": "system:admin", "groups": ["system:masters"]}
     answer = client.post("/run-creator", json=review(run(), user=admin)).get_json()

@@ -5,7 +5,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tests.unit.webhook.builders import SEAL_KEY, relocation, run
+from tests.unit.webhook.builders import PLACEMENT_KEY, relocation, run
 from kubectl_repack.api.lease import lease_is_fresh
 from webhook.admission.coordinator_liveness import LeaseState
 from webhook.admission.relocation_store import RelocationStore
@@ -67,7 +67,7 @@ def test_watcher_lists_then_applies_events():
     r1 = run("r1", relocations=[relocation("db-0")])
     r2 = run("r2", relocations=[relocation("db-1")], created="2026-07-30T11:00:00Z")
     r1_done = run("r1", relocations=[relocation("db-0", replacement="db-0")])
-    store, api = RelocationStore(key=SEAL_KEY), FakeApi([r1])
+    store, api = RelocationStore(key=PLACEMENT_KEY), FakeApi([r1])
     fake = FakeWatch([{"type": "ADDED", "object": r2}, {"type": "MODIFIED", "object": r1_done},
                       {"type": "DELETED", "object": r2}])
     watcher = RepackRunWatcher(store, api_client=object(), api=api, watch_factory=lambda: fake)
@@ -79,7 +79,7 @@ def test_watcher_lists_then_applies_events():
 
 
 def test_watcher_error_event_raises_so_the_loop_relists():
-    store = RelocationStore(key=SEAL_KEY)
+    store = RelocationStore(key=PLACEMENT_KEY)
     fake = FakeWatch([{"type": "ERROR", "object": {"code": 410, "reason": "Expired"}}])
     watcher = RepackRunWatcher(store, api_client=object(), api=FakeApi([run()]), watch_factory=lambda: fake)
     with pytest.raises(RuntimeError, match="410"):

@@ -12,7 +12,7 @@ from kubectl_repack.api.gates import (MARKS_MAC_ANNOTATION, PLACEMENT_GATE, PLAN
                                       marks_problem)
 from kubectl_repack.api.matching import match
 from kubectl_repack.api.relocations import RelocationIndex
-from tests.unit.webhook.builders import SEAL_KEY, move, owner, relocation, review_request, rs_pod, run
+from tests.unit.webhook.builders import PLACEMENT_KEY, move, owner, relocation, review_request, rs_pod, run
 from tests.unit.webhook.patching import apply_patch, decode
 from webhook.admission.app import create_app
 from webhook.admission.relocation_store import RelocationStore
@@ -35,7 +35,7 @@ def genuine(**kw):
     return p
 
 
-def reviewed(obj, index=INDEX, key=SEAL_KEY):
+def reviewed(obj, index=INDEX, key=PLACEMENT_KEY):
     outcome = review_outcome(review_request(obj), index, True, NOW, mac_key=key)
     return outcome, apply_patch(obj, decode(outcome.response))
 
@@ -45,7 +45,7 @@ def test_the_webhook_marks_verify_and_a_reinvocation_leaves_them():
     ann = pod["metadata"]["annotations"]
     assert outcome.match is not None and ann[RELOCATION_RUN_ANNOTATION].startswith("admin-run/")
     assert ann[MARKS_MAC_ANNOTATION].startswith("v1:")
-    assert marks_problem(pod, SEAL_KEY) == ""
+    assert marks_problem(pod, PLACEMENT_KEY) == ""
     again, _ = reviewed(pod)
     assert decode(again.response) == []
 
@@ -54,15 +54,15 @@ def test_marks_that_change_or_move_do_not_verify():
     _, pod = reviewed(genuine())
     steered = json.loads(json.dumps(pod))
     steered["metadata"]["annotations"][PLANNED_NODE_ANNOTATION] = "attackers-node"
-    assert "do not match their MAC" in marks_problem(steered, SEAL_KEY)
+    assert "do not match their MAC" in marks_problem(steered, PLACEMENT_KEY)
     other_owner = json.loads(json.dumps(pod))
     other_owner["metadata"]["ownerReferences"][0]["uid"] = "ffffffff-1111-4222-8333-444455556666"
-    assert "do not match their MAC" in marks_problem(other_owner, SEAL_KEY)
+    assert "do not match their MAC" in marks_problem(other_owner, PLACEMENT_KEY)
     other_ns = json.loads(json.dumps(pod))
     other_ns["metadata"]["namespace"] = "elsewhere"
-    assert marks_problem(other_ns, SEAL_KEY)
+    assert marks_problem(other_ns, PLACEMENT_KEY)
     assert "carry no MAC" in marks_problem(genuine(annotations={RELOCATION_RUN_ANNOTATION: "admin-run/uid-admin-run"}),
-                                           SEAL_KEY)
+                                           PLACEMENT_KEY)
     assert marks_problem(pod, b"another key" * 3)
     assert marks_problem(pod, None)
 
@@ -90,7 +90,7 @@ def test_a_genuine_pod_that_arrives_with_stale_marks_is_matched_afresh():
     ann = pod["metadata"]["annotations"]
     assert outcome.match is not None
     assert ann[RELOCATION_RUN_ANNOTATION] == "admin-run/uid-admin-run" and ann[PLANNED_NODE_ANNOTATION] == "node-1"
-    assert marks_problem(pod, SEAL_KEY) == ""
+    assert marks_problem(pod, PLACEMENT_KEY) == ""
 
 
 def test_matching_needs_the_victims_controller_uid_from_the_podgroup_name():
@@ -106,7 +106,7 @@ def test_matching_needs_the_victims_controller_uid_from_the_podgroup_name():
 def test_forged_reviews_claim_nothing_a_genuine_review_needs():
     """SEC-5: any TLS client reaching the port may send reviews; 200 forged reviews for every record
     leave the genuine replacements patched."""
-    store = RelocationStore(key=SEAL_KEY)
+    store = RelocationStore(key=PLACEMENT_KEY)
     store.replace_all([ADMIN_RUN])
     client = create_app(store, lambda now: True, clock=lambda: NOW).test_client()
 
@@ -120,7 +120,7 @@ def test_forged_reviews_claim_nothing_a_genuine_review_needs():
         pod = post(genuine())
         assert pod["metadata"]["annotations"].get(RELOCATION_RUN_ANNOTATION) == "admin-run/uid-admin-run"
         assert PLACEMENT_GATE in [g["name"] for g in pod["spec"].get("schedulingGates") or ()]
-        assert marks_problem(pod, SEAL_KEY) == ""
+        assert marks_problem(pod, PLACEMENT_KEY) == ""
 
 
 def test_without_the_seal_key_no_record_is_handed_out():

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from tests.unit.webhook.builders import SEAL_KEY, reseal, move, owner, relocation, run
+from tests.unit.webhook.builders import PLACEMENT_KEY, reseal, move, owner, relocation, run
 from webhook.admission.relocation_store import RelocationStore
 
 RS = owner("ReplicaSet", "web-7f8d9c")
@@ -30,7 +30,7 @@ def claim_first(store, now):
 
 
 def test_a_claim_hides_its_record_until_the_ttl_passes():
-    store = RelocationStore(claim_ttl=timedelta(seconds=30), key=SEAL_KEY)
+    store = RelocationStore(claim_ttl=timedelta(seconds=30), key=PLACEMENT_KEY)
     store.replace_all([two_record_run()])
     assert open_victims(store, T0) == ["web-7f8d9c-aaaaa", "web-7f8d9c-bbbbb"]
     claim_first(store, T0)
@@ -40,7 +40,7 @@ def test_a_claim_hides_its_record_until_the_ttl_passes():
 
 
 def test_the_oldest_claim_expiring_does_not_free_a_younger_one():
-    store = RelocationStore(claim_ttl=timedelta(seconds=30), key=SEAL_KEY)
+    store = RelocationStore(claim_ttl=timedelta(seconds=30), key=PLACEMENT_KEY)
     store.replace_all([two_record_run()])
     claim_first(store, T0)
     assert open_victims(store, T0 + timedelta(seconds=10)) == ["web-7f8d9c-bbbbb"]  # cached until the next change
@@ -51,7 +51,7 @@ def test_the_oldest_claim_expiring_does_not_free_a_younger_one():
 
 
 def test_an_unchanged_store_hands_out_the_same_snapshot():
-    store = RelocationStore(key=SEAL_KEY)
+    store = RelocationStore(key=PLACEMENT_KEY)
     store.replace_all([two_record_run()])
     claim_first(store, T0)
     with store.lock:
@@ -60,7 +60,7 @@ def test_an_unchanged_store_hands_out_the_same_snapshot():
 
 
 def test_a_rebuild_shows_new_records_and_keeps_live_claims():
-    store = RelocationStore(key=SEAL_KEY)
+    store = RelocationStore(key=PLACEMENT_KEY)
     store.replace_all([two_record_run()])
     claim_first(store, T0)
     assert open_victims(store, T0) == ["web-7f8d9c-bbbbb"]
@@ -72,10 +72,11 @@ def test_a_rebuild_shows_new_records_and_keeps_live_claims():
     assert open_victims(store, T0) == []
 
 
-def test_records_that_do_not_verify_against_the_seal_are_not_indexed():
+def test_records_that_do_not_match_their_digest_are_not_indexed():
     """SEC-2: a status writer who edits a record (plannedNodeName, to steer a replacement) or adds one
-    breaks the seal; the webhook then hands out none of the run's records. No key: nothing is trusted."""
-    store = RelocationStore(key=SEAL_KEY)
+    no longer matches the records digest; the webhook then hands out none of the run's records. It
+    verifies without the seal key (any placement key will do); without a placement key it indexes nothing."""
+    store = RelocationStore(key=PLACEMENT_KEY)
     store.replace_all([two_record_run()])
     assert open_victims(store, T0) == ["web-7f8d9c-aaaaa", "web-7f8d9c-bbbbb"]
     steered = two_record_run()
@@ -88,17 +89,28 @@ def test_records_that_do_not_verify_against_the_seal_are_not_indexed():
     assert open_victims(store, T0) == []
     store.upsert(two_record_run())
     assert open_victims(store, T0) == ["web-7f8d9c-aaaaa", "web-7f8d9c-bbbbb"]
-    store.set_key(b"another key" * 3)
-    assert open_victims(store, T0) == []
+    store.set_key(b"another placement key" * 2)
+    assert open_victims(store, T0) == ["web-7f8d9c-aaaaa", "web-7f8d9c-bbbbb"]
     keyless = RelocationStore()
     keyless.replace_all([two_record_run()])
     assert open_victims(keyless, T0) == []
 
 
-def test_the_seal_key_poller_installs_the_key_once_the_controller_made_it():
-    from webhook.admission.watches import SealKeyPoller
+def test_a_seal_without_its_digest_is_not_indexed():
+    """The digest is what the webhook checks: a seal alone (the webhook cannot verify it) is not enough."""
+    from kubectl_repack.api.control import RECORDS_DIGEST_ANNOTATION
 
-    answers = iter([None, RuntimeError("API server unreachable"), SEAL_KEY])
+    no_digest = two_record_run()
+    del no_digest["metadata"]["annotations"][RECORDS_DIGEST_ANNOTATION]
+    store = RelocationStore(key=PLACEMENT_KEY)
+    store.replace_all([no_digest])
+    assert open_victims(store, T0) == []
+
+
+def test_the_placement_key_poller_installs_the_key_once_the_controller_made_it():
+    from webhook.admission.watches import PlacementKeyPoller
+
+    answers = iter([None, RuntimeError("API server unreachable"), PLACEMENT_KEY])
 
     def read(api, namespace):
         assert namespace == "repack-system"
@@ -109,8 +121,8 @@ def test_the_seal_key_poller_installs_the_key_once_the_controller_made_it():
 
     store = RelocationStore()
     store.replace_all([two_record_run()])
-    poller = SealKeyPoller(store, "repack-system", object(), read=read)
+    poller = PlacementKeyPoller(store, "repack-system", object(), read=read)
     assert poller.once() is False and store.key is None and open_victims(store, T0) == []
     assert poller.once() is False and store.key is None      # a failed read keeps what there is
-    assert poller.once() is True and store.key == SEAL_KEY
+    assert poller.once() is True and store.key == PLACEMENT_KEY
     assert open_victims(store, T0) == ["web-7f8d9c-aaaaa", "web-7f8d9c-bbbbb"]

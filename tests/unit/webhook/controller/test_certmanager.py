@@ -257,11 +257,14 @@ def test_the_controller_process_starts_the_cert_manager_in_its_namespace(monkeyp
 
     started = []
     monkeypatch.setattr(client, "connect", lambda kubeconfig=None: "api")
+    created = []
     monkeypatch.setattr(incluster, "ensure_key", lambda api, ns: b"k")
+    monkeypatch.setattr(incluster, "create_key", lambda api, ns, name: created.append((api, ns, name)))
     monkeypatch.setattr(controller.Controller, "run", lambda self: None)
     monkeypatch.setattr(certmanager, "start", lambda api, ns, stop: started.append((api, ns, stop)))
     assert controller.main(["--namespace", "ops", "--health-port", "0"]) == 0
     assert [(api, ns) for api, ns, _ in started] == [("api", "ops")]
+    assert created == [("api", "ops", "repack-placement-key")]   # made at start, never read by the controller
     assert isinstance(started[0][2], threading.Event)
 
 

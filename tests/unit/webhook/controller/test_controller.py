@@ -6,7 +6,8 @@ import copy
 
 import datetime as dt
 
-from kubectl_repack.api.control import (EXECUTOR_ANNOTATION, FINALIZER, RECORDS_SEAL_ANNOTATION, Creator, seal)
+from kubectl_repack.api.control import (EXECUTOR_ANNOTATION, FINALIZER, RECORDS_DIGEST_ANNOTATION, RECORDS_SEAL_ANNOTATION,
+                                        Creator, records_digest, seal)
 from kubectl_repack.api.times import rfc3339
 from tests import builders as b
 from tests.unit.engine.fakes import T0, FakeClock, FakeCluster, execute_run, seed_objects
@@ -160,6 +161,8 @@ def test_an_execute_run_of_an_allowed_creator_is_carried_out():
     assert patches and patches[0][1][-1]["value"] == [FINALIZER]   # held while it ran
     assert [r for n, r in events if n == "run-1"][:2] == ["Started", "Evicted"]
     assert run["metadata"]["annotations"][RECORDS_SEAL_ANNOTATION] == seal(KEY, "run-uid", st["relocations"])
+    # the digest the webhook and the coordinator verify by, written in the same patch (SEC-2)
+    assert run["metadata"]["annotations"][RECORDS_DIGEST_ANNOTATION] == records_digest("run-uid", st["relocations"])
 
 
 def test_a_run_without_a_creator_record_or_with_a_legacy_stamp_is_refused_before_any_eviction():
