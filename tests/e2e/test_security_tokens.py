@@ -240,3 +240,50 @@ def test_a_stolen_coordinator_token_writes_only_placements_into_a_runs_status(in
         assert after == stored
     finally:
         control_plane.kubectl("delete", "repackrun", name, "--ignore-not-found", "--wait=false", check=False)
+
+
+def test_an_organisations_eviction_policy_written_as_the_readme_says_stops_the_controller_too(
+        install_set, control_plane):
+    """The limit stated in the README (Safety): an organisation's admission rule on pods/eviction
+    sees the controller's ServiceAccount, not a run's creator. Written as the README advises (it
+    also matches the repack controller, deciding on the eviction's namespace), it stops the
+    controller's evictions there, and leaves other namespaces alone."""
+    ns, controller = install_set
+    api = control_plane.api_client
+    name = f"org-evictions-{uuid.uuid4().hex[:6]}"
+    policy = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+              "metadata": {"name": name},
+              "spec": {"failurePolicy": "Fail",
+                       "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                               "operations": ["CREATE"], "resources": ["pods/eviction"]}]},
+                       "validations": [{"expression": f"request.userInfo.username != '{controller.user}' || "
+                                                      "!('org.example/protected' in namespaceObject.metadata.labels)",
+                                        "message": "org: no automated evictions in protected namespaces"}]}}
+    binding = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+               "metadata": {"name": name}, "spec": {"policyName": name, "validationActions": ["Deny"]}}
+    core = client.CoreV1Api(api)
+    protected = f"org-prot-{uuid.uuid4().hex[:6]}"
+    core.create_namespace({"metadata": {"name": protected, "labels": {"org.example/protected": "true"}}})
+    for where in (protected, ns):
+        core.create_namespaced_pod(where, {"metadata": {"name": "victim"}, "spec": {
+            "containers": [{"name": "c", "image": "registry.invalid/x:1"}]}})
+    for obj in (policy, binding):
+        server_side_apply(api, obj)
+
+    def evict(where: str) -> dict:
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "victim", "namespace": where}}
+        return request(controller.api, "POST", f"/api/v1/namespaces/{where}/pods/victim/eviction", body,
+                       query=[("dryRun", "All")])
+    try:
+        def refused():
+            try:
+                evict(protected)
+            except ClusterAPIError as e:
+                return ("no automated evictions in protected namespaces" in str(e)) or None
+            return None
+        wait_for("the organisation's eviction policy to stop the controller", refused, timeout=60)
+        evict(ns)       # elsewhere the controller's eviction (dry run) goes through
+    finally:
+        for obj in (binding, policy):
+            delete_object(api, obj)
+        core.delete_namespace(protected)
