@@ -413,7 +413,7 @@ def controller_write_policy(namespace: str) -> Manifest:
     who = CONTROLLER_NAME
     config = "request.resource.resource != 'mutatingwebhookconfigurations' || "
     deploy = "request.resource.resource != 'deployments' || "
-    hooks, old_hooks = ("(has(o.webhooks) ? o.webhooks : [])".replace("o.", f"{o}.") for o in ("object", "oldObject"))
+    hooks, old_hooks = (f"(has({o}.webhooks) ? {o}.webhooks : [])" for o in ("object", "oldObject"))
     same_hook = (f"{old_hooks}.exists(o, o.name == w.name && {_only_keys_differ('w', 'o', ['clientConfig'])} && "
                  f"{_only_keys_differ('w.clientConfig', 'o.clientConfig', ['caBundle'])})")
     template = "object.spec.template", "oldObject.spec.template"
