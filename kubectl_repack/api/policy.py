@@ -338,14 +338,20 @@ def next_cron(policy: Policy, now: dt.datetime) -> Optional[dt.datetime]:
 
 
 # --- runs of a policy ----------------------------------------------------------------------------
-def owned_by(run: Mapping[str, Any], policy_uid: str) -> bool:
-    return any(as_map(r).get("kind") == KIND and as_map(r).get("uid") == policy_uid
-               for r in ObjectView(run).meta.get("ownerReferences") or ())
+def owned_by(run: Mapping[str, Any], policy_uid: str, policy_name: str) -> bool:
+    """Whether this incarnation of the policy created the run: the controller's mark, the
+    POLICY_LABEL naming the policy, and an ownerReference to its uid. An ownerReference alone is not
+    enough (anybody who may create runs can write one, and "never two unfinished runs" would then
+    stop the policy for good); the admission policy lets only the controller's account set the label,
+    at creation, and nobody add an ownerReference to a RepackPolicy later (deploy.policies)."""
+    view = ObjectView(run)
+    return view.labels.get(POLICY_LABEL) == policy_name and any(
+        as_map(r).get("kind") == KIND and as_map(r).get("uid") == policy_uid for r in view.meta.get("ownerReferences") or ())
 
 
-def runs_of(policy_uid: str, runs: Iterable[Mapping[str, Any]]) -> list:
-    """The runs this incarnation of the policy (its uid) created (their ownerReference), oldest first."""
-    return sorted((r for r in runs if owned_by(r, policy_uid)),
+def runs_of(policy_uid: str, policy_name: str, runs: Iterable[Mapping[str, Any]]) -> list:
+    """The runs this incarnation of the policy created (`owned_by`), oldest first."""
+    return sorted((r for r in runs if owned_by(r, policy_uid, policy_name)),
                   key=lambda r: (str(ObjectView(r).meta.get("creationTimestamp") or ""), ObjectView(r).name))
 
 

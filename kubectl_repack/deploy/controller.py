@@ -5,6 +5,11 @@ from typing import Optional
 
 from kubectl_repack.api.control import CREATOR_POLICY_NAME
 
+# On the webhook Deployment's pod template: the serving certificate's fingerprint, which the
+# controller (webhook.controller.certmanager) patches after a rotation to roll the pod. The only
+# change its account may make to the Deployment (deploy.policies.controller_write_policy).
+TLS_FINGERPRINT_ANNOTATION = "repack.volcano.sh/tls-fingerprint"
+
 from .parts import (CONFIG_NAME, CONTROLLER_HEALTH_PORT, CONTROLLER_NAME, Manifest, NAME, SECRET_NAME,
                     process_deployment, process_rbac)
 

@@ -39,9 +39,10 @@ from .controller import controller_cluster_role_rules, controller_deployment, co
 from .coordinator import coordinator_deployment, coordinator_rbac, coordinator_service
 from .parts import (CONFIG_NAME, CONTAINER_PORT, CONTROLLER_NAME, COORDINATOR_NAME, DEFAULT_IMAGE, LABELS,
                     METRICS_PORT, NAME, RUN_AS, SECRET_NAME, STAMP_WEBHOOK_NAME, Manifest, object_meta)
-from .policies import (creator_policy, creator_policy_binding, nomination_policy, nomination_policy_binding,
-                       pod_write_policy, pod_write_policy_binding, replacement_pod_policy,
-                       replacement_pod_policy_binding)
+from .policies import (controller_write_policy, controller_write_policy_binding, creator_policy,
+                       creator_policy_binding, nomination_policy, nomination_policy_binding, pod_write_policy,
+                       pod_write_policy_binding, replacement_pod_policy, replacement_pod_policy_binding,
+                       run_status_policy, run_status_policy_binding)
 
 # The install set's API: the names and ports of what it renders, each object's builder (one module
 # per process: admission_webhook, coordinator, controller; the admission policies; what they share
@@ -54,8 +55,18 @@ __all__ = [
     "coordinator_rbac", "coordinator_deployment", "coordinator_service", "controller_cluster_role_rules",
     "controller_role_rules", "controller_rbac", "controller_deployment", "creator_policy", "creator_policy_binding",
     "pod_write_policy", "pod_write_policy_binding", "replacement_pod_policy", "replacement_pod_policy_binding",
-    "nomination_policy", "nomination_policy_binding",
+    "nomination_policy", "nomination_policy_binding", "controller_write_policy", "controller_write_policy_binding",
+    "run_status_policy", "run_status_policy_binding", "admission_policies",
     "leases", "render", "to_yaml", "FILES", "write_reference", "rbac_table", "readme_with_table"]
+
+def admission_policies(namespace: str, replacement_creators: Optional[list] = None) -> list[Manifest]:
+    """Every ValidatingAdmissionPolicy of the install, each followed by its binding."""
+    return [creator_policy(namespace), creator_policy_binding(), pod_write_policy(namespace), pod_write_policy_binding(),
+            replacement_pod_policy(namespace, replacement_creators), replacement_pod_policy_binding(),
+            nomination_policy(namespace), nomination_policy_binding(),
+            controller_write_policy(namespace), controller_write_policy_binding(),
+            run_status_policy(namespace), run_status_policy_binding()]
+
 
 def namespace_manifest(namespace: str) -> Manifest:
     """The Namespace the webhook and coordinator run in."""
@@ -88,10 +99,9 @@ def render(namespace: str = NAMESPACE, image: str = DEFAULT_IMAGE, ca_bundle_pem
     """
     if ca_bundle_pem is None and certs is not None:
         ca_bundle_pem = certs.ca_cert_pem
-    out = [creator_policy(namespace), creator_policy_binding(), pod_write_policy(namespace), pod_write_policy_binding(),
-           replacement_pod_policy(namespace, replacement_creators), replacement_pod_policy_binding(),
-           nomination_policy(namespace), nomination_policy_binding(), namespace_manifest(namespace), service_account(namespace), cluster_role(),
-           cluster_role_binding(namespace), lease_role(namespace), lease_role_binding(namespace)]
+    out = admission_policies(namespace, replacement_creators) + [
+        namespace_manifest(namespace), service_account(namespace), cluster_role(),
+        cluster_role_binding(namespace), lease_role(namespace), lease_role_binding(namespace)]
     if certs is not None:
         out.append(secret(namespace, certs))
     if apiserver_cidrs:  # before the pod serves; uninstall, in reverse, removes it after the webhook
@@ -122,10 +132,7 @@ FILES = {
                                           controller_deployment(ns, image)],
     "service.yaml": lambda ns, image: [service(ns), coordinator_service(ns)],
     "mutatingwebhookconfiguration.yaml": lambda ns, image: [mutating_webhook_configuration(ns)],
-    "validatingadmissionpolicy.yaml": lambda ns, image: [creator_policy(ns), creator_policy_binding(),
-                                                         pod_write_policy(ns), pod_write_policy_binding(),
-                                                         replacement_pod_policy(ns), replacement_pod_policy_binding(),
-                                                         nomination_policy(ns), nomination_policy_binding()],
+    "validatingadmissionpolicy.yaml": lambda ns, image: admission_policies(ns),
 }
 
 

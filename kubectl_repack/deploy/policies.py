@@ -104,9 +104,62 @@ def creator_policy(namespace: str = NAMESPACE) -> Manifest:
                                       "repack controller only (on a run executed with apply --local, by a user who "
                                       f"may get secret {namespace}/{SEAL_SECRET_NAME}); no run is created with it'",
                  "reason": "Forbidden"},
-            ],
+            ] + _policy_authority_rules(user, uid, groups, controller),
         },
     }
+
+
+def _policy_authority_rules(user: str, uid: str, groups: str, controller: str) -> list:
+    """Two more rules of creator_policy (SEC-1), about RepackPolicies and the runs they create:
+
+    - what a policy does is its creator's to change: an UPDATE that changes any field of its spec
+      but `suspend` (the template, triggers, windows, time zone, history limits, minWorkloadInterval)
+      must come from the user its creator record names (username, uid and groups as recorded; the
+      record itself never changes, rule above). Its runs are SubjectAccessReviewed as that user, so
+      anybody else who may `update repackpolicies` could otherwise turn a DryRun into an Execute,
+      or widen its scope, on the creator's authority. Suspending, resuming (`spec.suspend`) and
+      triggering (an annotation) stay open to them: they choose when the creator's policy runs, not
+      what it does. Whoever wants other runs creates their own policy, on their own authority.
+    - the POLICY_LABEL is the controller's mark on the runs a policy created (the reconciler counts
+      only those as the policy's: "never two unfinished runs", history limits): only the controller's
+      account may create a run carrying it, nobody may add, change or remove it afterwards, and no
+      ownerReference to a RepackPolicy may be added to a run after its creation.
+    """
+    from kubectl_repack.api.policy import POLICY_LABEL
+    from kubectl_repack.policy_schema import policy_crd
+
+    crd = policy_crd()
+    spec_fields = sorted(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"])
+    changed = " || ".join(f"has(object.spec.{f}) != has(oldObject.spec.{f}) || "
+                          f"(has(object.spec.{f}) && object.spec.{f} != oldObject.spec.{f})"
+                          for f in spec_fields if f != "suspend")
+    is_creator = (f"{user} in variables.ann && {uid} in variables.ann && {groups} in variables.ann && "
+                  f"variables.ann[{user}] == variables.username && variables.ann[{uid}] == variables.uid && "
+                  f"variables.ann[{groups}] == variables.groups")
+    label = _cel_string(POLICY_LABEL)
+    new_labels = "(has(object.metadata.labels) ? object.metadata.labels : {})"
+    old_labels = "(has(oldObject.metadata.labels) ? oldObject.metadata.labels : {})"
+    new_refs = "(has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : [])"
+    old_refs = "(has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences : [])"
+    return [
+        {"expression": f"object.kind != 'RepackPolicy' || request.operation != 'UPDATE' || !({changed}) || {is_creator}",
+         "messageExpression": "'RepackPolicy ' + object.metadata.name + ': only its creator (' + "
+                              f"(({user} in variables.ann) ? variables.ann[{user}] : '<none>') + ', as recorded in "
+                              f"the {CREATOR_USERNAME_ANNOTATION}/{CREATOR_UID_ANNOTATION}/{CREATOR_GROUPS_ANNOTATION} "
+                              "annotations) may change its spec, because its runs act on the authority of its creator; "
+                              "spec.suspend and the repack.volcano.sh/trigger annotation (kubectl repack policy "
+                              "suspend/resume/trigger) are open to you. To run another template, create a policy of "
+                              "your own (kubectl repack policy create)'",
+         "reason": "Forbidden"},
+        {"expression": f"object.kind != 'RepackRun' || (request.operation == 'CREATE' ? "
+                       f"(!({label} in {new_labels}) || variables.username == {controller}) : "
+                       f"({_keys_unchanged(f'[{label}]', new_labels, old_labels)} && "
+                       f"{new_refs}.all(r, r.kind != 'RepackPolicy' || {old_refs}.exists(o, o.uid == r.uid))))",
+         "messageExpression": f"'RepackRun ' + object.metadata.name + ': the label {POLICY_LABEL} and the ownerReference "
+                              "to a RepackPolicy mark the runs a policy created; only the repack controller sets them, "
+                              "when it creates the run, and they cannot be added or changed afterwards'",
+         "reason": "Forbidden"},
+    ]
 
 
 def _binding(policy_name: str) -> Manifest:
@@ -127,9 +180,10 @@ def creator_policy_binding() -> Manifest:
 def pod_write_policy(namespace: str) -> Manifest:
     """SEC-3: what the coordinator's and the controller's pod patches may change. Their RBAC has to
     allow `patch` on every pod (to lift the placement gate), and a pod's image, tolerations and
-    labels are mutable: without this policy their token could run any code under any pod's
-    ServiceAccount. With it, the only pod changes these two identities can make are removing the
-    placement gate and writing `repack.volcano.sh/` annotations."""
+    labels are mutable (and, while any scheduling gate holds it, its nodeSelector and affinity):
+    without this policy their token could run any code under any pod's ServiceAccount, or steer
+    pods another controller gated. With it, the only pod changes these two identities can make are
+    removing the placement gate and writing `repack.volcano.sh/` annotations."""
     from kubectl_repack.api.gates import PLACEMENT_GATE
 
     users = [f"system:serviceaccount:{namespace}:{n}" for n in (COORDINATOR_NAME, CONTROLLER_NAME)]
@@ -148,6 +202,10 @@ def pod_write_policy(namespace: str) -> Manifest:
             ("spec.tolerations", same("spec.tolerations")),
             ("spec.activeDeadlineSeconds", same("spec.activeDeadlineSeconds", "0")),
             ("metadata.labels", same("metadata.labels", "{}")),
+            # a gated pod's nodeSelector and affinity are mutable (Kubernetes' mutable scheduling
+            # directives): neither account writes them, so neither may steer anybody's gated pod
+            ("spec.nodeSelector", same("spec.nodeSelector", "{}")),
+            ("spec.affinity", same("spec.affinity", "{}")),
             ("metadata.ownerReferences", same("metadata.ownerReferences")),
             ("metadata.finalizers", same("metadata.finalizers"))]
     validations = [{"expression": expr, "message": f"{COORDINATOR_NAME}/{CONTROLLER_NAME} may not change a pod's {what}",
@@ -338,3 +396,136 @@ def nomination_policy(namespace: str) -> Manifest:
 
 def nomination_policy_binding() -> Manifest:
     return _binding(NOMINATION_POLICY_NAME)
+
+
+# Two policies on what a stolen token of an in-cluster process could otherwise rewrite (SEC-3).
+CONTROLLER_WRITES_POLICY_NAME = "repack-controller-writes"
+RUN_STATUS_POLICY_NAME = "repack-coordinator-run-status"
+
+
+def _only_keys_differ(new: str, old: str, keys: list) -> str:
+    """CEL: the maps `new` and `old` (objects are maps at admission) are equal but for `keys`."""
+    allowed = "[" + ", ".join(map(_cel_string, keys)) + "]"
+    return (f"{new}.all(k, k in {allowed} || (k in {old} && {new}[k] == {old}[k])) && "
+            f"{old}.all(k, k in {allowed} || k in {new})")
+
+
+def _same_meta(what: str) -> list:
+    """Validations: labels, annotations, ownerReferences and finalizers of the object unchanged."""
+    return [{"expression": f"(has(object.metadata.{f}) ? object.metadata.{f} : {empty}) == "
+                           f"(has(oldObject.metadata.{f}) ? oldObject.metadata.{f} : {empty})",
+             "message": f"{what} may not change metadata.{f}", "reason": "Forbidden"}
+            for f, empty in (("labels", "{}"), ("annotations", "{}"), ("ownerReferences", "[]"),
+                             ("finalizers", "[]"))]
+
+
+def controller_write_policy(namespace: str) -> Manifest:
+    """SEC-3: the two writes outside RepackRuns and pods the controller's account holds, confined
+    to what webhook.controller.certmanager does with them, so that its token cannot take over
+    admission:
+
+    - the MutatingWebhookConfiguration `repack-placement`: only the `clientConfig.caBundle` of its
+      webhooks may change (never a URL, a Service, the rules, selectors, failure policy, a webhook
+      added or removed, nor its metadata);
+    - the webhook's Deployment: only the `repack.volcano.sh/tls-fingerprint` annotation of its pod
+      template may change (what rolls the pod after a certificate rotation), never its image,
+      command, ServiceAccount, volumes, replicas or anything else.
+
+    failurePolicy Fail. Residual risk, stated: the token can still set a caBundle no serving
+    certificate matches (the API server then calls the webhook fail-open: pods are admitted
+    unmutated, repack's placement is off) and roll the webhook's pod."""
+    from .controller import TLS_FINGERPRINT_ANNOTATION
+
+    user = _cel_string(f"system:serviceaccount:{namespace}:{CONTROLLER_NAME}")
+    who = CONTROLLER_NAME
+    config = "request.resource.resource != 'mutatingwebhookconfigurations' || "
+    deploy = "request.resource.resource != 'deployments' || "
+    hooks, old_hooks = (f"(has({o}.webhooks) ? {o}.webhooks : [])" for o in ("object", "oldObject"))
+    same_hook = (f"{old_hooks}.exists(o, o.name == w.name && {_only_keys_differ('w', 'o', ['clientConfig'])} && "
+                 f"{_only_keys_differ('w.clientConfig', 'o.clientConfig', ['caBundle'])})")
+    template = "object.spec.template", "oldObject.spec.template"
+    ann = tuple(f"(has({t}.metadata.annotations) ? {t}.metadata.annotations : {{}})" for t in template)
+    validations = [{**v, "expression": prefix + v["expression"]}
+                   for prefix in (config, deploy) for v in _same_meta(who)]
+    validations += [
+        {"expression": config + f"{hooks}.size() == {old_hooks}.size() && {hooks}.all(w, {same_hook})",
+         "message": f"{who} may change only the clientConfig.caBundle of a webhook configuration's webhooks",
+         "reason": "Forbidden"},
+        {"expression": deploy + _only_keys_differ("object.spec", "oldObject.spec", ["template"]) + " && "
+                       + _only_keys_differ(template[0], template[1], ["metadata"]) + " && "
+                       + _only_keys_differ(f"(has({template[0]}.metadata) ? {template[0]}.metadata : {{}})",
+                                           f"(has({template[1]}.metadata) ? {template[1]}.metadata : {{}})",
+                                           ["annotations"]) + " && "
+                       + _only_keys_differ(ann[0], ann[1], [TLS_FINGERPRINT_ANNOTATION]),
+         "message": f"{who} may change only the {TLS_FINGERPRINT_ANNOTATION} annotation of a Deployment's pod template",
+         "reason": "Forbidden"},
+    ]
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": object_meta(CONTROLLER_WRITES_POLICY_NAME),
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [
+                {"apiGroups": ["admissionregistration.k8s.io"], "apiVersions": ["v1"], "operations": ["UPDATE"],
+                 "resources": ["mutatingwebhookconfigurations"]},
+                {"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["deployments"]}]},
+            "matchConditions": [{"name": "repack-controller", "expression": f"request.userInfo.username == {user}"}],
+            "validations": validations,
+        },
+    }
+
+
+def controller_write_policy_binding() -> Manifest:
+    return _binding(CONTROLLER_WRITES_POLICY_NAME)
+
+
+def run_status_policy(namespace: str) -> Manifest:
+    """SEC-3: what the coordinator may write through `repackruns/status` (its RBAC allows
+    `update` there on every run, RepackRuns being cluster-scoped): the placement of relocation
+    records it tracks (`placement` and `replacementPodGroupName` of each record, what
+    api.run.write_placement_fields sets), nothing else: no record added, removed or reordered, none
+    of the controller's fields (phase, conditions, plan, result, deadlines, each record's victim,
+    planned node and eviction) changed. The field lists come from the RepackRun CRD's schema, which
+    prunes every other field. failurePolicy Fail."""
+    from kubectl_repack.schema import load_crd
+
+    user = _cel_string(f"system:serviceaccount:{namespace}:{COORDINATOR_NAME}")
+    status = load_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+    placement = ("placement", "replacementPodGroupName")
+    record_fields = [f for f in status["relocations"]["items"]["properties"] if f not in placement]
+    top = [f for f in status if f != "relocations"]
+
+    def same_field(path: str) -> str:
+        return (f"has(object.status.{path}) == has(oldObject.status.{path}) && "
+                f"(!has(object.status.{path}) || object.status.{path} == oldObject.status.{path})")
+
+    def canon(records: str) -> str:
+        return f"{records}.map(r, [{', '.join(f'(has(r.{f}) ? [r.{f}] : [])' for f in record_fields)}])"
+
+    relocations = ("(has(object.status.relocations) ? object.status.relocations : [])",
+                   "(has(oldObject.status.relocations) ? oldObject.status.relocations : [])")
+    who = f"{COORDINATOR_NAME} (repackruns/status)"
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": object_meta(RUN_STATUS_POLICY_NAME),
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": ["repack.volcano.sh"], "apiVersions": ["*"],
+                                                    "operations": ["UPDATE"], "resources": ["repackruns/status"]}]},
+            "matchConditions": [{"name": "repack-coordinator", "expression": f"request.userInfo.username == {user}"}],
+            "validations": [
+                {"expression": "has(object.status) == has(oldObject.status) && (!has(object.status) || ("
+                               + " && ".join(same_field(f) for f in top) + "))",
+                 "message": f"{who} may not change a run's status other than its relocation records' placement",
+                 "reason": "Forbidden"},
+                {"expression": f"!has(object.status) || {canon(relocations[0])} == {canon(relocations[1])}",
+                 "message": f"{who} may change only the placement and replacementPodGroupName of a run's relocation "
+                            "records: none added, removed or reordered, no victim, planned node or eviction changed",
+                 "reason": "Forbidden"},
+            ],
+        },
+    }
+
+
+def run_status_policy_binding() -> Manifest:
+    return _binding(RUN_STATUS_POLICY_NAME)

@@ -37,12 +37,13 @@ from cryptography.hazmat.primitives.serialization import Encoding
 from kubectl_repack.api.times import parse_time, rfc3339
 from kubectl_repack.api.view import ObjectView, as_map
 from kubectl_repack.deploy import certs, manifests
+from kubectl_repack.deploy.controller import TLS_FINGERPRINT_ANNOTATION
 from kubectl_repack.errors import ClusterAPIError, Conflict, RepackError
 
 log = logging.getLogger("webhook.certmanager")
 
 PREVIOUS_CA_UNTIL = "repack.volcano.sh/previous-ca-until"
-FINGERPRINT = "repack.volcano.sh/tls-fingerprint"
+FINGERPRINT = TLS_FINGERPRINT_ANNOTATION
 DEFAULT_INTERVAL = 60.0     # seconds between checks once everything is in place (three GETs)
 RETRY_INTERVAL = 5.0        # while something is missing (the webhook configuration not applied yet) or failed
 

@@ -101,7 +101,7 @@ class PolicyReconciler:
             problem = ""
         except P.PolicyError as e:
             policy, problem = None, str(e)
-        owned = P.runs_of(uid, runs)
+        owned = P.runs_of(uid, name, runs)
         # 1. housekeeping
         if policy is not None:
             for run in P.history_to_delete(owned, policy.successful_limit, policy.failed_limit):

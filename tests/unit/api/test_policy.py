@@ -112,14 +112,23 @@ def run(name, phase="", created="2026-03-01T00:00:00Z", uid="uid-1", completed=N
                                  "reason": reason}]
     return {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun",
             "metadata": {"name": name, "uid": f"u-{name}", "creationTimestamp": created,
-                         "labels": {P.TRIGGER_LABEL: "cronSchedule"},
+                         "labels": {P.TRIGGER_LABEL: "cronSchedule", P.POLICY_LABEL: "nightly"},
                          "ownerReferences": [{"kind": "RepackPolicy", "uid": uid, "name": "nightly"}]},
             "spec": spec or {"mode": "Execute"}, "status": status}
 
 
 def test_runs_of_a_policy_are_those_it_owns():
     runs = [run("a"), run("b", uid="other-incarnation"), run("c")]
-    assert [r["metadata"]["name"] for r in P.runs_of(parsed().uid, runs)] == ["a", "c"]
+    assert [r["metadata"]["name"] for r in P.runs_of(parsed().uid, "nightly", runs)] == ["a", "c"]
+
+
+def test_a_run_with_only_an_owner_reference_is_not_the_policys():
+    """Policy squatting: anybody may write an ownerReference to a policy on a run they create; only
+    the controller's mark (the label, vouched for by admission) makes it one of the policy's runs."""
+    squatter, other_name = run("squat"), run("other")
+    del squatter["metadata"]["labels"][P.POLICY_LABEL]
+    other_name["metadata"]["labels"][P.POLICY_LABEL] = "another-policy"
+    assert P.runs_of(parsed().uid, "nightly", [squatter, other_name, run("mine")]) == [run("mine")]
 
 
 @pytest.mark.parametrize("phases,succ,fail,deleted", [

@@ -36,7 +36,7 @@ def test_dry_run_renders_every_object_crd_first():
     objs = dry_run()
     assert [o["kind"] for o in objs] == [
         "CustomResourceDefinition", "CustomResourceDefinition",
-        *["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * 4, "Namespace",
+        *["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * 6, "Namespace",
         *["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"] * 3,
         "Lease", "Lease", "Lease", "Deployment", "Service", "Deployment", "Service", "Deployment",
         "MutatingWebhookConfiguration"]
@@ -52,7 +52,7 @@ def test_dry_run_renders_every_object_crd_first():
 def test_webhook_configuration_fails_open_and_carries_no_ca_bundle_or_key():
     result = invoke("install", "--dry-run", "-o", "yaml", "--namespace", "repack-ops")
     assert result.exit_code == 0, result.output
-    assert "PRIVATE KEY" not in result.output and "caBundle" not in result.output and "tls.key" not in result.output
+    assert "PRIVATE KEY" not in result.output and "caBundle:" not in result.output and "tls.key" not in result.output
     objs = [d for d in yaml.safe_load_all(result.stdout) if d]
     assert not by_kind(objs, "Secret")      # the controller makes it in the cluster (webhook.controller.certmanager)
     (mwc,) = by_kind(objs, "MutatingWebhookConfiguration")
@@ -237,13 +237,13 @@ def test_install_applies_every_object_server_side(fake_api):
     result = invoke("install")
     assert result.exit_code == 0, result.output
     applies = [c for c in fake_api.calls if c[0] == "PATCH"]
-    assert len(applies) == 35
+    assert len(applies) == 39
     assert all(c[2] == "application/apply-patch+yaml" and c[3] == {"fieldManager": "kubectl-repack", "force": "true"}
                for c in applies)
     paths = [c[1] for c in applies]
     assert paths[0] == "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/repackruns.repack.volcano.sh"
     assert not any("/secrets/" in p for p in paths)     # the controller makes the TLS Secret
-    assert not any("caBundle" in json.dumps(c[4]) for c in applies)
+    assert not any('"caBundle":' in json.dumps(c[4]) for c in applies)
     assert paths[-1] == ("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/"
                          "repack-placement")
     assert "serverside-applied" in result.output
@@ -326,7 +326,7 @@ def test_server_dry_run_sends_every_object_with_dry_run_all_and_stores_nothing(f
     result = invoke("install", "--dry-run=server")
     assert result.exit_code == 0, result.output
     writes = [c for c in fake_api.calls if c[0] != "GET"]
-    assert len(writes) == 35
+    assert len(writes) == 39
     assert all(c[0] == "PATCH" and c[3] == {"fieldManager": "kubectl-repack", "force": "true", "dryRun": "All"}
                for c in writes)
     lines = result.output.splitlines()
@@ -352,7 +352,7 @@ def test_server_dry_run_leaves_a_foreign_namespace_alone_and_prints_the_answers_
     result = invoke("install", "--dry-run=server", "--repack-namespace", "default", "-o", "json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert doc["kind"] == "List" and len(doc["items"]) == 34     # the fake server answers {} for each
+    assert doc["kind"] == "List" and len(doc["items"]) == 38     # the fake server answers {} for each
     assert not any(c[0] == "PATCH" and c[1] == "/api/v1/namespaces/default" for c in fake_api.calls)
     assert any(c[0] == "PATCH" and c[1] == "/api/v1/namespaces/default/serviceaccounts/repack-webhook"
                for c in fake_api.calls)

@@ -332,7 +332,7 @@ def test_zipapp_install_dry_run_renders_every_object_without_key_material(releas
     from tests.release import run_zipapp
     done = run_zipapp(_zipapp(release_build), "install", "--dry-run")
     assert done.returncode == 0, done.stderr
-    assert "PRIVATE KEY" not in done.stdout and "caBundle" not in done.stdout and "tls.key" not in done.stdout
+    assert "PRIVATE KEY" not in done.stdout and "caBundle:" not in done.stdout and "tls.key" not in done.stdout
     kinds = [d["kind"] for d in yaml.safe_load_all(done.stdout) if d]
     assert kinds[0] == "CustomResourceDefinition" and kinds[-1] == "MutatingWebhookConfiguration"
     assert "Secret" not in kinds and kinds.count("Deployment") == 3     # webhook, coordinator, controller

@@ -110,6 +110,21 @@ def test_fragmentation_above_the_threshold_creates_one_execute_and_no_second_whi
     assert "has not finished" in st["lastEvaluation"]["message"] and not st["lastEvaluation"]["triggered"]
 
 
+def test_a_foreign_run_owning_up_to_the_policy_does_not_stop_it():
+    """Policy squatting: a run somebody else created with an ownerReference to the policy, never
+    finishing, is not one of the policy's runs (no controller mark), so the policy still creates its own."""
+    squatter = {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun",
+                "metadata": {"name": "squatter", "uid": "uid-squatter", "creationTimestamp": rfc3339(T0),
+                             "ownerReferences": [{"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackPolicy",
+                                                  "name": "auto", "uid": "uid-auto"}]},
+                "spec": {"mode": "DryRun"}, "status": {"phase": "Pending"}}
+    _, store, pols, clock, tick = make(policy(), runs=[squatter])
+    tick()
+    assert runs_of(store) == [f"auto-{T0:%Y%m%d%H%M%S}"]
+    st = pols.status("auto")
+    assert st["lastEvaluation"]["triggered"] and [r["name"] for r in st["inProgress"]] == [runs_of(store)[0]]
+
+
 def test_compact_layout_does_not_trigger_and_says_why():
     objects = seed_objects(eligible_on=("n2", "n2"))   # n2 holds the gang: nothing to gain
     objects = [o for o in objects if not (o.get("kind") == "Pod" and o["metadata"]["name"] == "fixed-n2")]
