@@ -26,7 +26,10 @@ remove) before it acts: `Started` with the execution deadline before a run's fir
 its plan, `Finished` with the phase, reason and every record's eviction outcome before the status
 that ends it. Sealed like the records (run uid included), so a mark of another run does not
 verify. A run marked Finished stays finished whatever its status says; one marked Started is never
-planned again; a started run's execution deadline is the one its mark holds.
+planned again; a started run's execution deadline is the one its mark holds. While a run is going,
+its Started mark also holds every record's outcome once it settled (SETTLED_EVICTIONS), written
+again before the status write that shows a new one: a settled record whose status says otherwise
+is put back from the mark and never acted on again (`settled_outcomes`).
 """
 from __future__ import annotations
 
@@ -37,7 +40,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
-from .run import COND_COMPLETE, COND_FAILED
+from .run import COND_COMPLETE, COND_FAILED, EVICTION_ACCEPTED, EVICTION_INDIRECTLY_REMOVED, EVICTION_REJECTED
 from .view import ObjectView, as_map
 
 CANCEL_ANNOTATION = "repack.volcano.sh/cancel"               # "true": stop before the next eviction
@@ -200,13 +203,16 @@ def seal_problem(run: Mapping[str, Any], key: bytes) -> str:
 
 # --- the run-state mark (SEC-2) ----------------------------------------------------------------------
 STATE_STARTED, STATE_FINISHED = "Started", "Finished"
+# The eviction phases after which the executor never acts on a record again: sealed as they settle.
+SETTLED_EVICTIONS = frozenset({EVICTION_ACCEPTED, EVICTION_INDIRECTLY_REMOVED, EVICTION_REJECTED})
 
 
 @dataclass(frozen=True)
 class RunState:
     """What the controller vouches for about a run's progress (RUN_STATE_ANNOTATION): `Started`
-    (with the execution deadline it wrote, '' when none) or `Finished` (with the phase and reason
-    it ended with and each record's eviction phase, in record order)."""
+    (with the execution deadline it wrote, '' when none, and in `evictions` each record's outcome
+    once it settled, '' while it has not) or `Finished` (with the phase and reason it ended with
+    and each record's eviction phase), `evictions` in record order."""
     state: str
     deadline: str = ""
     phase: str = ""
@@ -220,6 +226,12 @@ class RunState:
     def fields(self) -> dict:
         return {"state": self.state, "deadline": self.deadline, "phase": self.phase, "reason": self.reason,
                 "evictions": list(self.evictions)}
+
+
+def settled_outcomes(evictions: Sequence[str]) -> dict:
+    """{record index: eviction phase} of the records whose outcome a mark's `evictions` hold as
+    settled (SETTLED_EVICTIONS): what no status write can turn back into one to act on."""
+    return {i: phase for i, phase in enumerate(evictions) if phase in SETTLED_EVICTIONS}
 
 
 class BadStateMark(ValueError):

@@ -3,7 +3,7 @@
 The planner returns a plan; this module turns it into status: the finished DryRun evaluation
 (`plan_status`), what an Execute persists before its first eviction (`plan_record`,
 `initial_relocations`) and the status an Execute moves through (`mark_pending`, `mark_started`,
-`mark_finished`, `restore_finished`) and what a run's creator may read of a plan (`scoped_plan`). Conditions go through `run.set_condition`, so every reason is checked
+`mark_finished`, `restore_finished`, `restore_evictions`) and what a run's creator may read of a plan (`scoped_plan`). Conditions go through `run.set_condition`, so every reason is checked
 (`check_reason`), and the phase is always `derive_phase` of them. Each `mark_*` edits the status
 dict it is given (a read-modify-write step) and leaves every other field as it is.
 """
@@ -16,7 +16,7 @@ from typing import Collection, Optional
 from .control import RUN_STATE_ANNOTATION, RunState
 from .run import (COND_COMPLETE, COND_FAILED, COND_PROGRESSING, EVICTION_PENDING, PHASE_SUCCEEDED,
                   PLACEMENT_WAITING_FOR_REPLACEMENT, Eviction, Placement, Reason, Relocation, check_reason,
-                  derive_phase, set_condition)
+                  as_map, derive_phase, set_condition)
 
 
 def plan_record(plan) -> dict:
@@ -103,15 +103,25 @@ def mark_finished(status: dict, phase: str, reason: str, message: str, result: O
     status.setdefault("completionTime", now)
 
 
+def restore_evictions(status: dict, phases) -> list:
+    """Put back each record's eviction phase the run-state mark vouches for (`phases`, in record
+    order; '' leaves a record as it is) where the status says another. Returns the indices put back."""
+    records = status.get("relocations")
+    restored = []
+    for i, (record, phase) in enumerate(zip(records if isinstance(records, list) else (), phases)):
+        if phase and isinstance(record, dict) and as_map(record.get("eviction")).get("phase") != phase:
+            record["eviction"] = Eviction(phase, f"restored from annotation {RUN_STATE_ANNOTATION}").to_dict()
+            restored.append(i)
+    return restored
+
+
 def restore_finished(status: dict, state: RunState, now: str) -> None:
     """Put back what the run-state mark (api.control) vouches for of a finished run whose status
     was rewritten since: its terminal condition and phase, and each record's eviction phase (when
     the records are still as many). The run stays finished (SEC-2)."""
     records = status.get("relocations")
     if isinstance(records, list) and len(records) == len(state.evictions):
-        for record, phase in zip(records, state.evictions):
-            if isinstance(record, dict) and (record.get("eviction") or {}).get("phase") != phase:
-                record["eviction"] = Eviction(phase, f"restored from annotation {RUN_STATE_ANNOTATION}").to_dict()
+        restore_evictions(status, state.evictions)
     status["conditions"] = [c for c in status.get("conditions") or ()
                             if isinstance(c, dict) and c.get("type") not in (COND_COMPLETE, COND_FAILED)]
     message = (f"the run ended {state.phase} ({state.reason}); its status was rewritten since and is restored from "

@@ -21,7 +21,8 @@ from kubectl_repack.api.run import (EVICTION_ACCEPTED, EVICTION_INDIRECTLY_REMOV
                                     EVICTION_PENDING, EVICTION_REJECTED, PHASE_FAILED, PHASE_SUCCEEDED, Eviction,
                                     Reason, Relocation, RunView, as_map)
 from kubectl_repack.api import status as run_status
-from kubectl_repack.api.control import STATE_FINISHED, STATE_STARTED, RunState
+from kubectl_repack.api.control import (RUN_STATE_ANNOTATION, SETTLED_EVICTIONS, STATE_FINISHED, STATE_STARTED,
+                                        BadStateMark, RunState, settled_outcomes)
 from kubectl_repack.api.gates import PLACEMENT_LEASE
 from kubectl_repack.api.times import micro_time, parse_time, rfc3339
 from kubectl_repack.errors import ClusterAPIError, RepackError
@@ -44,6 +45,18 @@ class Options:
     # how long a targeted Execute waits, once its planned nodes are vacated, for its target to be
     # bound (RELIEF-3): the placement lease, the longest a replacement's hint is held too
     target_wait: dt.timedelta = PLACEMENT_LEASE
+
+
+@dataclass(frozen=True)
+class RunMark:
+    """The run-state mark (api.control) as the executor sees it: `write(name, state)` stores what
+    the run is about to become; `read(run)` what the stored run's mark vouches for (None: it
+    carries none; BadStateMark: it does not verify). The plugin's runs carry none."""
+    write: Callable[[str, RunState], None] = lambda name, state: None
+    read: Callable[[dict], Optional[RunState]] = lambda run: None
+
+
+EV_STATUS_RESTORED = "StatusRestored"
 
 
 class LeaseLost(RepackError):
@@ -123,10 +136,15 @@ class Executor:
     lost the right to evict); nothing further is evicted, the evicted pods' replacements are still
     tracked, and the run ends Failed with that reason. `on_evicted(record, pod)` hears each accepted
     eviction, with the victim as read right before it (the controller's audit Events on the
-    victim's PodGroup and owner). `mark(name, RunState)` is told what the run is about to become,
-    before the status write that says so (the controller's run-state mark, api.control): Started
-    with its deadline before the plan and records are written, Finished with the outcome and every
-    record's eviction phase before the status that ends the run. A run ends with every record
+    victim's PodGroup and owner). `mark` (RunMark: the controller's run-state mark, api.control)
+    is told what the run is about to become, before the status write that says so: Started with
+    its deadline before the plan and records are written, Started again with every settled
+    outcome (SETTLED_EVICTIONS) before the status write that settles a record (once for a PodGroup
+    rejected as a whole), Finished with the outcome and every record's eviction phase before the
+    status that ends the run. A record whose settled outcome the mark holds is never acted on
+    again: where the status says otherwise (a status writer turned it back to Pending) it is put
+    back from the mark when a run is continued, before its outcome is judged, and before it ends
+    (an Event says so). A run ends with every record
     settled: an InProgress record (a crash's) is resolved on the victim as read then (gone or
     terminating: Accepted; running: Pending, saying the run ended before its eviction).
     `scoped` (the controller, whose runs are screened by their creator's rights): the verification
@@ -156,7 +174,7 @@ class Executor:
                  vet: Callable[[dict, Optional[Relocation]], Optional[tuple]] = None,
                  on_evicted: Callable[[Relocation, Optional[dict]], None] = None,
                  opted_out: Callable[[str, str], str] = None,
-                 mark: Callable[[str, RunState], None] = None, scoped: bool = False):
+                 mark: Optional[RunMark] = None, scoped: bool = False):
         self.reader, self.evictor, self.runs = reader, evictor, runs
         self.clock = clock or Clock()
         self.options = options or Options()
@@ -167,7 +185,9 @@ class Executor:
         self.vet = vet or (lambda run, record: None)
         self.on_evicted = on_evicted or (lambda record, pod: None)
         self.opted_out = opted_out or (lambda namespace, pod_group: "")
-        self.mark = mark or (lambda name, state: None)
+        self.mark = mark or RunMark()
+        self._deadline: Optional[str] = None   # the Started mark's deadline, once known (None: no mark to keep)
+        self._sealed: Optional[list] = None    # each record's outcome as the Started mark holds it ('' unsettled)
         self.scoped = scoped
         self._cancel = ""
         self._refused: Optional[tuple] = None   # (reason, message) from vet: no further eviction
@@ -193,7 +213,11 @@ class Executor:
                       victim: Optional[tuple] = None, only_from: Optional[str] = None) -> RunView:
         """Set record `index`'s eviction; with `victim` (namespace, pod, uid), refuse (RepackError
         naming the record) when the stored record at that index is no longer that victim; with
-        `only_from`, change nothing unless the stored record is still in that phase."""
+        `only_from`, change nothing unless the stored record is still in that phase. A settled
+        outcome is sealed in the run-state mark first."""
+        if phase in SETTLED_EVICTIONS:
+            self._seal(name, [index], phase)
+
         def mutate(st):
             records = st.get("relocations") or []
             if only_from is not None and (index >= len(records) or not isinstance(records[index], dict)
@@ -208,6 +232,52 @@ class Executor:
                         "the records were edited during the run; stopping before any further eviction")
             records[index]["eviction"] = Eviction(phase, message).to_dict()
         return self._update(name, mutate)
+
+    # -- the run-state mark (api.control): settled outcomes --
+    def _seal(self, name: str, indices: list, phase: str) -> None:
+        """Seal `phase` as the outcome of records `indices` in the Started mark (one write, none when
+        it holds them already, or when the run has no Started mark of this controller)."""
+        if self._deadline is None or self._sealed is None:
+            return
+        if all(i < len(self._sealed) and self._sealed[i] == phase for i in indices):
+            return
+        sealed = list(self._sealed) + [""] * (max(indices) + 1 - len(self._sealed))
+        for i in indices:
+            sealed[i] = phase
+        self.mark.write(name, RunState(STATE_STARTED, deadline=self._deadline, evictions=tuple(sealed)))
+        self._sealed = sealed
+
+    def _load_sealed(self, run: RunView) -> None:
+        """What the stored run's Started mark holds (read once per executor; a finished, missing or
+        bad mark leaves nothing to keep: the controller does not evict on such a run)."""
+        if self._sealed is not None:
+            return
+        try:
+            state = self.mark.read(run.obj)
+        except BadStateMark:
+            state = None
+        if state is not None and not state.finished:
+            self._deadline, self._sealed = state.deadline, list(state.evictions)
+
+    def _restore_sealed(self, name: str, run: RunView) -> RunView:
+        """Put back each settled outcome the Started mark holds where the status says otherwise
+        (one status write, none when they agree; records not as many as the plan's are left to the
+        records seal's check)."""
+        self._load_sealed(run)
+        sealed = settled_outcomes(self._sealed or ())
+        records = run.relocations
+        if not sealed or max(sealed) >= len(records) or \
+                all(records[i].eviction.phase == phase for i, phase in sealed.items()):
+            return run
+        phases = [sealed.get(i, "") for i in range(len(records))]
+        restored = []
+        run = self._update(name, lambda st: restored.extend(run_status.restore_evictions(st, phases)))
+        if restored:
+            self.on_event(EV_STATUS_RESTORED, f"the eviction outcome of {len(restored)} record(s) "
+                          f"({', '.join(records[i].victim for i in restored[:5])}) was rewritten since it settled: "
+                          f"restored from annotation {RUN_STATE_ANNOTATION}; a settled record is never acted on "
+                          "again", True)
+        return run
 
     def fail(self, name: str, reason: str, message: str) -> dict:
         """End a run that must not (or cannot) start: Failed with `reason`, nothing evicted."""
@@ -250,10 +320,11 @@ class Executor:
         """End the run with `outcome` (an Event, and the terminal status). Returns the run."""
         if self._left_out and self._left_out not in outcome.message:   # what this run's plan could not move
             outcome = Outcome(outcome.phase, outcome.reason, f"{outcome.message}; {self._left_out}", outcome.result)
-        run = self._settle_in_progress(name, self._read(name), outcome.reason)
-        self.mark(name, RunState(STATE_FINISHED, deadline=str(run.status.get("executionDeadline") or ""),
-                                 phase=outcome.phase, reason=outcome.reason,
-                                 evictions=tuple(r.eviction.phase for r in run.relocations)))
+        run = self._restore_sealed(name, self._read(name))
+        run = self._settle_in_progress(name, run, outcome.reason)
+        self.mark.write(name, RunState(STATE_FINISHED, deadline=str(run.status.get("executionDeadline") or ""),
+                                       phase=outcome.phase, reason=outcome.reason,
+                                       evictions=tuple(r.eviction.phase for r in run.relocations)))
         now = rfc3339(self.clock.now())
         event = (EV_COMPLETED if outcome.phase == PHASE_SUCCEEDED
                  else EV_CANCELLED if outcome.reason == Reason.CANCELLED else EV_FAILED)
@@ -291,9 +362,10 @@ class Executor:
         now_t = self.clock.now()
         now, deadline = rfc3339(now_t), rfc3339(now_t + self.options.execution_timeout)
         if plan.outcome == Reason.RECOMMENDED:
-            self.mark(name, RunState(STATE_STARTED, deadline=deadline))
+            self.mark.write(name, RunState(STATE_STARTED, deadline=deadline))
+            self._deadline, self._sealed = deadline, []
         else:
-            self.mark(name, RunState(STATE_FINISHED, phase=PHASE_SUCCEEDED, reason=plan.outcome))
+            self.mark.write(name, RunState(STATE_FINISHED, phase=PHASE_SUCCEEDED, reason=plan.outcome))
         run = self._update(name, lambda st: run_status.mark_started(st, plan, now, deadline, left_out))
         self._left_out = left_out
         if left_out:
@@ -322,6 +394,7 @@ class Executor:
                    f"on their word: {'; '.join(problems[:5])}"
                    + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""))
             return self._finish(name, Outcome(PHASE_FAILED, Reason.INVALID_RECORDS, msg))
+        run = self._restore_sealed(name, run)   # a settled record turned back to Pending is not evicted again
         refused = self.vet(run.obj, None)
         if refused:
             # Records this executor may not act on are not tracked either: waiting for the
@@ -334,6 +407,7 @@ class Executor:
         deadline = parse_time(st.get("executionDeadline")) or (self.clock.now() + self.options.execution_timeout)
         run, skipped = self._evict_all(name, run, deadline)
         run, timed_out = self._tracker.track(name, run, deadline)
+        run = self._restore_sealed(name, run)    # the outcome is judged on the sealed outcomes
         st = run.status
         ver = None
         if any(r.eviction.evicted for r in run.relocations):
@@ -416,7 +490,10 @@ class Executor:
         for (ns, group), indices in self._groups(checked):
             # 1. resolve InProgress records left by a crash; collect what still needs evicting
             todo = []
+            sealed = settled_outcomes(self._sealed or ())
             for i in indices:
+                if i in sealed:
+                    continue   # its outcome is sealed: never acted on again, whatever the status says
                 rec = run.relocation(i)   # as stored now: a crash may have left it InProgress
                 live = self.reader.get_pod(ns, rec.victim_pod_name)
                 action, msg = resume_action(rec, live)
@@ -453,6 +530,7 @@ class Executor:
             #    it is evicted, so a gang is not left half-moved
             opted = self._opted_out_group(ns, group, [(checked[i], live) for i, live in todo])
             if opted:
+                self._seal(name, [i for i, _ in todo], EVICTION_REJECTED)   # one mark write for the PodGroup
                 for i, live in todo:
                     own = victim_opt_out(checked[i], live)
                     run = self._set_eviction(name, i, EVICTION_REJECTED, opted if not own else
@@ -465,6 +543,7 @@ class Executor:
                 blocks = pdb_blocks([live for live in pending if live], self.reader.list_pdbs(ns))
                 if blocks:
                     msg = "; ".join(b.message() for b in blocks)
+                    self._seal(name, [i for i, _ in todo], EVICTION_REJECTED)
                     for i, _ in todo:
                         run = self._set_eviction(name, i, EVICTION_REJECTED, msg)
                     self.on_event(EV_EVICTION_BLOCKED, f"PodGroup {ns}/{group} not moved: {msg}", True)
@@ -523,6 +602,7 @@ class Executor:
                 elif verdict == GONE:
                     run = self._set_eviction(name, i, EVICTION_INDIRECTLY_REMOVED, msg)
                 else:
+                    self._seal(name, rest, EVICTION_REJECTED)    # this one and the rest of its PodGroup: one write
                     run = self._set_eviction(name, i, EVICTION_REJECTED, msg)
                     self.on_event(EV_EVICTION_BLOCKED, f"{rec.victim}: {msg}", True)
                     stop_msg = (f"not evicted: the PodGroup {ns}/{group} stopped moving after "

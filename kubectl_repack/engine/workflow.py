@@ -20,7 +20,7 @@ from kubectl_repack.api.run import EVICTION_IN_PROGRESS, EVICTION_PENDING, MODE_
 from kubectl_repack.api.status import initial_relocations, scoped_plan
 from kubectl_repack.errors import ClusterAPIError, NotFound, RepackError, SpecError, ValidationError
 
-from .executor import TARGET_BOUND, Executor, Options, evicted_any, target_keys
+from .executor import TARGET_BOUND, Executor, Options, RunMark, evicted_any, target_keys
 from .mutex import holder_identity
 from .ports import Clock, ClusterReader, Evictor, Mutex, Reporter, RunStore
 
@@ -206,7 +206,7 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
               on_evicted: Optional[Callable[[object, Optional[dict]], None]] = None,
               screen: Optional[Callable[[list], Screening]] = None,
               opted_out: Optional[Callable[[str, str], str]] = None,
-              mark: Optional[Callable[[str, object], None]] = None) -> ApplyResult:
+              mark: Optional[RunMark] = None) -> ApplyResult:
     """Carry out (or continue) one Execute run; see the module docstring for the order.
 
     In the cluster (webhook.controller) more hooks apply. `screen(namespaces)` is asked before a
@@ -222,7 +222,8 @@ def apply_run(request: ApplyRequest, runs: RunStore, lease: Mutex, cluster: Clus
     handed the relocation records of a new plan before they are written (the controller seals
     them); `vet`, `on_evicted` and `opted_out` are the Executor's (asked before every eviction;
     told of each accepted one; asked whether a PodGroup opted out since the plan was made), and so
-    is `mark` (told what the run becomes before the status says so: the run-state mark).
+    is `mark` (RunMark: told what the run becomes before the status says so, and read back: the
+    run-state mark).
     Screened, the plan's status names nothing of a namespace the creator may not evict in
     (`Scope`, api.status.scoped_plan)."""
     clock = clock or Clock()

@@ -10,9 +10,12 @@ would: impersonated users with only the rights named.
 * The mark is the controller's alone: a user who may update RepackRuns can neither remove nor
   change it, nor create a run carrying one (the creator ValidatingAdmissionPolicy).
 * A DryRun by a user who may evict nowhere the plan could move pods names nothing of those
-  namespaces (the same DryRun by an admin names their pods: what the check would see)."""
+  namespaces (the same DryRun by an admin names their pods: what the check would see).
+* While a run goes on, each settled outcome is sealed in its Started mark: a record a status writer
+  turned back from Rejected to Pending is restored, not evicted, when a crashed run is continued."""
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 import time
@@ -234,3 +237,114 @@ def test_a_dry_run_names_nothing_of_a_namespace_its_creator_may_not_evict_in(
     finally:
         delete_runs(api, list(names.values()))
         _drop_user(rbac, carol)
+
+
+def _controller_replicas(api, replicas: int) -> None:
+    """Scale the installed controller to `replicas` and wait until that many pods run (0: none left)."""
+    from kubectl_repack.deploy.parts import CONTROLLER_NAME
+
+    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+    apps.patch_namespaced_deployment_scale(CONTROLLER_NAME, NAMESPACE, {"spec": {"replicas": replicas}})
+
+    def settled():
+        pods = core.list_namespaced_pod(NAMESPACE, label_selector=f"app.kubernetes.io/name={CONTROLLER_NAME}").items
+        if replicas == 0:
+            return not pods or None
+        ready = [p for p in pods if p.metadata.deletion_timestamp is None and p.status.container_statuses
+                 and all(c.ready for c in p.status.container_statuses)]
+        return len(ready) == replicas or None
+    wait_for(f"the controller at {replicas} replica(s)", settled, timeout=180)
+
+
+def test_a_settled_record_turned_back_to_pending_is_not_evicted_when_a_crashed_run_is_continued(
+        installed, real_node, control_plane, fake_nodes, make_namespace, tmp_path):
+    """Finding 1, while a run is going: the controller seals each record's outcome in the run's
+    `Started` mark as soon as it settles. An admin's Execute has both records Rejected (a
+    PodDisruptionBudget blocks the gang), and the controller stops before it ends the run (a crash:
+    the Deployment scaled to 0; the run is put back as the crash leaves it: Running, its Started mark
+    holding both outcomes, written with the controller's key and account as the controller writes
+    it). Mallory (repackruns/status only) turns both records back to Pending, the budget is deleted
+    (any eviction would now go through) and the controller comes back: it restores both records from
+    the mark, evicts nothing (API server audit log), and ends the run Failed."""
+    from kubectl_repack.api.control import (SEAL_SECRET_KEY, SEAL_SECRET_NAME, STATE_STARTED, RunState,
+                                            read_state_mark, state_mark)
+    from kubectl_repack.deploy.parts import CONTROLLER_NAME
+    from tests.e2e.execute_helpers import build_seed_layout, delete_runs, execute_spec, get_run, reason_of, \
+        seed_nodes, unique
+
+    api = control_plane.api_client
+    core = client.CoreV1Api(api)
+    rbac = client.RbacAuthorizationV1Api(api)
+    policy = client.PolicyV1Api(api)
+    _free_execute_lease(client.CoordinationV1Api(api))
+    ns = make_namespace("repack-continue")
+    mallory = unique("mallory")
+    _user(rbac, mallory, ["get", "list", "watch", "patch", "update"], ["repackruns", "repackruns/status"])
+    name = unique("crashed")
+    scaled_down = False
+    try:
+        layout = build_seed_layout(api, fake_nodes, ns, seed_nodes())
+        every_pod = {uid for _, uid in {**layout["batch"], **layout["protected"]}.values()}
+        policy.create_namespaced_pod_disruption_budget(ns, {
+            "metadata": {"name": "batch-guard"},
+            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"volcano.sh/job-name": "ascend-batch-training"}}}})
+        wait_for("the budget to count the gang", lambda: (policy.read_namespaced_pod_disruption_budget(
+            "batch-guard", ns).status.current_healthy or 0) >= 2 or None, timeout=60)
+        _kubectl_apply(control_plane, _run(name, execute_spec()), tmp_path)
+        ended = wait_for("the blocked Execute to end", lambda: _finished(api, name), timeout=180)
+        assert [r["eviction"]["phase"] for r in ended["status"]["relocations"]] == ["Rejected", "Rejected"]
+
+        # the crash: the controller stops after sealing both outcomes, before the status that ends the run
+        _controller_replicas(api, 0)
+        scaled_down = True
+        st = ended["status"]
+        st["phase"], st["message"] = "Running", "executing"
+        st["conditions"] = [dict(c, status="True", reason="Executing", message="executing")
+                            for c in st["conditions"] if c["type"] == "Progressing"]
+        for key in ("completionTime", "result"):
+            st.pop(key, None)
+        out = control_plane.kubectl("patch", "repackrun", name, "--subresource=status", "--type=merge", "-p",
+                                    json.dumps({"status": dict(st, completionTime=None, result=None)}), check=False)
+        assert out.returncode == 0, out.stderr
+        secret = core.read_namespaced_secret(SEAL_SECRET_NAME, NAMESPACE)
+        key = base64.b64decode(secret.data[SEAL_SECRET_KEY])
+        started = RunState(STATE_STARTED, st["executionDeadline"], evictions=("Rejected", "Rejected"))
+        out = control_plane.kubectl(
+            "annotate", "--overwrite", "repackrun", name,
+            f"{RUN_STATE_ANNOTATION}={state_mark(key, ended['metadata']['uid'], started)}",
+            f"--as=system:serviceaccount:{NAMESPACE}:{CONTROLLER_NAME}", check=False)
+        assert out.returncode == 0, out.stderr
+        crashed = get_run(api, name)
+        assert crashed["status"]["phase"] == "Running" and read_state_mark(crashed, key) == started
+
+        # the attack, as mallory, through the status subresource only
+        records = crashed["status"]["relocations"]
+        for r in records:
+            r["eviction"] = {"phase": "Pending"}
+        out = control_plane.kubectl("patch", "repackrun", name, "--subresource=status", "--type=merge", "-p",
+                                    json.dumps({"status": {"relocations": records}}), f"--as={mallory}", check=False)
+        assert out.returncode == 0, out.stderr
+        policy.delete_namespaced_pod_disruption_budget("batch-guard", ns)
+
+        _controller_replicas(api, 1)
+        scaled_down = False
+        again = wait_for("the continued run to end", lambda: _finished(api, name), timeout=180)
+        assert [r["eviction"]["phase"] for r in again["status"]["relocations"]] == ["Rejected", "Rejected"], \
+            again["status"]
+        assert all(r["eviction"]["message"] == f"restored from annotation {RUN_STATE_ANNOTATION}"
+                   for r in again["status"]["relocations"])
+        assert again["status"]["phase"] == "Failed" and reason_of(again, "Failed")[0] == "True", again["status"]
+        events = [(e.reason, e.message) for e in core.list_namespaced_event(
+            "default", field_selector=f"involvedObject.name={name}").items]
+        assert any(r == "StatusRestored" and "was rewritten since it settled" in (m or "") for r, m in events), events
+        time.sleep(5)     # a few controller ticks more: still nothing happens
+        counts = audit_evictions(control_plane, every_pod)
+        assert all(codes == [] for codes in counts.values()), counts
+        live = {p.metadata.name: p.metadata.uid for p in core.list_namespaced_pod(ns).items}
+        assert all(live.get(pod) == uid for pod, (_, uid) in {**layout["batch"], **layout["protected"]}.items()), live
+        print(f"\ncontinued run: {again['status']['message']}\nEviction calls per pod (audit log): {counts}")
+    finally:
+        if scaled_down:
+            _controller_replicas(api, 1)
+        delete_runs(api, [name])
+        _drop_user(rbac, mallory)

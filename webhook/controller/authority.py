@@ -3,7 +3,7 @@ trust now, the namespaces that creator may evict in (asked before a run is plann
 run-state mark it writes and reads instead of believing the status (kubectl_repack.api.control).
 
 webhook.controller.loop wires these into the engine's hooks (`screen`, `authorize`, `vet`,
-`mark`) and reads the mark before it decides anything about a run."""
+`mark`: writes and reads its run-state mark) and reads the mark before it decides anything about a run."""
 from __future__ import annotations
 
 import datetime as dt
@@ -15,6 +15,7 @@ from kubectl_repack.api.control import (RUN_STATE_ANNOTATION, BadStateMark, RunS
                                         creator_problem, read_state_mark, state_disagreement)
 from kubectl_repack.api.times import parse_time
 from kubectl_repack.api.view import ObjectView
+from kubectl_repack.engine.executor import RunMark
 from kubectl_repack.engine.workflow import Screening
 
 log = logging.getLogger("webhook.controller")
@@ -69,14 +70,14 @@ class RunAuthority:
             return None
         return read_state_mark(run, self.key())
 
-    def marker(self, run: dict) -> Callable[[str, RunState], None]:
+    def marker(self, run: dict) -> RunMark:
         """The engine's `mark`: RUN_STATE_ANNOTATION written on this incarnation of the run (its uid
-        sealed in, and the patch's precondition)."""
+        sealed in, and the patch's precondition), and read back verified (state_of)."""
         uid = ObjectView(run).uid
 
-        def mark(name: str, state: RunState) -> None:
+        def write(name: str, state: RunState) -> None:
             self.runs.annotate(name, RUN_STATE_ANNOTATION, control.state_mark(self.key(), uid, state), uid=uid)
-        return mark
+        return RunMark(write=write, read=self.state_of)
 
     def state_problem(self, run: dict) -> str:
         """Why the engine may not evict for this run on its mark's word ('' when it may, or the run

@@ -12,9 +12,10 @@ import json
 import pytest
 
 from kubectl_repack.api.control import (RUN_STATE_ANNOTATION, STATE_FINISHED, STATE_STARTED, BadStateMark, RunState,
-                                        read_state_mark, state_disagreement, state_mark)
+                                        read_state_mark, settled_outcomes, state_disagreement, state_mark)
 from kubectl_repack.api.status import HIDDEN, redact
-from tests.unit.engine.fakes import execute_run
+from tests import builders as b
+from tests.unit.engine.fakes import execute_run, seed_objects
 from tests.unit.webhook.controller.test_controller import (KEY, dry_run, make, recorded, stamped, tick,
                                                            two_namespaces)
 
@@ -219,3 +220,94 @@ def test_an_executes_verification_names_only_what_lies_where_the_run_moved_or_ai
     shown = json.dumps([vacated_nodes(got), taken_messages(got)])
     assert "other" not in shown and "demo/train" in shown
     assert scoped_verification(None, {"demo"}) is None
+
+
+# ---- finding 1, while a run is going: every settled outcome is sealed as it settles --------------------
+def side_gang_first():
+    """The seed plus a one-card gang `side` alone on n4 and room on n5: the plan moves demo/side-pg
+    first, then the training gang."""
+    objs = seed_objects() + [b.node("n4"), b.node("n5")] + b.gang("side", ns="demo", workers=["n4"],
+                                                                       labels={"app": "side"})
+    objs.append(b.pod("fixed-n5", cards=6, on="n5", ns="demo", scheduler="default-scheduler",
+                      owner=("ReplicaSet", "fixed-n5-abc")))
+    for o in objs:
+        if o["kind"] == "Pod":
+            o["metadata"]["creationTimestamp"] = "2026-07-30T07:00:00Z"
+    return objs
+
+
+def side_rejected_then_interrupted():
+    """An Execute whose first PodGroup (side-pg) was Rejected (it opted out), then the controller
+    lost leadership before evicting the second: a started run, to be continued."""
+    ctl, store, cluster, *_ = make([stamped(execute_run())], objects=side_gang_first())
+    cluster.rebind["side-worker-0"] = "n2"
+    ctl.pod_group_opt_out = lambda ns, group: (f"PodGroup {ns}/{group} is annotated repack.volcano.sh/"
+                                               "do-not-disrupt=true" if group == "side-pg" else "")
+    ctl.leading = lambda: "this controller is no longer the leader"
+    tick(ctl)
+    run = store.runs["run-1"]
+    phases = [(r["victimPodName"], r["eviction"]["phase"]) for r in run["status"]["relocations"]]
+    assert phases == [("side-worker-0", "Rejected"), ("train-worker-0", "Pending"), ("train-worker-1", "Pending")]
+    assert cluster.calls == [] and run["status"]["phase"] == "Running"
+    mark = read_state_mark(run, KEY)
+    assert mark.state == STATE_STARTED and settled_outcomes(mark.evictions) == {0: "Rejected"}
+    ctl.leading = lambda: None
+    ctl.pod_group_opt_out = lambda ns, group: ""                   # the owner changed their mind since
+    return ctl, store, cluster
+
+
+def test_a_rejected_record_turned_back_to_pending_is_restored_and_not_evicted_when_the_run_continues():
+    ctl, store, cluster = side_rejected_then_interrupted()
+    store.runs["run-1"]["status"]["relocations"][0]["eviction"] = {"phase": "Pending"}   # the status writer
+    seen = recorded(ctl)
+    tick(ctl)
+    st = store.runs["run-1"]["status"]
+    assert [c[0] for c in cluster.calls] == ["train-worker-0", "train-worker-1"], "side-worker-0 is not evicted"
+    assert [r["eviction"]["phase"] for r in st["relocations"]] == ["Rejected", "Accepted", "Accepted"]
+    assert st["relocations"][0]["eviction"]["message"] == f"restored from annotation {RUN_STATE_ANNOTATION}"
+    assert any(r == "StatusRestored" and "demo/side-worker-0" in m for r, m in seen), seen
+    assert read_state_mark(store.runs["run-1"], KEY).evictions == ("Rejected", "Accepted", "Accepted")
+
+
+def test_a_settled_record_rewritten_while_the_run_waits_is_not_counted_and_the_run_ends_on_the_sealed_outcome():
+    """The status writer acts while the run waits on a PDB's 429s for the training gang: the side
+    record goes back to Pending; the run never evicts it and ends with it Rejected, as sealed."""
+    ctl, store, cluster = side_rejected_then_interrupted()
+    cluster.responses["train-worker-0"] = [429, 429]
+
+    def rewrite(name):
+        if len(cluster.calls) == 2:
+            store.runs["run-1"]["status"]["relocations"][0]["eviction"] = {"phase": "Pending"}
+    cluster.on_evict = rewrite
+    seen = recorded(ctl)
+    tick(ctl)
+    tick(ctl)
+    st = store.runs["run-1"]["status"]
+    assert [c[0] for c in cluster.calls] == ["train-worker-0"] * 3 + ["train-worker-1"]
+    assert [r["eviction"]["phase"] for r in st["relocations"]] == ["Rejected", "Accepted", "Accepted"]
+    assert st["phase"] == "Failed" and failed(st) == ["EvictionRejected"], st["message"]
+    assert any(r == "StatusRestored" and "demo/side-worker-0" in m for r, m in seen), seen
+    assert read_state_mark(store.runs["run-1"], KEY).evictions == ("Rejected", "Accepted", "Accepted")
+
+
+def test_an_outcome_sealed_right_before_a_crash_wins_over_the_write_ahead_left_in_the_status():
+    """The mark is written before the status that settles a record: a crash between the two leaves
+    the record InProgress in the status and Rejected in the mark; the continued run keeps Rejected."""
+    ctl, store, cluster = side_rejected_then_interrupted()
+    store.runs["run-1"]["status"]["relocations"][0]["eviction"] = {"phase": "InProgress"}
+    tick(ctl)
+    st = store.runs["run-1"]["status"]
+    assert [c[0] for c in cluster.calls] == ["train-worker-0", "train-worker-1"]
+    assert st["relocations"][0]["eviction"]["phase"] == "Rejected"
+
+
+def test_each_eviction_costs_one_mark_write_and_a_rejected_pod_group_one_in_all():
+    ctl, store, cluster = side_rejected_then_interrupted()
+    writes = []
+    annotate = store.annotate
+    store.annotate = lambda name, key, value, **kw: (writes.append(json.loads(value)["evictions"])
+                                                     if key == RUN_STATE_ANNOTATION else None,
+                                                     annotate(name, key, value, **kw))[1]
+    tick(ctl)
+    assert writes == [["Rejected", "Accepted"], ["Rejected", "Accepted", "Accepted"],
+                      ["Rejected", "Accepted", "Accepted"]]   # two evictions, then the Finished mark
