@@ -59,8 +59,10 @@ CREATOR_POLICY_NAME = "repack-run-creator"                   # the ValidatingAdm
 POD_WRITE_POLICY_NAME = "repack-pod-writes"                  # what the coordinator's/controller's pod patches may do
 REPLACEMENT_POD_POLICY_NAME = "repack-replacement-pods"      # who may create a pod carrying repack's marks
 NOMINATION_POLICY_NAME = "repack-nominations"               # the coordinator's pods/status writes (RELIEF-3)
+CONTROLLER_WRITES_POLICY_NAME = "repack-controller-writes"    # the controller's writes to the webhook's objects
+RUN_STATUS_POLICY_NAME = "repack-coordinator-run-status"     # the coordinator's writes to a run's status
 ADMISSION_POLICY_NAMES = (CREATOR_POLICY_NAME, POD_WRITE_POLICY_NAME, REPLACEMENT_POD_POLICY_NAME,
-                          NOMINATION_POLICY_NAME)
+                          NOMINATION_POLICY_NAME, CONTROLLER_WRITES_POLICY_NAME, RUN_STATUS_POLICY_NAME)
 CREATOR_MAX_AGE = dt.timedelta(hours=1)
 RECORDS_SEAL_ANNOTATION = "repack.volcano.sh/records-seal"
 RECORDS_DIGEST_ANNOTATION = "repack.volcano.sh/records-digest"   # set by the controller's account only (admission)

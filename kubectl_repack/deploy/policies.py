@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from kubectl_repack.api.control import (CREATOR_GROUPS_ANNOTATION, CREATOR_POLICY_NAME, CREATOR_UID_ANNOTATION,
+from kubectl_repack.api.control import (CONTROLLER_WRITES_POLICY_NAME, CREATOR_GROUPS_ANNOTATION, CREATOR_POLICY_NAME,
+                                        CREATOR_UID_ANNOTATION, RUN_STATUS_POLICY_NAME,
                                         CREATOR_USERNAME_ANNOTATION, EXECUTOR_ANNOTATION, EXECUTOR_LOCAL,
                                         GROUP_SEPARATOR, NOMINATION_POLICY_NAME, POD_WRITE_POLICY_NAME,
                                         RECORDS_DIGEST_ANNOTATION, REPLACEMENT_POD_POLICY_NAME, RUN_STATE_ANNOTATION,
@@ -399,8 +400,7 @@ def nomination_policy_binding() -> Manifest:
 
 
 # Two policies on what a stolen token of an in-cluster process could otherwise rewrite (SEC-3).
-CONTROLLER_WRITES_POLICY_NAME = "repack-controller-writes"
-RUN_STATUS_POLICY_NAME = "repack-coordinator-run-status"
+# CONTROLLER_WRITES_POLICY_NAME, RUN_STATUS_POLICY_NAME: kubectl_repack.api.control (doctor checks them too)
 
 
 def _only_keys_differ(new: str, old: str, keys: list) -> str:
