@@ -1,0 +1,49 @@
+"""One replay per arm on the same trace and seed, and the result document they make together.
+
+`replay_arms` is what `python -m bench.replay` and `kubectl repack simulate` both call; the
+document is `{"settings": {...}, "arms": {name: metrics.summarize(...)}}`.
+"""
+from __future__ import annotations
+
+from .arms import ARMS, make_arm
+from .engine import EngineSettings, Replay
+from .metrics import summarize
+from .trace import DAY, generate
+
+
+def check_arms(names) -> list:
+    """The arm names, each known (ValueError naming the first unknown one)."""
+    out = []
+    for name in names:
+        if name not in ARMS:
+            raise ValueError(f"unknown arm {name!r} (known: {', '.join(ARMS)})")
+        if name not in out:
+            out.append(name)
+    if not out:
+        raise ValueError("no arm given")
+    return out
+
+
+def replay_arms(nodes, shapes, workload, arm_names, seed, engine=EngineSettings(), jobs=None, progress=None,
+                sources=None, arm_overrides=None) -> dict:
+    """Replay every arm of `arm_names` (same nodes, same job stream) and the document of the results.
+    `jobs` replaces the generated stream (a job history); `progress(arm, t, horizon)` is told where
+    each replay is."""
+    if jobs is None:
+        jobs = generate(nodes, shapes, workload, seed)
+    warmup, horizon = workload.warmup_days * DAY, workload.days * DAY
+    doc = {"settings": {"seed": seed, "nodes": len(nodes), "gpus": sum(n.gpus for n in nodes),
+                        "jobs_generated": len(jobs), "gang_jobs": sum(1 for j in jobs if j.kind == "gang"),
+                        "workload": workload.describe(), "engine": engine.describe(),
+                        "sources": dict(sources or {}), "arms": {}},
+           "arms": {}}
+    for name in check_arms(arm_names):
+        replay = Replay(nodes, jobs, engine, warmup, horizon)
+        arm = make_arm(name, **(arm_overrides or {}).get(name, {}))
+        arm.attach(replay)
+        tick = (lambda t, name=name: progress(name, t, horizon)) if progress is not None else None
+        replay.run(tick)
+        result = summarize(replay, arm.stats())
+        doc["settings"]["arms"][name] = result.pop("settings")
+        doc["arms"][name] = result
+    return doc
