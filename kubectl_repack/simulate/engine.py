@@ -54,9 +54,9 @@ class EngineSettings:
 class Job:
     """One job's replay state (its spec is a trace.JobSpec)."""
     __slots__ = ("spec", "key", "pods", "bound", "first_start", "running_since", "progress", "end_token",
-                 "done", "restarts", "failed_epoch", "nominated", "order", "gpus_total", "queued", "leaving")
+                 "done", "restarts", "failed_epoch", "nominated", "order", "gpus_total", "max_gpus", "queued", "leaving")
 
-    def __init__(self, spec, pods):
+    def __init__(self, spec, pods, resource):
         self.spec = spec
         self.key = f"{NAMESPACE}/{spec.name}"
         self.pods = pods
@@ -70,7 +70,8 @@ class Job:
         self.failed_epoch = -1
         self.nominated = {}           # pod key -> node the coordinator nominated
         self.order = (0, spec.submit, spec.name)     # queue order: priority (all equal), creation time
-        self.gpus_total = spec.pods * spec.gpus
+        self.gpus_total = sum(p.requests.get(resource, 0) for p in pods)
+        self.max_gpus = max(p.requests.get(resource, 0) for p in pods)
         self.queued = False
         self.leaving = set()          # pod keys evicted, still in their grace period
 
@@ -82,18 +83,22 @@ class Job:
         return [p for p in self.pods if p.key not in self.bound and p.key not in self.leaving]
 
 
-def make_node(spec) -> Node:
+def make_node(spec, resource=GPU) -> Node:
     return Node(spec.name, {MODEL_LABEL: spec.model, "kubernetes.io/hostname": spec.name},
-                {"cpu": spec.cpu_m, "memory": spec.mem_mib * MIB, GPU: spec.gpus, "pods": 110})
+                {"cpu": spec.cpu_m, "memory": spec.mem_mib * MIB, resource: spec.gpus, "pods": 110})
 
 
-def make_pods(spec) -> list:
+def make_pods(spec, resource=GPU) -> list:
+    """The job's pods as the planner models them: scheduled by volcano, owned by a Volcano Job of
+    the job's name, in the PodGroup of that name (so every rule of planner.rules lets them move)."""
     terms = (NodeSelectorTerm((Requirement(MODEL_LABEL, "In", spec.models),)),) if spec.models else None
     owner = OwnerRef(_OWNER_API, "Job", spec.name, True)
-    requests = {"cpu": spec.cpu_m, "memory": spec.mem_mib * MIB, GPU: spec.gpus, "pods": 1}
-    return [Pod(NAMESPACE, f"{spec.name}-{i}", f"uid-{spec.name}-{i}", "", "Pending", {},
-                {GROUP_ANNOTATIONS[0]: spec.name}, "volcano", requests, owner, affinity_terms=terms)
-            for i in range(spec.pods)]
+    shapes = spec.pod_shapes or ((spec.gpus, spec.cpu_m, spec.mem_mib),) * spec.pods
+    return [Pod(NAMESPACE, f"{spec.name}-{i}", f"uid-{spec.name}-{i}", "", "Pending", dict(spec.labels),
+                {GROUP_ANNOTATIONS[0]: spec.name}, "volcano",
+                {"cpu": cpu, "memory": mem * MIB, resource: cards, "pods": 1}, owner,
+                node_selector=dict(spec.node_selector), affinity_terms=terms)
+            for i, (cards, cpu, mem) in enumerate(shapes)]
 
 
 class FilterState:
@@ -119,13 +124,17 @@ class FilterState:
 class Replay:
     """One arm's replay of a job stream on a cluster (see the module doc)."""
 
-    def __init__(self, node_specs, job_specs, settings: EngineSettings, warmup_s: float, horizon_s: float):
+    def __init__(self, node_specs, job_specs, settings: EngineSettings, warmup_s: float, horizon_s: float,
+                 resource: str = GPU):
         self.settings = settings
-        self.nodes = [make_node(n) for n in node_specs]
+        self.resource = resource
+        # trace.NodeSpec rows, or planner Nodes (a user's snapshot)
+        self.nodes = [n if isinstance(n, Node) else make_node(n, resource) for n in node_specs]
+        self.nodes = [n for n in self.nodes if n.allocatable.get(resource, 0) > 0]
         self.base = ClusterSnapshot.build(nodes=self.nodes)
         self.node_by_name = self.base.node_by_name
         self.state = FilterState(self.base)
-        self.cap = {n.name: n.allocatable[GPU] for n in self.nodes}
+        self.cap = {n.name: n.allocatable[resource] for n in self.nodes}
         self.capacity = sum(self.cap.values())
         self.free = dict(self.cap)
         self.buckets = {}                 # (cap, free) -> sorted node names
@@ -186,7 +195,7 @@ class Replay:
         self._account(self.horizon_s)
 
     def _arrive(self, spec):
-        job = Job(spec, make_pods(spec))
+        job = Job(spec, make_pods(spec, self.resource), self.resource)
         self.jobs[job.key] = job
         self._enqueue(job)
 
@@ -203,7 +212,7 @@ class Replay:
             self.pending.pop(bisect.bisect_left(self.pending, job.order))
             del self.pending_jobs[job.order]
 
-    # -- GPU accounting --------------------------------------------------------------------------
+    # -- card accounting --------------------------------------------------------------------------
     def _account(self, t):
         if t > self.warmup_s:
             start = max(self.last_change, self.warmup_s)
@@ -234,7 +243,7 @@ class Replay:
         used = st.used[node]
         for r, v in pod.requests.items():
             used[r] = used.get(r, 0) + v
-        self._set_free(node, self.free[node] - pod.requests[GPU])
+        self._set_free(node, self.free[node] - self.cards(pod))
 
     def unbind(self, pod):
         st = self.state
@@ -243,8 +252,11 @@ class Replay:
         used = st.used[node]
         for r, v in pod.requests.items():
             used[r] -= v
-        self._set_free(node, self.free[node] + pod.requests[GPU])
+        self._set_free(node, self.free[node] + self.cards(pod))
         return node
+
+    def cards(self, pod) -> int:
+        return pod.requests.get(self.resource, 0)
 
     @property
     def max_free(self) -> int:
@@ -283,11 +295,11 @@ class Replay:
     def place(self, pod, job):
         static = self._static(pod)
         nominated = job.nominated.get(pod.key)
-        if nominated is not None and self.free[nominated] >= pod.requests[GPU] and self.feasible(pod, nominated, job):
+        if nominated is not None and self.free[nominated] >= self.cards(pod) and self.feasible(pod, nominated, job):
             return nominated
         reserved = self.reserved
         dynamic_state = self.state
-        for name in self.candidates(pod.requests[GPU]):
+        for name in self.candidates(self.cards(pod)):
             if name not in static:
                 continue
             r = reserved.get(name)
@@ -345,11 +357,12 @@ class Replay:
                 if not job.leaving:
                     self._dequeue(job)
                 continue
-            if spec.gpus > max_free or (job.running_since is None and spec.gpus * min(
-                    len(left), spec.min_available) > free_total):
+            if job.max_gpus > max_free or (job.running_since is None and sum(
+                    self.cards(p) for p in left[:spec.min_available]) > free_total):
                 job.failed_epoch = self.epoch
                 continue
-            shape = (spec.gpus, len(left), spec.models, spec.min_available - len(job.bound))
+            shape = (spec.gpus, spec.pod_shapes, len(left), spec.models, spec.node_selector,
+                     spec.min_available - len(job.bound))
             special = bool(job.nominated) or any(r[0] == job.key for r in self.reserved.values())
             seen = failed_shapes.get(shape)
             if not special and seen is not None and spec.cpu_m >= seen[0] and spec.mem_mib >= seen[1]:
@@ -409,14 +422,14 @@ class Replay:
             if len(job.bound) - len(evicted) < job.spec.min_available:
                 evicted = [p for p in job.pods if p.key in job.bound]
                 if job.running_since is not None:
-                    self.gpu_seconds_lost += since_ckpt * sum(p.requests[GPU] for p in evicted)
+                    self.gpu_seconds_lost += since_ckpt * sum(self.cards(p) for p in evicted)
                     job.progress = done - since_ckpt
                     job.running_since = None
                     job.end_token += 1
                 job.restarts += 1
                 self.evicted_podgroups += 1
             else:
-                self.gpu_seconds_lost += since_ckpt * sum(p.requests[GPU] for p in evicted)
+                self.gpu_seconds_lost += since_ckpt * sum(self.cards(p) for p in evicted)
             for pod in evicted:
                 del job.bound[pod.key]
                 job.leaving.add(pod.key)
@@ -454,7 +467,7 @@ class Replay:
             if job.done:
                 continue
             spec = job.spec
-            groups.append(PodGroup(NAMESPACE, spec.name, {}, spec.min_available,
+            groups.append(PodGroup(NAMESPACE, spec.name, dict(spec.labels), spec.min_available,
                                    OwnerRef(_OWNER_API, "Job", spec.name, True)))
             for p in job.pods:
                 node = job.bound.get(p.key)
@@ -465,8 +478,8 @@ class Replay:
         return ClusterSnapshot.build(nodes=self.nodes, pods=pods, podgroups=groups)
 
     def frag(self) -> float:
-        """Fragmentation of the GPU resource now (planner.frag: FRAG-1), in percent."""
-        items = [p.requests[GPU] for node in self.state.pods_on.values() for p in node.values()]
+        """Fragmentation of the replayed resource now (planner.frag: FRAG-1), in percent."""
+        items = [self.cards(p) for node in self.state.pods_on.values() for p in node.values()]
         occupied = sum(1 for n, f in self.free.items() if f < self.cap[n])
         minimum = theoretical_min(items, list(self.cap.values())).value
         return float(frag_percent(occupied, minimum, len(self.cap)))

@@ -6,17 +6,17 @@ document is `{"settings": {...}, "arms": {name: metrics.summarize(...)}}`.
 from __future__ import annotations
 
 from .arms import ARMS, make_arm
-from .engine import EngineSettings, Replay
+from .engine import GPU, EngineSettings, Replay
 from .metrics import summarize
 from .trace import DAY, generate
 
 
-def check_arms(names) -> list:
+def check_arms(names, known=ARMS) -> list:
     """The arm names, each known (ValueError naming the first unknown one)."""
     out = []
     for name in names:
-        if name not in ARMS:
-            raise ValueError(f"unknown arm {name!r} (known: {', '.join(ARMS)})")
+        if name not in known:
+            raise ValueError(f"unknown arm {name!r} (known: {', '.join(known)})")
         if name not in out:
             out.append(name)
     if not out:
@@ -25,10 +25,10 @@ def check_arms(names) -> list:
 
 
 def replay_arms(nodes, shapes, workload, arm_names, seed, engine=EngineSettings(), jobs=None, progress=None,
-                sources=None, arm_overrides=None) -> dict:
+                sources=None, arm_overrides=None, resource=GPU, factories=None) -> dict:
     """Replay every arm of `arm_names` (same nodes, same job stream) and the document of the results.
     `jobs` replaces the generated stream (a job history); `progress(arm, t, horizon)` is told where
-    each replay is."""
+    each replay is; `factories` ({name: () -> Arm}) adds arms of the caller's (a user's policy)."""
     if jobs is None:
         jobs = generate(nodes, shapes, workload, seed)
     warmup, horizon = workload.warmup_days * DAY, workload.days * DAY
@@ -37,9 +37,11 @@ def replay_arms(nodes, shapes, workload, arm_names, seed, engine=EngineSettings(
                         "workload": workload.describe(), "engine": engine.describe(),
                         "sources": dict(sources or {}), "arms": {}},
            "arms": {}}
-    for name in check_arms(arm_names):
-        replay = Replay(nodes, jobs, engine, warmup, horizon)
-        arm = make_arm(name, **(arm_overrides or {}).get(name, {}))
+    factories = dict(factories or {})
+    for name in check_arms(arm_names, ARMS + tuple(factories)):
+        replay = Replay(nodes, jobs, engine, warmup, horizon, resource)
+        arm = factories[name]() if name in factories else make_arm(name, resource,
+                                                                    **(arm_overrides or {}).get(name, {}))
         arm.attach(replay)
         tick = (lambda t, name=name: progress(name, t, horizon)) if progress is not None else None
         replay.run(tick)

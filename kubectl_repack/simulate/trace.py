@@ -100,6 +100,9 @@ class JobSpec:
     models: tuple             # allowed GPU models (() = any)
     duration: float
     min_available: int
+    pod_shapes: tuple = ()    # per pod (cards, cpu_m, mem_mib) when its pods differ (a job history)
+    labels: tuple = ()        # PodGroup and pod labels ((key, value), ...)
+    node_selector: tuple = ()
 
 
 def _rows(path, columns):
