@@ -58,7 +58,7 @@ class Job:
 
     def __init__(self, spec, pods, resource):
         self.spec = spec
-        self.key = f"{NAMESPACE}/{spec.name}"
+        self.key = f"{pods[0].namespace}/{pods[0].group_name or spec.name}"
         self.pods = pods
         self.bound = {}               # pod key -> node
         self.first_start = None       # first time minAvailable pods were bound
@@ -91,6 +91,8 @@ def make_node(spec, resource=GPU) -> Node:
 def make_pods(spec, resource=GPU) -> list:
     """The job's pods as the planner models them: scheduled by volcano, owned by a Volcano Job of
     the job's name, in the PodGroup of that name (so every rule of planner.rules lets them move)."""
+    if spec.source_pods:
+        return [replace(p, node_name="", phase="Pending") for p in spec.source_pods]
     terms = (NodeSelectorTerm((Requirement(MODEL_LABEL, "In", spec.models),)),) if spec.models else None
     owner = OwnerRef(_OWNER_API, "Job", spec.name, True)
     shapes = spec.pod_shapes or ((spec.gpus, spec.cpu_m, spec.mem_mib),) * spec.pods
@@ -125,13 +127,15 @@ class Replay:
     """One arm's replay of a job stream on a cluster (see the module doc)."""
 
     def __init__(self, node_specs, job_specs, settings: EngineSettings, warmup_s: float, horizon_s: float,
-                 resource: str = GPU):
+                 resource: str = GPU, extras=None):
         self.settings = settings
         self.resource = resource
         # trace.NodeSpec rows, or planner Nodes (a user's snapshot)
         self.nodes = [n if isinstance(n, Node) else make_node(n, resource) for n in node_specs]
         self.nodes = [n for n in self.nodes if n.allocatable.get(resource, 0) > 0]
+        self.extras = dict(extras or {})     # other snapshot objects (PDBs, VCJobs, namespaces...)
         self.base = ClusterSnapshot.build(nodes=self.nodes)
+        self.job_of = {}                     # pod key -> Job
         self.node_by_name = self.base.node_by_name
         self.state = FilterState(self.base)
         self.cap = {n.name: n.allocatable[resource] for n in self.nodes}
@@ -197,6 +201,14 @@ class Replay:
     def _arrive(self, spec):
         job = Job(spec, make_pods(spec, self.resource), self.resource)
         self.jobs[job.key] = job
+        for pod in job.pods:
+            self.job_of[pod.key] = job
+        if spec.initial_nodes and all(n in self.cap for n in spec.initial_nodes):
+            for pod, node in zip(job.pods, spec.initial_nodes):
+                self.bind(pod, node)
+                job.bound[pod.key] = node
+            self._start(job)
+            return
         self._enqueue(job)
 
     def _enqueue(self, job):
@@ -411,7 +423,7 @@ class Replay:
         nominate = nominate or {}
         by_job = {}
         for pod in pods:
-            job = self.jobs[f"{NAMESPACE}/{pod.annotations[GROUP_ANNOTATIONS[0]]}"]
+            job = self.job_of[pod.key]
             if pod.key in job.bound:
                 by_job.setdefault(job.key, (job, []))[1].append(pod)
         count = 0
@@ -467,15 +479,19 @@ class Replay:
             if job.done:
                 continue
             spec = job.spec
-            groups.append(PodGroup(NAMESPACE, spec.name, dict(spec.labels), spec.min_available,
-                                   OwnerRef(_OWNER_API, "Job", spec.name, True)))
+            if spec.source_pods:
+                if spec.source_podgroup is not None:
+                    groups.append(spec.source_podgroup)
+            else:
+                groups.append(PodGroup(NAMESPACE, spec.name, dict(spec.labels), spec.min_available,
+                                       OwnerRef(_OWNER_API, "Job", spec.name, True)))
             for p in job.pods:
                 node = job.bound.get(p.key)
                 if node is not None:
                     pods.append(replace(p, node_name=node, phase="Running"))
                 elif p.key not in job.leaving:
                     pods.append(p)
-        return ClusterSnapshot.build(nodes=self.nodes, pods=pods, podgroups=groups)
+        return ClusterSnapshot.build(nodes=self.nodes, pods=pods, podgroups=groups, **self.extras)
 
     def frag(self) -> float:
         """Fragmentation of the replayed resource now (planner.frag: FRAG-1), in percent."""

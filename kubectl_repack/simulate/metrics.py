@@ -36,7 +36,7 @@ def summarize(replay, arm_stats) -> dict:
     waits = {b: [] for b in BUCKETS}
     jobs = started = 0
     for job in replay.jobs.values():
-        if job.spec.submit < replay.warmup_s:
+        if job.spec.submit < replay.warmup_s or job.spec.kind == "running":
             continue
         jobs += 1
         end = job.first_start if job.first_start is not None else replay.horizon_s
@@ -72,3 +72,29 @@ def summarize(replay, arm_stats) -> dict:
 
 def _r(x):
     return None if x is None else round(x, 1)
+
+
+def _dur(s):
+    if s is None:
+        return "-"
+    return f"{s:.0f}s" if s < 120 else f"{s / 60:.0f}m" if s < 7200 else f"{s / 3600:.1f}h"
+
+
+def table(doc) -> str:
+    """The arms side by side, one metric a line (what `kubectl repack simulate` prints)."""
+    arms = list(doc["arms"])
+    rows = [("JOBS (started)", lambda a: f"{a['jobs']} ({a['jobs_started']})")]
+    for bucket, label in (("all", "WAIT all"), ("gpus>=8", "WAIT >=8 cards"), ("gang", "WAIT gangs")):
+        rows.append((f"{label} p50/p95/p99", lambda a, b=bucket: "/".join(
+            _dur(a["wait_s"][b][q]) for q in ("p50", "p95", "p99")) + f" (n={a['wait_s'][b]['n']})"))
+    rows += [("ALLOCATION ratio", lambda a: f"{a['allocation_ratio']:.3f}"),
+             ("FRAGMENTATION mean", lambda a: "-" if a["fragmentation_percent_mean"] is None
+              else f"{a['fragmentation_percent_mean']:.1f}%"),
+             ("EVICTED pods/PodGroups", lambda a: f"{a['evicted_pods']}/{a['evicted_podgroups']}"),
+             ("EVICTED PodGroups per 100 jobs", lambda a: f"{a['evicted_podgroups_per_100_jobs']:.2f}"),
+             ("CARD-hours lost", lambda a: f"{a['gpu_seconds_lost'] / 3600:.1f}"),
+             ("RUNS", lambda a: str(a.get("runs", 0))),
+             ("PLANNER CPU", lambda a: f"{a.get('planner_cpu_s', 0):.1f}s")]
+    cells = [["", *arms]] + [[label, *(fn(doc["arms"][a]) for a in arms)] for label, fn in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
+    return "".join("   ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n" for r in cells)

@@ -25,21 +25,22 @@ def check_arms(names, known=ARMS) -> list:
 
 
 def replay_arms(nodes, shapes, workload, arm_names, seed, engine=EngineSettings(), jobs=None, progress=None,
-                sources=None, arm_overrides=None, resource=GPU, factories=None) -> dict:
+                sources=None, arm_overrides=None, resource=GPU, factories=None, extras=None) -> dict:
     """Replay every arm of `arm_names` (same nodes, same job stream) and the document of the results.
     `jobs` replaces the generated stream (a job history); `progress(arm, t, horizon)` is told where
     each replay is; `factories` ({name: () -> Arm}) adds arms of the caller's (a user's policy)."""
     if jobs is None:
         jobs = generate(nodes, shapes, workload, seed)
     warmup, horizon = workload.warmup_days * DAY, workload.days * DAY
-    doc = {"settings": {"seed": seed, "nodes": len(nodes), "gpus": sum(n.gpus for n in nodes),
+    doc = {"settings": {"seed": seed, "nodes": len(nodes), "gpus": sum(_cards(n, resource) for n in nodes),
+                        "resource": resource,
                         "jobs_generated": len(jobs), "gang_jobs": sum(1 for j in jobs if j.kind == "gang"),
                         "workload": workload.describe(), "engine": engine.describe(),
                         "sources": dict(sources or {}), "arms": {}},
            "arms": {}}
     factories = dict(factories or {})
     for name in check_arms(arm_names, ARMS + tuple(factories)):
-        replay = Replay(nodes, jobs, engine, warmup, horizon, resource)
+        replay = Replay(nodes, jobs, engine, warmup, horizon, resource, extras)
         arm = factories[name]() if name in factories else make_arm(name, resource,
                                                                     **(arm_overrides or {}).get(name, {}))
         arm.attach(replay)
@@ -49,3 +50,8 @@ def replay_arms(nodes, shapes, workload, arm_names, seed, engine=EngineSettings(
         doc["settings"]["arms"][name] = result.pop("settings")
         doc["arms"][name] = result
     return doc
+
+
+def _cards(node, resource) -> int:
+    """Cards of a trace.NodeSpec or of a planner Node."""
+    return node.gpus if hasattr(node, "gpus") else node.allocatable.get(resource, 0)

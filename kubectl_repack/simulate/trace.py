@@ -24,10 +24,11 @@ DAY = 86400
 
 
 class TraceError(ValueError):
-    """Bad input, as `file:line: column NAME (N): problem`."""
+    """Bad input, as `file:line: column NAME (N): problem` (or `file:OBJECT: field PATH: problem`)."""
 
     def __init__(self, path, line, column, message, index=None):
-        where = f"column {column}" + (f" ({index})" if index is not None else "")
+        where = (f"column {column}" if isinstance(line, int) else f"field {column}") + (
+            f" ({index})" if index is not None else "")
         super().__init__(f"{path}:{line}: {where}: {message}")
         self.path, self.line, self.column = str(path), line, column
 
@@ -103,6 +104,9 @@ class JobSpec:
     pod_shapes: tuple = ()    # per pod (cards, cpu_m, mem_mib) when its pods differ (a job history)
     labels: tuple = ()        # PodGroup and pod labels ((key, value), ...)
     node_selector: tuple = ()
+    initial_nodes: tuple = ()   # per pod, where it already runs at submit (a snapshot's running pods)
+    source_pods: tuple = ()     # a snapshot's own planner Pods (their owners, opt-outs, scheduler kept)
+    source_podgroup: object = None      # and their PodGroup (None: they have none)
 
 
 def _rows(path, columns):
