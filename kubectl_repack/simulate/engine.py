@@ -136,6 +136,8 @@ class Replay:
         self.extras = dict(extras or {})     # other snapshot objects (PDBs, VCJobs, namespaces...)
         self.base = ClusterSnapshot.build(nodes=self.nodes)
         self.job_of = {}                     # pod key -> Job
+        self.live = {}                       # jobs not done, by key
+        self._bound_copies = {}              # (pod key, node) -> the pod as bound there (snapshot)
         self.node_by_name = self.base.node_by_name
         self.state = FilterState(self.base)
         self.cap = {n.name: n.allocatable[resource] for n in self.nodes}
@@ -201,6 +203,7 @@ class Replay:
     def _arrive(self, spec):
         job = Job(spec, make_pods(spec, self.resource), self.resource)
         self.jobs[job.key] = job
+        self.live[job.key] = job
         for pod in job.pods:
             self.job_of[pod.key] = job
         if spec.initial_nodes and all(n in self.cap for n in spec.initial_nodes):
@@ -404,6 +407,7 @@ class Replay:
         if token != job.end_token or job.done:
             return
         job.done = True
+        self.live.pop(job.key, None)
         for pod in job.pods:
             if pod.key in job.bound:
                 self.unbind(pod)
@@ -475,9 +479,8 @@ class Replay:
     def snapshot(self) -> ClusterSnapshot:
         """The replay's state as the planner reads a cluster: nodes, bound and pending pods, PodGroups."""
         pods, groups = [], []
-        for job in self.jobs.values():
-            if job.done:
-                continue
+        cache, fresh = self._bound_copies, {}
+        for job in self.live.values():
             spec = job.spec
             if spec.source_pods:
                 if spec.source_podgroup is not None:
@@ -488,9 +491,13 @@ class Replay:
             for p in job.pods:
                 node = job.bound.get(p.key)
                 if node is not None:
-                    pods.append(replace(p, node_name=node, phase="Running"))
+                    # a bound pod's copy is made once per (pod, node): most stay put between snapshots
+                    copy = cache.get((p.key, node)) or replace(p, node_name=node, phase="Running")
+                    fresh[(p.key, node)] = copy
+                    pods.append(copy)
                 elif p.key not in job.leaving:
                     pods.append(p)
+        self._bound_copies = fresh
         return ClusterSnapshot.build(nodes=self.nodes, pods=pods, podgroups=groups, **self.extras)
 
     def frag(self) -> float:
