@@ -25,8 +25,14 @@ from kubectl_repack.simulate.run import check_arms, replay_arms
 from kubectl_repack.simulate.trace import (TraceError, Workload, read_nodes, read_shapes, synthetic_nodes,
                                            synthetic_shapes)
 
-TRACE_DIR = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "shared", "traces",
-                                          "alibaba-gpu-v2023"))
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# ../shared/traces/... next to the checkout (a worktree one level deeper looks one further up)
+TRACE_DIRS = tuple(os.path.normpath(os.path.join(_REPO, *[".."] * up, "shared", "traces", "alibaba-gpu-v2023"))
+                   for up in (1, 2))
+
+
+def trace_dir():
+    return next((d for d in TRACE_DIRS if os.path.isdir(d)), None)
 NODE_FILE, POD_FILE = "openb_node_list_gpu_node.csv", "openb_pod_list_default.csv"
 CITATION = ("Weng et al., Beware of Fragmentation: Scheduling GPU-Sharing Workloads with Fragmentation "
             "Gradient Descent, USENIX ATC 2023 (Alibaba cluster-trace-gpu-v2023)")
@@ -46,6 +52,8 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--node-order", choices=(BINPACK, LEAST_ALLOCATED), default=BINPACK)
     p.add_argument("--checkpoint-s", type=float, default=1800.0)
+    p.add_argument("--set", action="append", default=[], metavar="ARM.KEY=VALUE",
+                   help="an arm setting, e.g. repack-pending.cooldown=2m, repack-cron.max_podgroups=4")
     p.add_argument("--json", required=True, metavar="OUT")
     p.add_argument("--plot", metavar="PNG")
     p.add_argument("--quiet", action="store_true")
@@ -55,13 +63,32 @@ def parse_args(argv):
 def load_inputs(args):
     """(nodes, shapes, sources) from flags; TraceError for bad files."""
     if not args.synthetic:
-        nodes_path = args.nodes or (os.path.join(TRACE_DIR, NODE_FILE) if os.path.isdir(TRACE_DIR) else None)
-        pods_path = args.pods or (os.path.join(TRACE_DIR, POD_FILE) if os.path.isdir(TRACE_DIR) else None)
+        found = trace_dir()
+        nodes_path = args.nodes or (os.path.join(found, NODE_FILE) if found else None)
+        pods_path = args.pods or (os.path.join(found, POD_FILE) if found else None)
         if nodes_path and pods_path:
             return (read_nodes(nodes_path), read_shapes(pods_path),
                     {"nodes": nodes_path, "pods": pods_path, "cite": CITATION})
+        print(f"warning: no trace at {' or '.join(TRACE_DIRS)} and no --nodes/--pods: replaying a synthetic "
+              "trace", file=sys.stderr)
     return (synthetic_nodes(args.synthetic_nodes, args.seed), synthetic_shapes(seed=args.seed),
             {"synthetic": True, "nodes": args.synthetic_nodes})
+
+
+def parse_sets(items, arms) -> dict:
+    """{arm: {key: value}} from ARM.KEY=VALUE items (numbers as numbers)."""
+    out = {}
+    for item in items:
+        target, eq, value = item.partition("=")
+        arm, dot, key = target.rpartition(".")
+        if not eq or not dot or arm not in arms:
+            raise ValueError(f"{item!r}: expected ARM.KEY=VALUE with ARM one of {', '.join(arms)}")
+        try:
+            value = float(value) if "." in value else int(value)
+        except ValueError:
+            pass
+        out.setdefault(arm, {})[key] = value
+    return out
 
 
 def main(argv=None) -> int:
@@ -83,6 +110,11 @@ def main(argv=None) -> int:
     except TraceError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    try:
+        overrides = parse_sets(args.set, arms)
+    except ValueError as e:
+        print(f"error: --set: {e}", file=sys.stderr)
+        return 2
     workload = Workload(load=args.load, days=args.days, warmup_days=args.warmup_days)
     if args.gangs == "none":
         workload = replace(workload, gangs=())
@@ -96,7 +128,8 @@ def main(argv=None) -> int:
             last[0] = now
             print(f"{arm}: day {t / 86400:.2f} of {horizon / 86400:.0f} ({now - started:.0f}s)", file=sys.stderr)
 
-    doc = replay_arms(nodes, shapes, workload, arms, args.seed, engine, progress=progress, sources=sources)
+    doc = replay_arms(nodes, shapes, workload, arms, args.seed, engine, progress=progress, sources=sources,
+                      arm_overrides=overrides)
     doc["settings"]["wall_s"] = round(time.time() - started, 1)
     with open(args.json, "w") as f:
         json.dump(doc, f, indent=1)

@@ -403,4 +403,5 @@ def make_arm(name, resource=GPU, **overrides):
     else:
         classes = {c.name: c for c in (DeschedulerHNU, VolcanoRescheduling, ConsolidateOnPending, ReserveBackfill)}
         return classes[name](**overrides)
-    return RepackArm(name, repack_policy(name, trigger, template), overrides.get("interval_s", 60.0))
+    annotations = {COOLDOWN_ANNOTATION: str(overrides["cooldown"])} if "cooldown" in overrides else {}
+    return RepackArm(name, repack_policy(name, trigger, template, annotations), overrides.get("interval_s", 60.0))
