@@ -5,6 +5,8 @@ document is `{"settings": {...}, "arms": {name: metrics.summarize(...)}}`.
 """
 from __future__ import annotations
 
+import time
+
 from .arms import ARMS, make_arm
 from .engine import GPU, EngineSettings, Replay
 from .metrics import summarize
@@ -45,8 +47,11 @@ def replay_arms(nodes, shapes, workload, arm_names, seed, engine=EngineSettings(
                                                                     **(arm_overrides or {}).get(name, {}))
         arm.attach(replay)
         tick = (lambda t, name=name: progress(name, t, horizon)) if progress is not None else None
+        wall, cpu = time.perf_counter(), time.process_time()
         replay.run(tick)
         result = summarize(replay, arm.stats())
+        result["replay_wall_s"] = round(time.perf_counter() - wall, 1)
+        result["replay_cpu_s"] = round(time.process_time() - cpu, 1)
         doc["settings"]["arms"][name] = result.pop("settings")
         doc["arms"][name] = result
     return doc
