@@ -19,7 +19,7 @@ from planner.quantity import scaled
 
 from kubectl_repack.api.times import parse_duration, parse_time
 
-from .trace import POD_COLUMNS, JobSpec, TraceError, _int, _rows
+from .trace import POD_COLUMNS, JobSpec, TraceError, csv_rows, read_int
 
 MIB = 2 ** 20
 FINISHED = ("Completed", "Failed", "Terminated", "Aborted")
@@ -35,11 +35,11 @@ def is_csv(path, text: str) -> bool:
 def csv_jobs(path, resource, max_duration) -> list:
     """Jobs of an openb pod list on its own timestamps."""
     jobs, t0 = [], None
-    for n, row, index in _rows(path, POD_COLUMNS):
-        values = {c: _int(path, n, row, index, c) for c in ("cpu_milli", "memory_mib", "num_gpu", "gpu_milli",
+    for n, row, index in csv_rows(path, POD_COLUMNS):
+        values = {c: read_int(path, n, row, index, c) for c in ("cpu_milli", "memory_mib", "num_gpu", "gpu_milli",
                                                             "creation_time")}
-        deleted = _int(path, n, row, index, "deletion_time", optional=True)
-        scheduled = _int(path, n, row, index, "scheduled_time", optional=True)
+        deleted = read_int(path, n, row, index, "deletion_time", optional=True)
+        scheduled = read_int(path, n, row, index, "scheduled_time", optional=True)
         if values["num_gpu"] == 0 or deleted is None or scheduled is None:
             continue
         if deleted < scheduled:

@@ -109,7 +109,7 @@ class JobSpec:
     source_podgroup: object = None      # and their PodGroup (None: they have none)
 
 
-def _rows(path, columns):
+def csv_rows(path, columns):
     try:
         handle = open(path, newline="")
     except OSError as e:
@@ -132,7 +132,7 @@ def _rows(path, columns):
             yield n, {c: row[i].strip() for c, i in index.items()}, index
 
 
-def _int(path, n, row, index, column, low=0, optional=False):
+def read_int(path, n, row, index, column, low=0, optional=False):
     text = row[column]
     if text == "" and optional:
         return None
@@ -151,11 +151,11 @@ def _int(path, n, row, index, column, low=0, optional=False):
 def read_nodes(path) -> list:
     """Nodes of an openb node list with at least one GPU, in file order."""
     out = []
-    for n, row, index in _rows(path, NODE_COLUMNS):
-        gpus = _int(path, n, row, index, "gpu")
+    for n, row, index in csv_rows(path, NODE_COLUMNS):
+        gpus = read_int(path, n, row, index, "gpu")
         if not row["sn"]:
             raise TraceError(path, n, "sn", "empty node name", index["sn"] + 1)
-        node = NodeSpec(row["sn"], _int(path, n, row, index, "cpu_milli"), _int(path, n, row, index, "memory_mib"),
+        node = NodeSpec(row["sn"], read_int(path, n, row, index, "cpu_milli"), read_int(path, n, row, index, "memory_mib"),
                         gpus, row["model"])
         if gpus > 0:
             out.append(node)
@@ -167,12 +167,12 @@ def read_nodes(path) -> list:
 def read_shapes(path, max_duration=Workload.max_duration_s) -> list:
     """Background shapes of an openb pod list (see the module doc for what is left out)."""
     out = []
-    for n, row, index in _rows(path, POD_COLUMNS):
-        cpu, mem = _int(path, n, row, index, "cpu_milli"), _int(path, n, row, index, "memory_mib")
-        num_gpu, milli = _int(path, n, row, index, "num_gpu"), _int(path, n, row, index, "gpu_milli")
-        created = _int(path, n, row, index, "creation_time")
-        deleted = _int(path, n, row, index, "deletion_time", optional=True)
-        scheduled = _int(path, n, row, index, "scheduled_time", optional=True)
+    for n, row, index in csv_rows(path, POD_COLUMNS):
+        cpu, mem = read_int(path, n, row, index, "cpu_milli"), read_int(path, n, row, index, "memory_mib")
+        num_gpu, milli = read_int(path, n, row, index, "num_gpu"), read_int(path, n, row, index, "gpu_milli")
+        created = read_int(path, n, row, index, "creation_time")
+        deleted = read_int(path, n, row, index, "deletion_time", optional=True)
+        scheduled = read_int(path, n, row, index, "scheduled_time", optional=True)
         if scheduled is not None and deleted is not None and deleted < scheduled:
             raise TraceError(path, n, "deletion_time", f"{deleted} is before scheduled_time {scheduled}",
                              index["deletion_time"] + 1)
