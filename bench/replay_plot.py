@@ -28,7 +28,8 @@ def plot(docs, path):
     for ax, data, label in ((a, wait, "p95 wait of >=8-card jobs (h)"), (b, lost, "GPU-hours lost")):
         means = [statistics.mean(data[x]) / 3600 for x in arms]
         errs = [statistics.stdev(data[x]) / 3600 if len(data[x]) > 1 else 0 for x in arms]
-        ax.bar(range(len(arms)), means, yerr=errs, color=["#888"] + ["#2a6"] * 3 + ["#a62"] * (len(arms) - 4))
+        colors = ["#888" if x == "none" else "#2a6" if x.startswith(("repack", "policy")) else "#a62" for x in arms]
+        ax.bar(range(len(arms)), means, yerr=errs, color=colors, capsize=3)
         ax.set_xticks(range(len(arms)))
         ax.set_xticklabels(arms, rotation=35, ha="right", fontsize=8)
         ax.set_ylabel(label)
