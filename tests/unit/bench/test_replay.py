@@ -138,3 +138,8 @@ def test_the_json_has_the_shape_the_checks_read(tmp_path):
         assert {"jobs", "wait_s", "allocation_ratio", "evicted_pods", "evicted_podgroups", "gpu_seconds_lost"} <= set(res)
         for bucket in ("all", "gpus>=8", "gang"):
             assert {"p50", "p95", "p99"} <= set(res["wait_s"][bucket])
+
+
+def test_a_bad_arm_setting_is_refused(tmp_path):
+    done = run_bench("--synthetic", "--arms", "none", "--set", "nonsense", "--json", str(tmp_path / "o.json"))
+    assert done.returncode == 2 and "--set: 'nonsense'" in done.stderr and "Traceback" not in done.stderr

@@ -101,3 +101,16 @@ def test_bad_policies_and_flags_are_refused(tmp_path):
     refused(run("simulate", "-f", p, "--snapshot", SEED20, "--history", h, "--load", "1"), "--load")
     refused(run("simulate", "-f", p, "--snapshot", SEED20, "--history", h, "--days", "1", "--warmup-days", "2"),
             "--warmup-days")
+
+
+def test_load_samples_a_csv_history_with_the_gang_mix(tmp_path):
+    csv = ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,"
+           "scheduled_time\n" + "".join(f"p{i},1000,1024,{1 + i % 2},1000,,LS,Running,0,{600 + i * 60},0\n"
+                                        for i in range(20)))
+    p, h = files(tmp_path, csv, name="pods.csv")
+    r = run("simulate", "-f", p, "--snapshot", SEED20, "--history", h, "--load", "0.9", "--days", "0.3",
+            "--warmup-days", "0.05", "-o", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["settings"]["workload"]["load"] == 0.9 and doc["settings"]["gang_jobs"] > 0
+    assert doc["arms"]["none"]["jobs"] > 20
