@@ -16,11 +16,11 @@ import pytest
 from kubernetes import client
 
 from kubectl_repack.api.gates import PLACEMENT_GATE, RELOCATION_RUN_ANNOTATION
-from tests.e2e.execute_helpers import (ELIGIBLE, LEASE_NAMESPACE, PROTECTED, cli_process, delete_runs, execute_run,
+from tests.e2e.execute_helpers import (ELIGIBLE, PROTECTED, cli_process, delete_runs, execute_run,
                                        foreign_providers, get_run, reason_of, seed_nodes, unique, wait_running,
                                        write_run)
 from tests.e2e.helpers import vcjob, wait_for
-from tests.e2e.test_webhook import stack  # noqa: F401  (the module-scoped webhook + coordinator fixture)
+from tests.e2e.test_webhook import NAMESPACE, stack  # noqa: F401  (the module-scoped webhook + coordinator fixture)
 from tests.harness import npu_node
 from tests.harness.volcano_gates import QUEUE_ALLOCATION_ANNOTATION, QUEUE_ALLOCATION_GATE, QueueGateLifter
 
@@ -67,7 +67,9 @@ def test_ours_is_lifted_first_theirs_untouched_and_the_pod_binds_to_the_nominate
         volcano.pause()   # Volcano's gate stays on the replacements until we say
         name = unique("foreign-gates")
         proc = cli_process(control_plane.kubeconfig, "apply", "--local", "-f", write_run(tmp_path, execute_run(name)),
-                           "--cooldown", "0s", "-o", "json", env={"REPACK_NAMESPACE": LEASE_NAMESPACE})
+                           "--cooldown", "0s", "-o", "json",
+                           # the install's namespace: apply --local seals its records with the key there
+                           env={"REPACK_NAMESPACE": NAMESPACE})
         try:
             def nominated_and_still_gated_by_volcano():
                 if proc.poll() is not None:
