@@ -676,9 +676,10 @@ def test_a_run_aimed_at_the_waiting_job_makes_room_for_it(
 HOLD_GATE = "e2e.repack.volcano.sh/hold"
 
 
-def held_gang(core, custom, ns, name, members, cards):
+def held_gang(core, custom, ns, name, members, cards, gate=HOLD_GATE, annotations=None):
     """A bare Volcano gang (a PodGroup with minMember `members`, and its pods) whose pods carry a
-    scheduling gate of this test's own: vc-scheduler cannot bind them until the test lifts it."""
+    scheduling gate not repack's (`gate`: the test's own, or Volcano 1.15's queue-allocation gate with
+    its opt-in `annotations`): vc-scheduler cannot bind them until it is lifted."""
     custom.create_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", ns, "podgroups", {
         "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": name},
         "spec": {"minMember": members, "queue": "default"}})
@@ -687,23 +688,28 @@ def held_gang(core, custom, ns, name, members, cards):
         core.create_namespaced_pod(ns, {
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": f"{name}-{i}", "labels": {"app": name},
-                         "annotations": {"scheduling.k8s.io/group-name": name}},
+                         "annotations": {"scheduling.k8s.io/group-name": name, **(annotations or {})}},
             "spec": {"schedulerName": "volcano", "nodeSelector": {"accelerator-pool": "ascend-npu"},
-                     "schedulingGates": [{"name": HOLD_GATE}], "terminationGracePeriodSeconds": 0,
+                     "schedulingGates": [{"name": gate}], "terminationGracePeriodSeconds": 0,
                      "restartPolicy": "Never",
                      "containers": [{"name": "trainer", "image": "alpine:3.20", "command": ["sh", "-c", "tail -f /dev/null"],
                                      "resources": {"requests": requests, "limits": requests}}]}})
     return [f"{name}-{i}" for i in range(members)]
 
 
+@pytest.mark.parametrize("foreign_gate", ["test-hold", "volcano-queue-allocation"])
 def test_the_coordinator_nominates_the_vacated_node_to_the_targets_pending_pods(
-        installed, real_node, control_plane, node_agent, fake_nodes, make_namespace, tmp_path):
+        installed, real_node, control_plane, node_agent, fake_nodes, make_namespace, tmp_path, foreign_gate):
     """RELIEF-3 on the installed controller and coordinator. The target (a gang of 2 x 4 cards) is
-    held by a scheduling gate of the test's own, so vc-scheduler cannot take node 01 for it on its
-    own: once the targeted Execute has vacated node 01, the coordinator marks the target's pods with
-    the run and writes status.nominatedNodeName = node 01 through pods/status (admitted by the
-    repack-nominations policy). The test sees the hint, lifts its gate, the gang is bound there,
-    and the run's status.result.target says bound, how long after the vacating, and the hints."""
+    held by a scheduling gate that is not repack's (the test's own, or Volcano 1.15's queue-allocation
+    gate with its opt-in annotation), so vc-scheduler cannot take node 01 for it on its own: once the
+    targeted Execute has vacated node 01, the coordinator marks the target's pods with the run and
+    writes status.nominatedNodeName = node 01 through pods/status (admitted by the repack-nominations
+    policy), leaving the foreign gate alone. The gate is then lifted (by the test; for Volcano's, the
+    way vc-scheduler 1.15 does: tests/harness/volcano_gates.py), the gang is bound there, and the
+    run's status.result.target says bound, how long after the vacating, and the hints."""
+    from tests.harness.volcano_gates import (QUEUE_ALLOCATION_ANNOTATION, QUEUE_ALLOCATION_GATE,
+                                             volcano_lifts_its_gate)
     from kubectl_repack.api.gates import TARGET_NODE_ANNOTATION, TARGET_RUN_ANNOTATION
     from tests.e2e.execute_helpers import build_seed_layout, delete_runs, seed_nodes, unique
 
@@ -713,7 +719,11 @@ def test_the_coordinator_nominates_the_vacated_node_to_the_targets_pending_pods(
     ns = make_namespace("repack-demo")
     nodes = seed_nodes()
     layout = build_seed_layout(api, fake_nodes, ns, nodes)
-    held = held_gang(core, custom, ns, "held-training", 2, 4)
+    if foreign_gate == "test-hold":
+        gate, opt_in = HOLD_GATE, None
+    else:
+        gate, opt_in = QUEUE_ALLOCATION_GATE, {QUEUE_ALLOCATION_ANNOTATION: "true"}
+    held = held_gang(core, custom, ns, "held-training", 2, 4, gate=gate, annotations=opt_in)
     name = unique("relief-held")
     # no cooldown left by an earlier Execute of this module, and none left by this one
     client.CoordinationV1Api(api).patch_namespaced_lease("repack-execute", NAMESPACE, {"metadata": {"annotations": {
@@ -744,8 +754,15 @@ def test_the_coordinator_nominates_the_vacated_node_to_the_targets_pending_pods(
         assert stored["status"]["phase"] == "Running", stored["status"]
         assert [v["node"] for v in interim["vacatedNodes"]] == [nodes[0]], interim
         assert interim["target"]["bound"] is False and interim["target"]["vacatedAt"], interim
-        for pod in held:   # the job's own gate goes: vc-scheduler binds it, trying the hinted node first
-            core.patch_namespaced_pod(pod, ns, [{"op": "replace", "path": "/spec/schedulingGates", "value": []}])
+        for pod in held:   # the foreign gate is untouched by repack; then it goes: vc-scheduler binds, hinted node first
+            live = core.read_namespaced_pod(pod, ns)
+            assert [g.name for g in live.spec.scheduling_gates or ()] == [gate], live.spec.scheduling_gates
+            if foreign_gate == "test-hold":
+                core.patch_namespaced_pod(pod, ns, [{"op": "replace", "path": "/spec/schedulingGates", "value": []}])
+            else:   # as vc-scheduler 1.15 removes its gate: only when it is the pod's only gate
+                assert volcano_lifts_its_gate(api.sanitize_for_serialization(live))
+                core.patch_namespaced_pod(pod, ns, {"spec": {"schedulingGates": [
+                    {"name": QUEUE_ALLOCATION_GATE, "$patch": "delete"}]}})
         done = wait_for("the targeted Execute to end", lambda: _finished(api, name), timeout=120)
         FIGURES["held_target_hint_to_run_end_seconds"] = round(time.monotonic() - t_hint, 1)
         st = done["status"]
