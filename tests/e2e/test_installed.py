@@ -1058,25 +1058,37 @@ def test_gates_are_lifted_within_the_promise_while_the_coordinator_is_down(insta
                                                   + manifests.COORDINATOR_NAME).items, timeout=120)
 
         def gated_pod(name, gated_at):
-            return {"metadata": {"name": name, "annotations": {GATED_AT_ANNOTATION: rfc3339(gated_at),
-                                                               PLACEMENT_GATE_OWNER_ANNOTATION: "some-run/uid"}},
-                    "spec": {"schedulingGates": [{"name": PLACEMENT_GATE}, {"name": "example.com/hold"}],
-                             "containers": [{"name": "c", "image": "registry.invalid/never:1"}]}}
+            """A pod carrying our gate (and another) as if our webhook had gated it at `gated_at`. The
+            webhook strips repack's marks from every pod it admits (SEC-5), so the marks are written
+            right after the create, as an admin; should the controller's sweep lift the unmarked gate
+            in between, that pod is replaced by a new one."""
+            annotations = {GATED_AT_ANNOTATION: rfc3339(gated_at), PLACEMENT_GATE_OWNER_ANNOTATION: "some-run/uid"}
+            for attempt in range(3):
+                pod_name = f"{name}-{attempt}"
+                core.create_namespaced_pod(ns, {"metadata": {"name": pod_name, "annotations": annotations},
+                                                "spec": {"schedulingGates": [{"name": PLACEMENT_GATE},
+                                                                             {"name": "example.com/hold"}],
+                                                         "containers": [{"name": "c", "image": "registry.invalid/never:1"}]}})
+                core.patch_namespaced_pod(pod_name, ns, {"metadata": {"annotations": annotations}})
+                pod = core.read_namespaced_pod(pod_name, ns)
+                if [g.name for g in pod.spec.scheduling_gates or []] == [PLACEMENT_GATE, "example.com/hold"]:
+                    return pod_name
+            pytest.fail("the controller lifted the gate of every freshly created pod before its marks were written")
         # whole seconds: the annotation holds seconds (rfc3339), so the controller counts from there
         gated_at = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=20)).replace(microsecond=0)
-        core.create_namespaced_pod(ns, gated_pod("old", gated_at))
-        core.create_namespaced_pod(ns, gated_pod("fresh", dt.datetime.now(dt.timezone.utc)))
+        old = gated_pod("old", gated_at)
+        fresh_name = gated_pod("fresh", dt.datetime.now(dt.timezone.utc))
 
         def lifted():
-            pod = core.read_namespaced_pod("old", ns)
+            pod = core.read_namespaced_pod(old, ns)
             return [g.name for g in pod.spec.scheduling_gates or []] == ["example.com/hold"] or None
         wait_for("the old pod's placement gate lifted", lifted, timeout=90)
         took = (dt.datetime.now(dt.timezone.utc) - gated_at).total_seconds()
         bound = PLACEMENT_LEASE.total_seconds() + GATE_SWEEP_SECONDS + DEFAULT_INTERVAL + 5   # + polling slack
         assert PLACEMENT_LEASE.total_seconds() <= took <= bound, took
-        fresh = core.read_namespaced_pod("fresh", ns)
+        fresh = core.read_namespaced_pod(fresh_name, ns)
         assert [g.name for g in fresh.spec.scheduling_gates] == [PLACEMENT_GATE, "example.com/hold"]
-        assert PLACEMENT_GATE_OWNER_ANNOTATION not in (core.read_namespaced_pod("old", ns).metadata.annotations or {})
+        assert PLACEMENT_GATE_OWNER_ANNOTATION not in (core.read_namespaced_pod(old, ns).metadata.annotations or {})
         FIGURES["gate_lifted_after_seconds"] = round(took, 1)
         print(f"\ncoordinator down: the gate set {took:.1f}s earlier was lifted by the controller (promise "
               f"{PLACEMENT_LEASE.total_seconds():.0f}s + one {GATE_SWEEP_SECONDS:.0f}s sweep)")
