@@ -49,6 +49,7 @@ file and the field, line or column are named), 130 interrupted.
 def command(file, history, snapshot_file, load, days, warmup_days, seed, output):
     """Replay a job history with and without a RepackPolicy, and compare waits and lost work."""
     import json
+    import os
     from dataclasses import replace
 
     from planner import documents
@@ -66,11 +67,17 @@ def command(file, history, snapshot_file, load, days, warmup_days, seed, output)
     from .progress import Progress
     from .runspec import read_stdin
 
+    # Each input is named by its flag, and read in the order given: policy, snapshot, history.
     try:
         text, source = (read_stdin(), "<stdin>") if file == "-" else (documents.read_file(file), file)
+    except (DocumentError, UnreadableInput) as e:
+        raise ValidationError([f"-f/--filename: {e}"]) from e
+    if snapshot_file is not None and not os.path.isfile(snapshot_file):
+        raise ValidationError([f"--snapshot: {snapshot_file or '(empty)'}: no such file"])
+    try:
         history_text = documents.read_file(history)
     except (DocumentError, UnreadableInput) as e:
-        raise ValidationError([str(e)]) from e
+        raise ValidationError([f"--history: {e}"]) from e
     policy_obj = validate_policy_text(text, source)
     policy = parse_policy(policy_obj)
     resource = policy.resource

@@ -39,6 +39,9 @@ BASE_ARGS = {
     "policy suspend": ["some-policy"],
     "policy resume": ["some-policy"],
     "policy trigger": ["some-policy"],
+    # the history is read only after every flag is checked
+    "simulate": ["-f", "config/samples/ascend-nightly-policy.yaml", "--history", "/nonexistent/history.csv",
+                 "--snapshot", SEED],
 }
 
 DNS_NAMES = ["Bad_Name", "-leading-dash", "a" * 254, "has space", "UPPER", "a..b", "ends-", "x/y", ""]
@@ -70,7 +73,10 @@ BY_NAME = {
                       "[" * 100 + "]" * 100],
     "--priority-class": DNS_NAMES,
     "--apiserver-cidr": ["bogus", "10.0.0.300/8", "10.0.0.0/33", "fd00::/129", ""],
-    "--replacement-creator": ["", "a,b", " padded", "line\nbreak", "nul\x00", "x" * 1025],  # snapshot -o is a file, the others a Choice
+    "--replacement-creator": ["", "a,b", " padded", "line\nbreak", "nul\x00", "x" * 1025],
+    # simulate's replay settings and its job history
+    "--load": ["0", "-1", "lots", "", "1,5"], "--days": ["0", "-2", "a week", ""], "--warmup-days": ["-1", "x", ""],
+    "--history": ["/nonexistent/history.csv", ""],  # snapshot -o is a file, the others a Choice
 }
 # Options whose every string is acceptable syntax; what they name is only known when the cluster is
 # reached (like kubectl, a missing --kubeconfig is an error of the connection, exit 1, and offline
