@@ -26,7 +26,7 @@ from kubectl_repack.schema import CRD_NAME
 from tests.e2e.helpers import absent, built_image_parts, doctor_all_ok, repack, wait_for
 from tests.e2e.test_network_policy import advertised, quiet_plane  # noqa: F401  (fixtures)
 from tests.harness.realnode import NODE_LABEL
-from tests.unit.deploy.test_helm_chart import CHART_DIR, helm_binary
+from tests.e2e.test_helm_template import CHART_DIR, helm_binary
 
 pytestmark = pytest.mark.e2e
 
