@@ -42,7 +42,7 @@ setup(
     entry_points={
         "console_scripts": [
             "kubectl-repack=kubectl_repack.cli:main",
-            "kubectl_complete-repack=kubectl_repack.commands.completion:complete_main",
+            "kubectl_complete-repack=kubectl_repack.cli:complete_main",
             "repack-webhook=webhook.__main__:main",
         ],
     },

@@ -13,7 +13,7 @@ from kubectl_repack.engine import executor, mutex
 from kubectl_repack.engine.execute_lease import ExecuteLease
 from tests.unit.engine.fakes import T0, FakeClock, FakeCluster, FakeRuns, execute_run, seed_objects, started
 from tests.unit.kube.fake_server import LEASES, FakeServer, status_body
-from kubectl_repack.kube.client import HTTPResponse
+from tests.transport import HTTPResponse
 
 LEASE = f"{LEASES}/repack-execute"
 ME = mutex.holder_identity("run-b", host="h2", pid=7, instance="me")

@@ -14,7 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from kubectl_repack.kube import client as kclient
-from kubectl_repack.kube.client import REQUEST_TIMEOUT, Overrides, connect, use_transport
+from kubectl_repack.kube.client import REQUEST_TIMEOUT, Overrides, connect
+from tests.transport import use_transport
 from kubectl_repack.kube.lease import LeaseClient
 from kubectl_repack.kube.objects import SNAPSHOT_KINDS, LiveCluster, list_objects
 from kubectl_repack.kube.runs import RunStore

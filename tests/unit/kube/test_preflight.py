@@ -20,7 +20,7 @@ from kubectl_repack.api.installed import SOURCE_ENDPOINTS
 from kubectl_repack.deploy import manifests
 from kubectl_repack.kube import preflight as pf
 from kubectl_repack.kube.preflight import certificates, checks, network, verdicts
-from kubectl_repack.kube.client import HTTPResponse, use_transport
+from tests.transport import HTTPResponse, use_transport
 from kubectl_repack.schema import load_crd
 
 NOW = dt.datetime(2026, 7, 30, 8, 0, 0, tzinfo=dt.timezone.utc)
