@@ -21,10 +21,10 @@ digest no longer matches the one recorded when it was made is rebuilt.
 
 The manifest is written for the version being released (v + kubectl_repack.__version__) from the
 committed template hack/krew-manifest.template.yaml, which names no sha256: no commit carries a
-digest of its own tree, so a code change never needs a manifest change. Submit dist/repack.yaml
-(krew-index's file name) with the archive uploaded at the manifest's uri.
+digest of its own tree, so a code change never needs a manifest change. Submit dist/krew-manifest.yaml
+to krew-index (as plugins/repack.yaml) once the archive is uploaded at the manifest's uri.
 
-    python3 hack/release.py                   # dist/kubectl-repack-v0.1.0.tar.gz and dist/repack.yaml
+    python3 hack/release.py                   # dist/kubectl-repack-v0.1.0.tar.gz and dist/krew-manifest.yaml
     python3 hack/release.py --dist /tmp/d     # the same into /tmp/d
 """
 import argparse
@@ -64,7 +64,7 @@ CONSTRAINTS = REPO / "constraints.txt"
 COMPILED_SUFFIXES = (".so", ".pyd", ".dylib", ".dll")
 FIXED_DATE = (1980, 1, 1, 0, 0, 0)  # earliest a zip entry can carry
 TEMPLATE = REPO / "hack" / "krew-manifest.template.yaml"
-MANIFEST_NAME = "repack.yaml"  # plugins/<name>.yaml in krew-index
+MANIFEST_NAME = "krew-manifest.yaml"  # krew-index files it as plugins/repack.yaml
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kubectl-repack" / "release"
 
 MAIN_PY = f'''"""Entry point of the kubectl-repack zipapp."""

@@ -19,7 +19,7 @@ def build_release(out: Path):
     unpacked = out / "unpacked"
     with tarfile.open(archive) as tar:
         tar.extractall(unpacked, filter="data")
-    return archive, out / "repack.yaml", unpacked
+    return archive, out / "krew-manifest.yaml", unpacked
 
 
 def run_zipapp(zipapp: Path, *args: str, env=None, timeout: float = 300, cwd=None) -> subprocess.CompletedProcess:

@@ -423,7 +423,7 @@ def _build(python, cache, out):
     subprocess.run([str(python), str(RELEASE), "--dist", str(out), "--cache", str(cache)],
                    check=True, cwd=out, timeout=600, capture_output=True)
     data = next(out.glob("kubectl-repack-v*.tar.gz")).read_bytes()
-    platforms = yaml.safe_load((out / "repack.yaml").read_text())["spec"]["platforms"]
+    platforms = yaml.safe_load((out / "krew-manifest.yaml").read_text())["spec"]["platforms"]
     assert {p["sha256"] for p in platforms} == {hashlib.sha256(data).hexdigest()}
     return data
 
