@@ -23,7 +23,7 @@ setup(
         "jsonschema>=4.17",
         "kubernetes>=29.0.0",
         "durationpy>=0.7",
-        # RepackPolicy cron schedules and windows (issue 24): local validation and the controller;
+        # RepackPolicy cron schedules and windows (POLICY-1, POLICY-2): local validation and the controller;
         # pure Python (python-dateutil), so the krew zipapp carries it.
         "croniter>=7.0",
     ],

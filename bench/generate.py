@@ -6,7 +6,7 @@ a PodGroup (entry + worker pods); pod sizes 1/2/4/8 cards skewed towards small; 
 workloads; a DaemonSet pod on every node; CPU and memory that sometimes run out before cards do;
 60-85 % card utilisation, placed the way a busy scheduler leaves it: scattered.
 
-Two more profiles widen the quality benchmark (issue 15); the default `base` profile is unchanged,
+Two more profiles widen the quality benchmark; the default `base` profile is unchanged,
 so its clusters (the 40 original quality instances, the scale clusters) stay the same:
 
 - `gangs`: mostly training gangs of 2-8 pods spread over several nodes, minAvailable often below

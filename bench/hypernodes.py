@@ -1,4 +1,4 @@
-"""Synthetic clusters with a Volcano HyperNode tree and hard-topology gangs (issue 21), seeded.
+"""Synthetic clusters with a Volcano HyperNode tree and hard-topology gangs (TOPO-1 to TOPO-4), seeded.
 
 A cluster of N nodes in racks (tier-1 HyperNodes of 2-8 nodes, one pool per rack: 16-card `train-a`
 or 8-card `infer`), racks grouped under one tier-2 root, or under tier-2 spines of 2-4 racks with

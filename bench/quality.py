@@ -67,7 +67,7 @@ def _budget(podgroups=None, cards=None):
     return out
 
 
-# The wider set (issue 15): budgets of 1-5 PodGroups and of cards, and scopes on PodGroups and nodes.
+# The wider set: budgets of 1-5 PodGroups and of cards, and scopes on PodGroups and nodes.
 WIDE_VARIANTS = {
     "none": VARIANTS["none"],
     **{f"pg{k}": {"goals": [{"resource": R}], "maxPerRun": _budget(podgroups=k)} for k in range(1, 6)},

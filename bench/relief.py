@@ -1,4 +1,4 @@
-"""Runs aimed at a pending gang (issue 22, RELIEF-2) against an exact optimum (MILP), on small clusters.
+"""Runs aimed at a pending gang (RELIEF-2) against an exact optimum (MILP), on small clusters.
 
 For each instance (a seeded `bench.generate` cluster of 16-60 nodes plus one pending VCJob and its
 PodGroup of 1-4 pods of 2, 4 or 8 cards, sometimes held to one pool by a nodeSelector, sometimes

@@ -1,4 +1,4 @@
-"""Plan quality with Volcano HyperNodes (issue 21): blocks freed against an exact optimum, hard
+"""Plan quality with Volcano HyperNodes (TOPO-1 to TOPO-4): blocks freed against an exact optimum, hard
 network topology checked independently, and the planner's time at 10,000 nodes with a 3-tier tree.
 
 For each instance (a seeded `bench.hypernodes` cluster of 16-60 nodes with a 2-3 tier HyperNode

@@ -246,7 +246,7 @@ def _crd_template() -> str:
     from kubectl_repack.policy_schema import crd_text
 
     keep = "".join(f"    {k}: {v}\n" for k, v in KEEP.items())
-    # the RepackPolicy CRD (issue 24) follows the RepackRun CRD it is made from, in the same file
+    # the RepackPolicy CRD (POLICY-1, POLICY-2) follows the RepackRun CRD it is made from, in the same file
     return "---\n".join(HEADER + t.replace("\nmetadata:\n", "\nmetadata:\n  annotations:\n" + keep, 1)
                         for t in (text, crd_text()))
 

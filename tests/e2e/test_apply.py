@@ -1,4 +1,4 @@
-"""`kubectl repack apply` on the real control plane (issue 5): real evictions through the Eviction
+"""`kubectl repack apply` on the real control plane (EXEC-2, EXEC-3, EXEC-4, EXEC-6): real evictions through the Eviction
 API, re-creation by Volcano's job controller, binding by vc-scheduler, and the Lease mutex.
 
 Every test builds the seed's layout (see execute_helpers) in its own namespace on its own nodes,

@@ -1,4 +1,4 @@
-"""Faults and races against the real API server (issue #13 item 7):
+"""Faults and races against the real API server (EXEC-2, EXEC-3, EXEC-9):
 
 - an API outage longer than the execute Lease, mid-run: the kube-apiserver process of the harness
   is stopped right after the first eviction of a gang and started again later; the run must not

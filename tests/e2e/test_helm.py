@@ -1,4 +1,4 @@
-"""The Helm chart for real (issue 25): `helm install` of charts/kubectl-repack with the image
+"""The Helm chart for real: `helm install` of charts/kubectl-repack with the image
 hack/build-image.sh built, on the real kubelet node, then `kubectl repack doctor` all OK; `helm
 upgrade` with a changed value, applied and still all OK (the caBundle the controller wrote survives
 Helm's merge); `helm uninstall`, which keeps the CRD and the RepackRuns, then `kubectl repack

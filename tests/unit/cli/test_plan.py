@@ -536,7 +536,7 @@ def test_missing_keys_fail_only_when_asked():
 
 
 def test_topology_example_frees_a_block_and_keeps_the_hard_gang_in_its_rack():
-    """examples/topology-8-nodes.yaml with topology-dryrun.yaml (issue 21): blocks of 2 free nodes in
+    """examples/topology-8-nodes.yaml with topology-dryrun.yaml (TOPO-1 to TOPO-4): blocks of 2 free nodes in
     one rack; allreduce-a (hard, tier 1) moves only inside rack-a."""
     path = os.path.join(os.path.dirname(SEED3), "topology-8-nodes.yaml")
     run_path = os.path.join(os.path.dirname(SEED3), "topology-dryrun.yaml")

@@ -1,4 +1,4 @@
-"""The execute Lease under clock skew and failed renewals (issue #13 item 7), on the kube layer's
+"""The execute Lease under clock skew and failed renewals (EXEC-2, EXEC-3, EXEC-9), on the kube layer's
 real LeaseClient over the transport seam (an in-memory API server with injected faults), with the
 executor's clock swapped for a fake one."""
 from __future__ import annotations

@@ -425,7 +425,7 @@ def test_a_missing_or_unenforced_admission_policy_fails_the_doctor():
     assert check.verdict == "FAIL" and "not enforced" in check.detail and "repack-pod-writes" in check.detail
 
 
-# ---- webhook-network-policy (issue 19) ----------------------------------------------------------
+# ---- webhook-network-policy (SEC-3) ----------------------------------------------------------
 def sources(*cidrs):
     return network.APIServerSources(tuple(cidrs), "from the kubernetes Service's endpoints" if cidrs else "no endpoints")
 

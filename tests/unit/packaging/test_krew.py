@@ -415,7 +415,7 @@ def test_the_zipapp_vendors_exactly_the_pinned_set(release_build):
     assert vendored["jsonschema"] == "4.17.3" and vendored["kubernetes"] == "35.0.0"
 
 
-# ---- reproducible on any machine (issue 26) ------------------------------------------------------
+# ---- reproducible on any machine (CLI-3) ------------------------------------------------------
 def _build(python, cache, out):
     """hack/release.py run by `python` with vendor cache `cache`; the archive's bytes, after
     checking that the manifest written next to it names that archive's sha256."""

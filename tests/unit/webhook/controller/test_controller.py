@@ -442,7 +442,7 @@ def test_unsealed_records_that_claim_evictions_end_the_run_at_once_instead_of_wa
     assert "nothing further was evicted (the records say 1 pod(s) were: demo/train-worker-0)" in st["message"]
 
 
-# ---- plan only pods the creator may evict, and say which were left out (issue 19) ------------------
+# ---- plan only pods the creator may evict, and say which were left out (SEC-1) ------------------
 def two_namespaces():
     """The seed plus team `other`'s one-card gang alone on n4. Unconstrained the plan moves that gang
     (onto n2); without it the training gang in `demo` moves off n1 instead (as PLANNED)."""
@@ -567,7 +567,7 @@ def test_a_podgroup_that_opted_out_since_the_plan_was_made_is_not_evicted():
 
 
 def test_a_policy_execute_ends_its_evictions_with_its_maintenance_window():
-    """Issue 24: a policy's Execute made inside a window carries the window's end; its execution
+    """POLICY-2: a policy's Execute made inside a window carries the window's end; its execution
     deadline is capped there, and one that could only start after it evicts nothing."""
     from kubectl_repack.api.policy import WINDOW_END_ANNOTATION
     from tests.unit.engine.fakes import FakeClock
