@@ -474,7 +474,7 @@ def test_help_documents_flags_override_and_exit_codes():
     r = run("plan", "--help")
     assert r.exit_code == 0
     assert "flags given with -f override the file's fields" in " ".join(r.stdout.split())
-    assert "--now" not in r.stdout  # hidden, for tests
+    assert "--now TIME" in r.stdout and "for reproducible output" in " ".join(r.stdout.split())
     top = run("--help").stdout
     assert "Usage: kubectl repack" in top
     assert "3 not recommended (with --exit-code)" in top
