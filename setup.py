@@ -23,7 +23,7 @@ setup(
         "jsonschema>=4.17",
         "kubernetes>=29.0.0",
         "durationpy>=0.7",
-        # RepackPolicy cron schedules and windows (issue 24): local validation and the controller;
+        # RepackPolicy cron schedules and windows (POLICY-1, POLICY-2): local validation and the controller;
         # pure Python (python-dateutil), so the krew zipapp carries it.
         "croniter>=7.0",
     ],
@@ -42,7 +42,7 @@ setup(
     entry_points={
         "console_scripts": [
             "kubectl-repack=kubectl_repack.cli:main",
-            "kubectl_complete-repack=kubectl_repack.commands.completion:complete_main",
+            "kubectl_complete-repack=kubectl_repack.cli:complete_main",
             "repack-webhook=webhook.__main__:main",
         ],
     },

@@ -6,7 +6,7 @@ a PodGroup (entry + worker pods); pod sizes 1/2/4/8 cards skewed towards small; 
 workloads; a DaemonSet pod on every node; CPU and memory that sometimes run out before cards do;
 60-85 % card utilisation, placed the way a busy scheduler leaves it: scattered.
 
-Two more profiles widen the quality benchmark (issue 15); the default `base` profile is unchanged,
+Two more profiles widen the quality benchmark; the default `base` profile is unchanged,
 so its clusters (the 40 original quality instances, the scale clusters) stay the same:
 
 - `gangs`: mostly training gangs of 2-8 pods spread over several nodes, minAvailable often below
@@ -23,7 +23,8 @@ import json
 import random
 import sys
 
-R = "huawei.com/ascend-1980"
+from bench.common import R, base_objects, node_object, pod_object
+
 POOLS = (  # name, cards per node, cpu, memory Gi, taint
     ("train-a", 16, 192, 1536, None),
     ("train-b", 8, 96, 768, {"key": "dedicated", "value": "train-b", "effect": "NoSchedule"}),
@@ -31,37 +32,6 @@ POOLS = (  # name, cards per node, cpu, memory Gi, taint
 )
 SIZES = (1, 2, 4, 8)
 SIZE_WEIGHTS = (0.45, 0.25, 0.2, 0.1)
-
-
-def _node(name, pool, cards, cpu, mem, taint, zone):
-    alloc = {"cpu": str(cpu), "memory": f"{mem}Gi", "pods": "110", R: str(cards)}
-    spec = {"taints": [taint]} if taint else {}
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "accelerator-pool": pool,
-                                                  "topology.kubernetes.io/zone": zone}},
-            "spec": spec, "status": {"allocatable": alloc, "capacity": dict(alloc)}}
-
-
-def _pod(name, ns, node, cards, cpu, mem, owner, group=None, labels=None, annotations=None, pool=None,
-         toleration=None, scheduler="volcano"):
-    req = {"cpu": str(cpu), "memory": f"{mem}Gi"}
-    if cards:
-        req[R] = str(cards)
-    ann = dict(annotations or {})
-    if group:
-        ann["scheduling.k8s.io/group-name"] = group
-    spec = {"schedulerName": scheduler, "nodeName": node,
-            "containers": [{"name": "main", "image": "registry.local/ai:1", "resources": {"requests": req, "limits": req}}]}
-    if pool:
-        spec["nodeSelector"] = {"accelerator-pool": pool}
-    if toleration:
-        spec["tolerations"] = [toleration]
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": ns, "uid": f"{ns}-{name}", "labels": dict(labels or {}),
-                         "annotations": ann,
-                         "ownerReferences": [{"apiVersion": owner[0], "kind": owner[1], "name": owner[2],
-                                              "uid": f"{ns}-{owner[2]}", "controller": True}]},
-            "spec": spec, "status": {"phase": "Running"}}
 
 
 class _Placer:
@@ -104,10 +74,10 @@ def generate(nodes=200, seed=1, utilisation=None, profile="base"):
         pool_i = 0 if i < nodes * shares[0] else (1 if i < nodes * (shares[0] + shares[1]) else 2)
         pname, cards, cpu, mem, taint = POOLS[pool_i]
         name = f"{pname}-{i:05d}"
-        objs.append(_node(name, pname, cards, cpu, mem, taint, f"zone-{i % 4}"))
+        objs.append(node_object(name, pname, cards, cpu, mem, taint, f"zone-{i % 4}"))
         by_pool.setdefault(pname, []).append([name, cards, cpu - 2, mem - 4])
         total_cards += cards
-        objs.append(_pod(f"node-exporter-{name}", "kube-system", name, 0, 1, 2,
+        objs.append(pod_object(f"node-exporter-{name}", "kube-system", name, 0, 1, 2,
                          ("apps/v1", "DaemonSet", "node-exporter"), scheduler="default-scheduler"))
     placer = _Placer(rng, by_pool)
     used, j, failures = 0, 0, 0
@@ -129,7 +99,7 @@ def generate(nodes=200, seed=1, utilisation=None, profile="base"):
                 n = placer.place(pool, size, cpu, mem)
                 if n is None:
                     break
-                pods.append(_pod(f"{name}-worker-{w}", "training", n, size, cpu, mem, owner, group=name,
+                pods.append(pod_object(f"{name}-worker-{w}", "training", n, size, cpu, mem, owner, group=name,
                                  labels={**labels, "volcano.sh/job-name": name},
                                  annotations={"volcano.sh/task-spec": "worker", "volcano.sh/job-name": name},
                                  pool=pool, toleration=tol))
@@ -162,7 +132,7 @@ def generate(nodes=200, seed=1, utilisation=None, profile="base"):
                     n = placer.place("infer", size, 2 * size, 16 * size)
                     if n is None:
                         break
-                    pods.append(_pod(f"{pg}-{role}", "serving", n, size, 2 * size, 16 * size, owner, group=pg,
+                    pods.append(pod_object(f"{pg}-{role}", "serving", n, size, 2 * size, 16 * size, owner, group=pg,
                                      labels={**labels, "modelserving.volcano.sh/name": name,
                                              "modelserving.volcano.sh/group-name": pg}, pool="infer"))
                 if not pods:
@@ -200,7 +170,7 @@ def _training_job(rng, placer, j, pool, replicas, labels, sizes=SIZES, min_ratio
         if n is None:
             break
         task = tasks[0] if w == 0 else tasks[-1]
-        p = _pod(f"{name}-{task}-{w}", "training", n, size, cpu, mem, owner, group=name,
+        p = pod_object(f"{name}-{task}-{w}", "training", n, size, cpu, mem, owner, group=name,
                  labels={**labels, "volcano.sh/job-name": name},
                  annotations={"volcano.sh/task-spec": task, "volcano.sh/job-name": name},
                  pool=selector or pool)
@@ -231,15 +201,10 @@ def _labels(rng):
     return {"repack.volcano.sh/eligible": "true", "repack.volcano.sh/protected": "true" if protected else "false"}
 
 
-def _base_objects():
-    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {"team": ns}}}
-            for ns in ("training", "serving", "kube-system")]
-
-
 def _add_node(objs, by_pool, name, pool, cards, cpu, mem, taint, zone, pool_key=None):
-    objs.append(_node(name, pool, cards, cpu, mem, taint, zone))
+    objs.append(node_object(name, pool, cards, cpu, mem, taint, zone))
     by_pool.setdefault(pool_key or pool, []).append([name, cards, cpu - 2, mem - 4])
-    objs.append(_pod(f"node-exporter-{name}", "kube-system", name, 0, 1, 2,
+    objs.append(pod_object(f"node-exporter-{name}", "kube-system", name, 0, 1, 2,
                      ("apps/v1", "DaemonSet", "node-exporter"), scheduler="default-scheduler"))
     return cards
 
@@ -248,7 +213,7 @@ def _generate_gangs(nodes, seed, utilisation):
     """Gangs spread over several nodes, minAvailable often below replicas, restart policies."""
     rng = random.Random(seed)
     target = utilisation if utilisation is not None else rng.uniform(0.45, 0.80)
-    objs, by_pool, total = _base_objects(), {}, 0
+    objs, by_pool, total = base_objects(), {}, 0
     for i in range(nodes):
         pool_i = 0 if i < nodes * 0.6 else (1 if i < nodes * 0.8 else 2)
         pname, cards, cpu, mem, taint = POOLS[pool_i]
@@ -274,7 +239,7 @@ def _generate_split(nodes, seed, utilisation):
     """A 16-card pool split by taints into small teams, spare untainted nodes idle at the start."""
     rng = random.Random(seed)
     target = utilisation if utilisation is not None else rng.uniform(0.40, 0.75)
-    objs, by_pool, total = _base_objects(), {}, 0
+    objs, by_pool, total = base_objects(), {}, 0
     n_train = int(nodes * 0.75)
     n_spare = max(2, n_train // 6)
     i, teams = 0, []
@@ -290,8 +255,8 @@ def _generate_split(nodes, seed, utilisation):
         teams.append(team)
     for _ in range(n_spare):       # capacity added later: untainted, nothing placed on it yet
         _, cards, cpu, mem, _ = POOLS[0]
-        objs.append(_node(f"train-a-{i:05d}", "train-a", cards, cpu, mem, None, f"zone-{i % 4}"))
-        objs.append(_pod(f"node-exporter-train-a-{i:05d}", "kube-system", f"train-a-{i:05d}", 0, 1, 2,
+        objs.append(node_object(f"train-a-{i:05d}", "train-a", cards, cpu, mem, None, f"zone-{i % 4}"))
+        objs.append(pod_object(f"node-exporter-train-a-{i:05d}", "kube-system", f"train-a-{i:05d}", 0, 1, 2,
                          ("apps/v1", "DaemonSet", "node-exporter"), scheduler="default-scheduler"))
         i += 1
     for k in range(nodes - n_train):

@@ -1,4 +1,4 @@
-"""Synthetic clusters with a Volcano HyperNode tree and hard-topology gangs (issue 21), seeded.
+"""Synthetic clusters with a Volcano HyperNode tree and hard-topology gangs (TOPO-1 to TOPO-4), seeded.
 
 A cluster of N nodes in racks (tier-1 HyperNodes of 2-8 nodes, one pool per rack: 16-card `train-a`
 or 8-card `infer`), racks grouped under one tier-2 root, or under tier-2 spines of 2-4 racks with
@@ -23,7 +23,8 @@ separate family, used by `bench.topology` only.
 import argparse
 import random
 
-from bench.generate import R, _base_objects, _node, _pod, write_list
+from bench.common import R, base_objects, node_object, pod_object
+from bench.generate import write_list
 
 HN_API = "topology.volcano.sh/v1alpha1"
 RACK_POOLS = (  # name, cards per node, cpu, memory Gi, taint
@@ -100,7 +101,7 @@ def generate(nodes=40, seed=1, utilisation=None):
     """Objects of a cluster with a HyperNode tree (Namespaces, Nodes, HyperNodes, Pods, PodGroups, VCJobs)."""
     rng = random.Random(seed)
     target = utilisation if utilisation is not None else rng.uniform(0.45, 0.80)
-    objs = _base_objects()
+    objs = base_objects()
     names = [f"node-{i:05d}" for i in range(nodes)]
     hn_objs, racks, domains, outside = tree(rng, names)
     pool_of, free, total = {}, {}, 0
@@ -114,8 +115,8 @@ def generate(nodes=40, seed=1, utilisation=None):
         pool_of[n] = 0
     for i, n in enumerate(names):
         pname, cards, cpu, mem, taint = RACK_POOLS[pool_of[n]]
-        objs.append(_node(n, pname, cards, cpu, mem, taint, f"zone-{i % 4}"))
-        objs.append(_pod(f"node-exporter-{n}", "kube-system", n, 0, 1, 2, ("apps/v1", "DaemonSet", "node-exporter"),
+        objs.append(node_object(n, pname, cards, cpu, mem, taint, f"zone-{i % 4}"))
+        objs.append(pod_object(f"node-exporter-{n}", "kube-system", n, 0, 1, 2, ("apps/v1", "DaemonSet", "node-exporter"),
                          scheduler="default-scheduler"))
         free[n] = [cards, cpu - 2, mem - 4]
         total += cards
@@ -158,7 +159,7 @@ def generate(nodes=40, seed=1, utilisation=None):
             n = place()
             if n is None:
                 break
-            pods.append(_pod(f"{name}-worker-{w}", "training", n, size, cpu, mem, owner, group=name,
+            pods.append(pod_object(f"{name}-worker-{w}", "training", n, size, cpu, mem, owner, group=name,
                              labels={**labels, "volcano.sh/job-name": name},
                              annotations={"volcano.sh/task-spec": "worker", "volcano.sh/job-name": name},
                              pool=RACK_POOLS[pool][0]))

@@ -1,4 +1,4 @@
-"""How much `kubectl repack plan` prints at scale (issue 25: a screenful by default), not a test.
+"""How much `kubectl repack plan` prints at scale (a screenful by default), not a test.
 
 For each size, a generated cluster (bench.generate, seed 1; with --hypernodes also bench.hypernodes'
 3-tier tree) is written to bench/out/ (reused when present), then `kubectl-repack plan --snapshot F

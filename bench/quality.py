@@ -40,6 +40,7 @@ from planner.plan import RunSpec  # noqa: E402
 from planner.rules import check_movable  # noqa: E402
 from planner.state import SimulatedState  # noqa: E402
 
+from bench.common import git_head, write_results  # noqa: E402
 from bench.generate import PROFILES, R, generate  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
@@ -66,7 +67,7 @@ def _budget(podgroups=None, cards=None):
     return out
 
 
-# The wider set (issue 15): budgets of 1-5 PodGroups and of cards, and scopes on PodGroups and nodes.
+# The wider set: budgets of 1-5 PodGroups and of cards, and scopes on PodGroups and nodes.
 WIDE_VARIANTS = {
     "none": VARIANTS["none"],
     **{f"pg{k}": {"goals": [{"resource": R}], "maxPerRun": _budget(podgroups=k)} for k in range(1, 6)},
@@ -271,7 +272,7 @@ def dimensions(setting, moved_keys):
     return dims, round(sum(w * d for w, d in zip(WEIGHTS, dims)), 6), len(by_group)
 
 
-class _Model:
+class Model:
     """The MILP over one instance; stage 1 maximises net nodes freed, stage 2 minimises disruption
     (GANG-3 weighted, or PodGroups disrupted) with net freed held at stage 1's value."""
 
@@ -460,7 +461,7 @@ class _Model:
         freed = [n for n in s.candidates if sol and sol[self.y[n]] > 0.5]
         idle = [m for m in self.z if sol and sol[self.z[m]] > 0.5]
         moves = sorted((pk, m) for (pk, m), j in self.x.items() if sol and sol[j] > 0.5)
-        _verify(s, freed, moves, self.pods)
+        verify(s, freed, moves, self.pods)
         dims, weighted, pgs = dimensions(s, [pk for pk, _ in moves])
         return {"freed": len(freed), "idle_occupied": len(idle), "net": len(freed) - len(idle),
                 "freed_nodes": freed, "idle_nodes": idle, "dims": list(dims), "weighted": weighted,
@@ -509,12 +510,12 @@ class _Model:
 def optimum(setting, time_limit=120.0):
     """Stage 1: max net nodes freed; stage 2: least GANG-3 disruption, and fewest PodGroups
     disrupted, at that net (HiGHS); see docs/benchmarks.md for the model."""
-    m = _Model(setting, time_limit)
+    m = Model(setting, time_limit)
     s1 = m.stage1()
     return s1, m.stage2(s1["value"], "weighted"), m.stage2(s1["value"], "podgroups")
 
 
-def _verify(setting, freed, moves, pods):
+def verify(setting, freed, moves, pods):
     """Replay a MILP solution with every scheduler filter on a fresh state: it must be a real plan."""
     state = SimulatedState(setting.snap)
     vacated = set(freed)
@@ -768,10 +769,9 @@ def main(argv=None):
         reuse = {(r["id"], r["seed"], r.get("profile", "base"), r["variant"]): r for r in old_rows}
     rows = []
     t0 = time.perf_counter()
-    from bench.scale import _git_head, write_results
     if args.rows:
         with open(args.rows, "w", encoding="utf-8") as f:
-            f.write(json.dumps({"generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": _git_head(),
+            f.write(json.dumps({"generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": git_head(),
                                 "time_limit": args.time_limit}) + "\n")
     for inst in instances(args.instances):
         if args.ids and inst[0] not in args.ids:
@@ -789,9 +789,9 @@ def main(argv=None):
               f"w={p['weighted']:.1f}/{r['least_disruption']['value']:.1f}{'' if r['least_disruption']['proven'] else '*'} "
               f"milp={o['seconds']:.1f}+{r['least_disruption']['seconds']:.1f}+{r['fewest_podgroups']['seconds']:.1f}s",
               flush=True)
-    result = {"generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": _git_head(),
+    result = {"generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": git_head(),
               "seconds": round(time.perf_counter() - t0, 1),
-              "milp_commit": (milp_meta or {}).get("commit") or _git_head(), "milp_reused_from": milp_meta,
+              "milp_commit": (milp_meta or {}).get("commit") or git_head(), "milp_reused_from": milp_meta,
               "time_limit": args.time_limit, "descheduler_threshold": DESCHEDULER_THRESHOLD, "weights": list(WEIGHTS),
               "variants": ALL_VARIANTS, "instances": rows}
     result["aggregate"] = aggregate(rows)

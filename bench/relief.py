@@ -1,4 +1,4 @@
-"""Runs aimed at a pending gang (issue 22, RELIEF-2) against an exact optimum (MILP), on small clusters.
+"""Runs aimed at a pending gang (RELIEF-2) against an exact optimum (MILP), on small clusters.
 
 For each instance (a seeded `bench.generate` cluster of 16-60 nodes plus one pending VCJob and its
 PodGroup of 1-4 pods of 2, 4 or 8 cards, sometimes held to one pool by a nodeSelector, sometimes
@@ -39,7 +39,8 @@ from planner.plan import RunSpec  # noqa: E402
 from planner.state import SimulatedState  # noqa: E402
 
 from bench import quality  # noqa: E402
-from bench.generate import PROFILES, R, _pod, generate  # noqa: E402
+from bench.common import git_head, pod_object, write_results  # noqa: E402
+from bench.generate import PROFILES, R, generate  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
 COUNT = 60
@@ -144,7 +145,7 @@ def pending_gang(objs, seed, profile):
     owner = ("batch.volcano.sh/v1alpha1", "Job", name)
     pods = []
     for w in range(k):
-        p = _pod(f"{name}-worker-{w}", NS, None, cards, 2 * cards, 16 * cards, owner, group=name,
+        p = pod_object(f"{name}-worker-{w}", NS, None, cards, 2 * cards, 16 * cards, owner, group=name,
                  labels={"volcano.sh/job-name": name},
                  annotations={"volcano.sh/task-spec": "worker", "volcano.sh/job-name": name}, pool=selector)
         del p["spec"]["nodeName"]
@@ -277,7 +278,7 @@ def check(objs, targets, moves, placements):
 
 
 # -- the exact optimum ----------------------------------------------------------------------------------
-class ReliefModel(quality._Model):
+class ReliefModel(quality.Model):
     """bench.quality's model (candidates vacated whole, receivers, capacities, static filters,
     movability, scope, budget, GANG-3 terms) plus the target:
 
@@ -353,7 +354,7 @@ class ReliefModel(quality._Model):
         freed = [n for n in s.candidates if sol[self.y[n]] > 0.5]
         moves = sorted((pk, m) for (pk, m), j in self.x.items() if sol[j] > 0.5)
         placements = sorted((tk, m) for (tk, m), j in self.v.items() if sol[j] > 0.5)
-        quality._verify(s, freed, moves, self.pods)       # every filter, budget
+        quality.verify(s, freed, moves, self.pods)       # every filter, budget
         dims, weighted, pgs = quality.dimensions(s, [pk for pk, _ in moves])
         assert weighted <= obj + 1e-4 and (not proven or abs(weighted - obj) < 1e-4), \
             f"MILP objective {obj} != replayed disruption {weighted}"
@@ -595,7 +596,6 @@ def main(argv=None):
         for iid in args.diagnose:
             diagnose(iid, args.time_limit)
         return
-    from bench.scale import _git_head, write_results
     checker_selftest()
     rows, t0 = [], time.perf_counter()
     for inst in instances(args.instances):
@@ -612,7 +612,7 @@ def main(argv=None):
               f"{ {True: 'fits', False: 'no', None: '?'}[o['fits']] }{'' if o['proven'] else '*'} "
               f"{o['value'] if o['value'] is not None else '-'} {pl['seconds']:.1f}s/{o['seconds']:.1f}s -> {verdict(r)}",
               flush=True)
-    doc = {"generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": _git_head(),
+    doc = {"generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": git_head(),
            "seconds": round(time.perf_counter() - t0, 1), "time_limit": args.time_limit, "instances": rows}
     doc["aggregate"] = aggregate(rows)
     md = markdown(doc)

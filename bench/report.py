@@ -10,9 +10,9 @@ docs/benchmarks.md is written by hand; only the blocks between `<!-- generated:N
     python -m bench.report --relief-only        # only the pending-gang block, from bench/out/relief.json
     python -m bench.report --scale-only         # only the scale figures, from bench/out/scale.json
 
-The network-topology block (issue 21) comes from bench/out/topology.json when it exists
+The network-topology block (TOPO-1 to TOPO-4) comes from bench/out/topology.json when it exists
 (`python -m bench.topology` writes it; it is never rerun from here: it takes ~25 minutes). The
-block of runs aimed at a pending gang (issue 22) comes from bench/out/relief.json the same way
+block of runs aimed at a pending gang (RELIEF-2, RELIEF-3) comes from bench/out/relief.json the same way
 (`python -m bench.relief` writes it, ~2 minutes).
 
 Needs the `bench` extra (highspy, matplotlib).
@@ -34,11 +34,11 @@ QUALITY_JSON = quality.OUT / "quality.json"
 SCALE_JSON = scale.OUT / "scale.json"
 TOPOLOGY_JSON = topology.OUT / "topology.json"
 RELIEF_JSON = relief.OUT / "relief.json"
-TIME_TARGETS = {1000: 0.8, 10000: 5.0, 25000: 15.0}    # seconds, whole `kubectl-repack plan` process (issue 23)
+TIME_TARGETS = {1000: 0.8, 10000: 5.0, 25000: 15.0}    # seconds, whole `kubectl-repack plan` process
 RSS_TARGET_MB = 1024                          # at RSS_TARGET_SIZE nodes
 RSS_TARGET_SIZE = 25000
 RATIO_TARGET = 2.8                            # time(25k) / time(10k)
-QUALITY_TARGET = 0.995                        # net freed / optimum, in total (issue 15)
+QUALITY_TARGET = 0.995                        # net freed / optimum, in total
 INSTANCE_TARGET = 0.99                        # instances at the optimum
 DISRUPTION_TARGET = 1.05                      # PodGroups disrupted / MILP minimum at the same net freed
 
@@ -105,7 +105,7 @@ def _fmt_s(v):
 
 
 def targets(qdoc, sdoc):
-    """The targets of issues 7 and 15 against what was measured."""
+    """The time and quality targets against what was measured."""
     by = {(e["size"], e["spec"]): e for e in _plain(sdoc or {})}
     lines = ["| target | measured | status |", "|---|---|---|"]
 
@@ -237,7 +237,7 @@ def main(argv=None):
     ap.add_argument("--topology-only", action="store_true",
                     help="regenerate only the network-topology block from bench/out/topology.json")
     ap.add_argument("--relief-only", action="store_true",
-                    help="regenerate only the pending-gang (issue 22) block from bench/out/relief.json")
+                    help="regenerate only the pending-gang (RELIEF-2, RELIEF-3) block from bench/out/relief.json")
     ap.add_argument("--scale-only", action="store_true",
                     help="regenerate only the scale figures from bench/out/scale.json (no quality figures needed)")
     ap.add_argument("--quality-only", action="store_true",
@@ -290,9 +290,9 @@ def main(argv=None):
     text = replace_block(text, "quality", quality.markdown(qdoc))
     text = replace_block(text, "scale", scale.table(sdoc) + "\n" + growth(sdoc))
     text = replace_block(text, "machine", machine(sdoc, qdoc))
-    if TOPOLOGY_JSON.exists():         # bench.topology writes it (issue 21); the block stays as it is otherwise
+    if TOPOLOGY_JSON.exists():         # bench.topology writes it (TOPO-1 to TOPO-4); the block stays as it is otherwise
         text = replace_block(text, "topology", topology.markdown(_load(TOPOLOGY_JSON)))
-    if RELIEF_JSON.exists():           # bench.relief writes it (issue 22)
+    if RELIEF_JSON.exists():           # bench.relief writes it (RELIEF-2, RELIEF-3)
         text = replace_block(text, "relief", relief.markdown(_load(RELIEF_JSON)))
     DOC.write_text(text, encoding="utf-8")
     plot(sdoc)

@@ -25,13 +25,15 @@ Not a test: it prints figures. Keep other work off the machine while it runs.
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench import topology
+from bench.common import SCALE_SEED, cluster_file, git_head, machine, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out"
@@ -44,7 +46,7 @@ FLAGS = {"none": ["--resource", R], "budget": ["--resource", R, "--max-podgroups
 SPEC_LABELS = {"none": "no budget", "budget": "maxPerRun podGroups 20, 160 cards"}
 SIZES = (1000, 10000, 25000, 50000)
 TREE_SIZES = (10000, 25000)
-SEED = 1
+SEED = SCALE_SEED
 # The child: kubectl-repack's main() with the snapshot source and planner.plan timed; the figures go
 # to the file named by REPACK_BENCH_TIMES when the process exits (stdout is the plan).
 CHILD = """
@@ -101,23 +103,8 @@ def calibrate():
                                     check=True).stdout) for _ in range(3))
 
 
-def cluster_file(nodes, seed=SEED):
-    """The cached generated cluster of `nodes` nodes (written on first use)."""
-    path = OUT / f"cluster-{nodes}-seed{seed}.json"
-    if not path.exists():
-        OUT.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "bench.generate", "--nodes", str(nodes), "--seed", str(seed),
-                        "-o", str(tmp)], cwd=ROOT, check=True)
-        tmp.rename(path)
-        print(f"generated {path.name} in {time.perf_counter() - t0:.1f} s", flush=True)
-    return path
-
-
 def tree_file(nodes):
     """The cluster of `nodes` nodes with bench.topology's 3-tier HyperNode tree (written on first use)."""
-    from bench import topology
     return topology.scale_file(nodes)
 
 
@@ -170,45 +157,6 @@ def _wait4(proc, timeout):
         time.sleep(0.05)
 
 
-def _git_head():
-    """The last commit that changed planner/, marked when planner/ has uncommitted changes."""
-    try:
-        head = subprocess.run(["git", "log", "-1", "--format=%h", "--", "planner"], cwd=ROOT, capture_output=True,
-                              text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "planner"], cwd=ROOT, capture_output=True,
-                               text=True).stdout.strip()
-        return head + ("+planner-changes" if dirty else "")
-    except OSError:
-        return ""
-
-
-def write_results(doc: dict, md: str, json_path: str, md_path: str) -> None:
-    """A benchmark's results: `doc` as JSON at `json_path`, its markdown `md` at `md_path`."""
-    for path, text in ((json_path, json.dumps(doc, indent=1) + "\n"), (md_path, md)):
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-    print(f"wrote {json_path} and {md_path}")
-
-
-def machine():
-    """What the figures were measured on."""
-    mem = ""
-    try:
-        with open("/proc/meminfo") as f:
-            mem = f.readline().split(":")[1].strip()
-    except OSError:
-        pass
-    cpu = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
-    except OSError:
-        pass
-    return {"cpus": os.cpu_count(), "cpu": cpu, "memory": mem, "python": platform.python_version(),
-            "platform": platform.platform(), "loadavg_at_start": os.getloadavg()}
-
-
 MEDIANS = ("process_s", "load_s", "plan_s", "rest_s", "process_cpu_s", "calibration_s")
 
 
@@ -219,7 +167,7 @@ def run(sizes, specs, repeats, timeout=None, output=OUT / "scale.json", tree_siz
         with open(output, encoding="utf-8") as f:
             doc = json.load(f)
     results = {(r["size"], r.get("tree", False), r["spec"]): r for r in doc.get("runs", []) if "process_s" in r}
-    mach, commit = machine(), _git_head()
+    mach, commit = machine(), git_head()
     cases = [(n, False) for n in sizes] + [(n, True) for n in tree_sizes]
     doc = _write(results, mach, output) if results else {"runs": []}
     for n, tree in cases:

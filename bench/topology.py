@@ -1,4 +1,4 @@
-"""Plan quality with Volcano HyperNodes (issue 21): blocks freed against an exact optimum, hard
+"""Plan quality with Volcano HyperNodes (TOPO-1 to TOPO-4): blocks freed against an exact optimum, hard
 network topology checked independently, and the planner's time at 10,000 nodes with a 3-tier tree.
 
 For each instance (a seeded `bench.hypernodes` cluster of 16-60 nodes with a 2-3 tier HyperNode
@@ -42,6 +42,7 @@ from planner.plan import RunSpec  # noqa: E402
 from planner.state import SimulatedState  # noqa: E402
 
 from bench import quality  # noqa: E402
+from bench.common import SCALE_SEED, cluster_file, git_head, write_results  # noqa: E402
 from bench.generate import R  # noqa: E402
 from bench.hypernodes import HN_API, generate, goal_spec, hypernode, tiers_of  # noqa: E402
 
@@ -236,7 +237,7 @@ def blocks(objs, tree, tier, size, moves=()):
 
 
 # -- the MILP with blocks and hard topology ----------------------------------------------------------
-class TopoModel(quality._Model):
+class TopoModel(quality.Model):
     """bench.quality's model (capacities, static filters, movability, scope, budget, GANG-3 terms) plus:
 
     hard topology: for each hard gang g of tier h below ClusterTop, w[g,d] (binary) over the domains
@@ -359,7 +360,7 @@ REPLAY_FILTERS = tuple(f for f in FILTERS if f[0] != "NetworkTopology")
 
 
 def _verify(setting, freed, moves, pods):
-    """bench.quality._verify with every scheduler filter but the planner's NetworkTopology."""
+    """bench.quality.verify with every scheduler filter but the planner's NetworkTopology."""
     state = SimulatedState(setting.snap)
     vacated = set(freed)
     for n in freed:
@@ -408,7 +409,7 @@ def _strip(sol):
     return {k: v for k, v in sol.items() if k not in ("moves", "cols", "rows")}
 
 
-def _instance(nodes, seed):
+def instance(nodes, seed):
     """One instance read every way the bench looks at it: (objects, spec, tree, hard gangs, snapshot,
     RunSpec, quality.Setting, goal)."""
     objs = generate(nodes, seed)
@@ -419,9 +420,13 @@ def _instance(nodes, seed):
     return objs, spec, tree, hard_gangs(objs, tree), snap, run, quality.Setting(snap, run), _goal(run, tree)
 
 
+# tests/unit/planner/test_incremental_identity.py (another owner's file) still imports this name.
+_instance = instance
+
+
 def evaluate(inst, time_limit, milp=None):
     iid, nodes, seed = inst
-    objs, spec, tree, gangs, snap, run, s, goal = _instance(nodes, seed)
+    objs, spec, tree, gangs, snap, run, s, goal = instance(nodes, seed)
     row = {"id": iid, "nodes": nodes, "seed": seed, "spec": spec, "tiers": sorted(set(tree.tier.values())),
            "hypernodes": len(tree.names), "hard_gangs": len(gangs), "providers": len(s.providers),
            "occupied": len(s.occupied), "idle": len(s.idle), "candidates": len(s.candidates),
@@ -673,7 +678,7 @@ def diagnose(iid, time_limit):
     filters (NetworkTopology included) accept the MILP's plan, replayed node by node."""
     inst = next(i for i in instances() if i[0] == iid)
     _, nodes, seed = inst
-    objs, spec, tree, gangs, snap, run, s, goal = _instance(nodes, seed)
+    objs, spec, tree, gangs, snap, run, s, goal = instance(nodes, seed)
     p = planner.plan(snap, run)
     pmoves = [(m.pod.key, m.to_node) for m in p.moves]
     m = TopoModel(s, tree, gangs, goal, time_limit)
@@ -732,7 +737,7 @@ def sanity(k, time_limit):
         snap = planner.load_objects(objs)
         run = RunSpec.from_spec(quality.ALL_VARIANTS[variant])
         s = quality.Setting(snap, run)
-        ref = quality._Model(s, time_limit).stage1()
+        ref = quality.Model(s, time_limit).stage1()
         _, _, n1, _ = solve(s, Tree(objs), {}, None, time_limit)
         objs2 = objs + [hypernode("all", 1, [o["metadata"]["name"] for o in objs if o["kind"] == "Node"], "Node")]
         tree2 = Tree(objs2)
@@ -772,11 +777,10 @@ def scale_file(nodes=10000):
     """bench.scale's cluster (bench.generate, seed 1) with a 3-tier tree over the nodes in name order
     (racks of 8, spines of 8 racks, one root) and hard topology on gangs that already sit in one rack
     (tier 1, every other one) or one spine (tier 2, every other one)."""
-    from bench import scale
-    path = OUT / f"cluster-{nodes}-seed{scale.SEED}-hypernodes.json"
+    path = OUT / f"cluster-{nodes}-seed{SCALE_SEED}-hypernodes.json"
     if path.exists():
         return path
-    with open(scale.cluster_file(nodes), encoding="utf-8") as f:
+    with open(cluster_file(nodes), encoding="utf-8") as f:
         doc = json.load(f)
     items = doc["items"]
     names = [o["metadata"]["name"] for o in items if o["kind"] == "Node"]
@@ -841,7 +845,6 @@ def scale_child(path):
 
 
 def run_scale():
-    from bench.scale import _git_head
     path = scale_file()
     load = os.getloadavg()
     t0 = time.perf_counter()
@@ -859,7 +862,7 @@ def run_scale():
     used = free_after(objs, moves)
     out["claimed_not_free"] = len([n for n in out.pop("freed_list") if used.get(n, 0) > 0])
     g = SCALE_SPEC["networkTopology"]
-    out.update({"process_s": wall, "loadavg_at_start": load, "commit": _git_head(), "spec": SCALE_SPEC,
+    out.update({"process_s": wall, "loadavg_at_start": load, "commit": git_head(), "spec": SCALE_SPEC,
                 "hypernodes": len(tree.names), "hard_gangs": len(hard_gangs(objs, tree)),
                 "violations": ck["violations"], "violation_details": ck["details"][:20],
                 "blocks_before": blocks(objs, tree, g["hyperNodeTier"], g["nodeBlockSize"])[0],
@@ -896,7 +899,6 @@ def main(argv=None):
         for iid in args.diagnose:
             diagnose(iid, args.time_limit)
         return
-    from bench.scale import _git_head, write_results
     if args.no_instances:
         with open(args.output, encoding="utf-8") as f:
             doc = json.load(f)
@@ -915,7 +917,7 @@ def main(argv=None):
         if args.rows:
             with open(args.rows, "w", encoding="utf-8") as f:
                 f.write(json.dumps({"generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                    "commit": _git_head(), "time_limit": args.time_limit}) + "\n")
+                                    "commit": git_head(), "time_limit": args.time_limit}) + "\n")
         rows, t0 = [], time.perf_counter()
         for inst in instances(args.instances):
             if args.ids and inst[0] not in args.ids:
@@ -934,7 +936,7 @@ def main(argv=None):
                   f"viol {pl.get('violations', '-')} {pl.get('outcome', pl.get('error', ''))[:60]} "
                   f"milp {o['seconds'] + r['optimum_net']['seconds'] + r['least']['seconds']:.1f}s -> {verdict_row(r)}",
                   flush=True)
-        doc = {"generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": _git_head(),
+        doc = {"generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": git_head(),
                "seconds": round(time.perf_counter() - t0, 1), "time_limit": args.time_limit, "instances": rows}
         doc["aggregate"] = aggregate(rows)
     if args.scale:

@@ -322,7 +322,7 @@ def seed_20_nodes():
 
 
 def topology_8_nodes():
-    """Issue 21's situation: 8 NPU nodes in two racks (tier-1 HyperNodes rack-a, rack-b under the
+    """The network-topology situation (TOPO-1 to TOPO-4): 8 NPU nodes in two racks (tier-1 HyperNodes rack-a, rack-b under the
     tier-2 spine). Every node has a few cards in use, so no rack has two whole free nodes for a job
     that must run inside one rack. rack-a holds a hard-topology job (highestTierAllowed 1), whose
     pods may only move inside rack-a. With topology-dryrun.yaml (tier 1, blocks of 2, 1 required)
@@ -343,7 +343,7 @@ def topology_8_nodes():
     c.vcjob("finetune-b", ELIGIBLE, [("worker", 6, [nodes[5]])])
     c.vcjob("eval-b", ELIGIBLE, [("worker", 3, [nodes[6], nodes[7]])])
     c.write(os.path.join(HERE, "topology-8-nodes.yaml"), (
-        "# Network topology (issue 21): 8 NPU nodes in racks rack-a (ascend-node-01..04) and rack-b (05..08),\n"
+        "# Network topology (TOPO-1 to TOPO-4): 8 NPU nodes in racks rack-a (ascend-node-01..04) and rack-b (05..08),\n"
         "# tier-1 HyperNodes under the tier-2 spine. Every node has cards in use, so no rack has two whole\n"
         "# free nodes. allreduce-a has hard network topology (highestTierAllowed 1): it may only move inside\n"
         "# rack-a. With topology-dryrun.yaml the plan frees a block of 2 nodes inside one rack.\n"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Build the krew release archive of kubectl-repack; on request, write its sha256 into krew-manifest.yaml.
+"""Build the krew release of kubectl-repack: the archive and, next to it, the krew manifest naming its sha256.
 
 The archive holds one self-contained zipapp, `kubectl-repack`, runnable by any `python3` >= 3.10
 on Linux and macOS, amd64 and arm64 alike: the pure-Python packages `planner` and `kubectl_repack`
@@ -19,10 +19,13 @@ repository) is keyed on everything that decides its content: the requirements, c
 the target Python, pip's version and this script's vendoring format; a cached tree whose content
 digest no longer matches the one recorded when it was made is rebuilt.
 
-    python3 hack/release.py                   # dist/kubectl-repack-v0.1.0.tar.gz, prints its sha256
-    python3 hack/release.py --write-manifest  # ... and rewrites krew-manifest.yaml's sha256 and files
-    python3 hack/release.py --check           # exit 1 when krew-manifest.yaml is not this build's
-    python3 hack/release.py --dist /tmp/d --manifest /tmp/d/krew-manifest.yaml --write-manifest
+The manifest is written for the version being released (v + kubectl_repack.__version__) from the
+committed template hack/krew-manifest.template.yaml, which names no sha256: no commit carries a
+digest of its own tree, so a code change never needs a manifest change. Submit dist/krew-manifest.yaml
+to krew-index (as plugins/repack.yaml) once the archive is uploaded at the manifest's uri.
+
+    python3 hack/release.py                   # dist/kubectl-repack-v0.1.0.tar.gz and dist/krew-manifest.yaml
+    python3 hack/release.py --dist /tmp/d     # the same into /tmp/d
 """
 import argparse
 import base64
@@ -60,6 +63,8 @@ REQUIREMENTS = (
 CONSTRAINTS = REPO / "constraints.txt"
 COMPILED_SUFFIXES = (".so", ".pyd", ".dylib", ".dll")
 FIXED_DATE = (1980, 1, 1, 0, 0, 0)  # earliest a zip entry can carry
+TEMPLATE = REPO / "hack" / "krew-manifest.template.yaml"
+MANIFEST_NAME = "krew-manifest.yaml"  # krew-index files it as plugins/repack.yaml
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kubectl-repack" / "release"
 
 MAIN_PY = f'''"""Entry point of the kubectl-repack zipapp."""
@@ -75,8 +80,10 @@ sys.exit({ENTRY_FUNCTION}())
 '''
 
 
-def manifest_version(manifest):
-    return yaml.safe_load(manifest.read_text())["spec"]["version"]
+def release_version():
+    """v + kubectl_repack.__version__, read from the source (the build may run on another interpreter)."""
+    text = (REPO / "kubectl_repack" / "__init__.py").read_text()
+    return "v" + re.search(r'(?m)^__version__ = "([^"]+)"$', text).group(1)
 
 
 def _ignore_junk(_directory, names):
@@ -213,29 +220,33 @@ def sha256_of(path):
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def rewritten_manifest(manifest, digest, file_names):
-    """The manifest's text with every platform's sha256 and file list set, layout and comments kept."""
-    text = manifest.read_text()
+def manifest_text(version, digest, file_names, template=TEMPLATE):
+    """The krew manifest of `version`: the template with the version set, every platform's sha256
+    set to `digest` and its files to `file_names`; the template's own comment lines replaced."""
+    lines = template.read_text().splitlines(keepends=True)
+    while lines and lines[0].startswith("#"):
+        lines.pop(0)
+    header = (f"# krew plugin manifest of kubectl-repack {version}, written by hack/release.py for the archive\n"
+              f"# next to it (sha256 below). Edit hack/krew-manifest.template.yaml, not this file.\n")
+    text = header + "".join(lines).replace("${version}", version)
     text, count = re.subn(r"(?m)^([ ]*sha256:[ ]*).*$", lambda m: f'{m.group(1)}"{digest}"', text)
     if count == 0:
-        raise SystemExit(f"{manifest}: no sha256 field to rewrite")
+        raise SystemExit(f"{template}: no sha256 field to set")
 
     def files_block(match):
         indent = match.group("indent")
         items = "".join(f'{indent}  - from: "{name}"\n{indent}    to: "."\n' for name in file_names)
         return f"{indent}files:\n{items}"
 
-    # Keep each platform's files in step with what the archive holds (LICENSE once it exists).
+    # Each platform's files are what the archive holds (LICENSE once it exists).
     text = re.sub(r"(?m)^(?P<indent>[ ]*)files:\n(?:(?P=indent)[ ]+\S.*\n)*", files_block, text)
     parsed = yaml.safe_load(text)
+    if parsed["spec"]["version"] != version or "${" in text:
+        raise SystemExit(f"{template}: the version placeholder was not set everywhere")
     for platform in parsed["spec"]["platforms"]:
         if platform["sha256"] != digest or [f["from"] for f in platform["files"]] != file_names:
-            raise SystemExit(f"{manifest}: could not rewrite platform {platform['selector']}")
+            raise SystemExit(f"{template}: could not set platform {platform['selector']}")
     return text
-
-
-def rewrite_manifest(manifest, digest, file_names):
-    manifest.write_text(rewritten_manifest(manifest, digest, file_names))
 
 
 def build(dist, cache, version):
@@ -256,33 +267,16 @@ def build(dist, cache, version):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dist", type=Path, default=REPO / "dist",
-                        help="where to write the archive (default: dist/)")
-    parser.add_argument("--manifest", type=Path, default=REPO / "krew-manifest.yaml",
-                        help="the krew manifest: its version names the archive (default: krew-manifest.yaml)")
-    action = parser.add_mutually_exclusive_group()
-    action.add_argument("--write-manifest", action="store_true",
-                        help="rewrite the manifest's sha256 fields and file lists for this build")
-    action.add_argument("--check", action="store_true",
-                        help="exit 1 when the manifest does not describe this build (nothing is written)")
+                        help="where to write the archive and its krew manifest (default: dist/)")
     parser.add_argument("--cache", type=Path, default=CACHE, help="vendored packages cache")
     args = parser.parse_args(argv)
 
-    archive, digest, file_names = build(args.dist, args.cache, manifest_version(args.manifest))
+    version = release_version()
+    archive, digest, file_names = build(args.dist, args.cache, version)
+    manifest = args.dist / MANIFEST_NAME
+    manifest.write_text(manifest_text(version, digest, file_names))
     print(f"{archive}  sha256 {digest}")
-    wanted = rewritten_manifest(args.manifest, digest, file_names)
-    if args.write_manifest:
-        args.manifest.write_text(wanted)
-        print(f"{args.manifest}: sha256 and files written")
-    elif yaml.safe_load(wanted) != yaml.safe_load(args.manifest.read_text()):
-        fix = "python3 hack/release.py --write-manifest" + (
-            "" if args.manifest == REPO / "krew-manifest.yaml" else f" --manifest {args.manifest}")
-        message = f"{args.manifest} is stale: it does not carry this build's sha256 {digest}; run `{fix}` and commit it"
-        if args.check:
-            print(f"error: {message}", file=sys.stderr)
-            return 1
-        print(f"note: {message}", file=sys.stderr)
-    elif args.check:
-        print(f"{args.manifest}: up to date")
+    print(f"{manifest}: krew manifest of {version}")
     return 0
 
 

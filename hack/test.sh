@@ -13,7 +13,7 @@ t0=$(date +%s)
 env_lines="$(bash hack/build-control-plane.sh --print-env)"
 eval "$env_lines"
 stamp "control plane and node binaries" "$t0"
-# The pinned helm of the chart tests (tests/unit/deploy/test_helm_chart.py, tests/e2e/test_helm.py).
+# The pinned helm of the chart tests (tests/e2e/test_helm_template.py, tests/e2e/test_helm.py).
 t0=$(date +%s)
 helm_lines="$(bash hack/build-helm.sh --print-env)"
 eval "$helm_lines"

@@ -2,5 +2,5 @@
 shares with the in-cluster webhook process (see the README's Layout section)."""
 
 # The one place the version is written: setup.py reads it from here, `--version` prints it, and
-# the krew manifest's spec.version must be `v` + this (a test checks).
+# hack/release.py writes the krew manifest for version `v` + this.
 __version__ = "0.1.0"

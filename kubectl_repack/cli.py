@@ -21,6 +21,7 @@ from typing import Optional
 import click
 
 from kubectl_repack import __version__, commands
+from kubectl_repack.commands.completion import COMPLETE_VAR, cobra_complete
 from kubectl_repack.commands.options import cluster_options
 from kubectl_repack.commands.status import EXIT_INTERRUPTED
 
@@ -58,8 +59,6 @@ class RepackGroup(click.Group):
     """The `kubectl repack` group: prog name, and expected errors turned into exit codes."""
 
     def main(self, *args, **kwargs):
-        from kubectl_repack.commands.completion import COMPLETE_VAR
-
         kwargs["prog_name"] = PROG_NAME  # also under CliRunner and `python -m`
         kwargs.setdefault("complete_var", COMPLETE_VAR)
         return super().main(*args, **kwargs)
@@ -141,6 +140,12 @@ def main():
 
 
 commands.register(main)
+
+
+def complete_main() -> None:
+    """Entry point of `kubectl_complete-repack` (called by kubectl's own completion)."""
+    sys.stdout.write(cobra_complete(main, sys.argv[1:]))
+
 
 if __name__ == "__main__":  # pragma: no cover
     main()

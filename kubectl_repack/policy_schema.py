@@ -1,4 +1,4 @@
-"""The RepackPolicy CRD, made from the RepackRun CRD, and local validation of policies (issue 24).
+"""The RepackPolicy CRD, made from the RepackRun CRD, and local validation of policies (POLICY-1, POLICY-2).
 
 `spec.runTemplate.spec` is a RepackRun spec: its schema is the RepackRun CRD's own `spec` schema
 (config/crd/repack.volcano.sh_repackruns.yaml, the one source), copied in by `policy_crd()`
@@ -34,7 +34,7 @@ TRIGGER_RULE = run_schema_module.POLICY_TRIGGER_RULE
 NAME_RULE = run_schema_module.POLICY_NAME_RULE
 HEADER = """\
 # RepackPolicy: creates RepackRuns from a template on a cron schedule, above a fragmentation
-# threshold, or for a gang blocked by fragmentation (issue 24). GENERATED from the RepackRun CRD by
+# threshold, or for a gang blocked by fragmentation (POLICY-1, POLICY-2). GENERATED from the RepackRun CRD by
 # `python -m kubectl_repack.policy_schema config/crd` (runTemplate.spec is the RepackRun spec schema);
 # do not edit by hand. Field names follow the Go design's RepackPolicy; timeZone, windows,
 # minWorkloadInterval and onPendingBlocked are ours (a Go CRD would prune them).

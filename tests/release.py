@@ -9,22 +9,17 @@ import tarfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-MANIFEST = REPO / "krew-manifest.yaml"
 RELEASE = REPO / "hack" / "release.py"
 
 
 def build_release(out: Path):
-    """(archive, manifest path, unpacked dir) of a fresh build into `out`, with a manifest copy."""
-    manifest = out / "krew-manifest.yaml"
-    manifest.write_text(MANIFEST.read_text())
-    subprocess.run([sys.executable, str(RELEASE), "--dist", str(out), "--manifest", str(manifest),
-                    "--write-manifest"],
-                   check=True, cwd=out, timeout=600)
+    """(archive, the krew manifest written next to it, unpacked dir) of a fresh build into `out`."""
+    subprocess.run([sys.executable, str(RELEASE), "--dist", str(out)], check=True, cwd=out, timeout=600)
     archive = next(out.glob("kubectl-repack-v*.tar.gz"))
     unpacked = out / "unpacked"
     with tarfile.open(archive) as tar:
         tar.extractall(unpacked, filter="data")
-    return archive, manifest, unpacked
+    return archive, out / "krew-manifest.yaml", unpacked
 
 
 def run_zipapp(zipapp: Path, *args: str, env=None, timeout: float = 300, cwd=None) -> subprocess.CompletedProcess:

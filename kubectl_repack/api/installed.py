@@ -10,9 +10,9 @@ NAMESPACE_ENV = "REPACK_NAMESPACE"   # every process and command reads its names
 NAMESPACE = "repack-system"          # the default install namespace
 
 WEBHOOK = "repack-webhook"           # the webhook's Deployment, Service, ServiceAccount and NetworkPolicy
-# The RepackRun controller (issue 12): its own Deployment and ServiceAccount, the only one that may evict.
+# The RepackRun controller (EXEC-8): its own Deployment and ServiceAccount, the only one that may evict.
 CONTROLLER = "repack-controller"
-# The placement coordinator (issue 19): its own Deployment and ServiceAccount, apart from the webhook.
+# The placement coordinator (SEC-3): its own Deployment and ServiceAccount, apart from the webhook.
 COORDINATOR = "repack-coordinator"
 
 TLS_SECRET = "repack-webhook-tls"            # the webhook's serving pair (the controller makes it)

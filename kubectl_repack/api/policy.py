@@ -1,4 +1,4 @@
-"""RepackPolicy (issue 24, POLICY-1, POLICY-2): runs that start themselves, decided here, pure.
+"""RepackPolicy (POLICY-1, POLICY-2): runs that start themselves, decided here, pure.
 
 A cluster-scoped `RepackPolicy` (`repack.volcano.sh/v1alpha1`, field names of the Go design's
 RepackPolicy where it has them) creates RepackRuns from `spec.runTemplate` when a trigger fires:

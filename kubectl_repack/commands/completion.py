@@ -5,12 +5,11 @@ kubectl (1.26+) completes a plugin by running an executable named `kubectl_compl
 PATH with the words typed so far and the word being completed as arguments; it reads one
 candidate per line (`value<TAB>description`) and a last line `:<directive>` (cobra's
 ShellCompDirective). pip installs that executable (setup.py); krew links one binary only, so its
-caveats say how to make one (`kubectl-repack __complete "$@"`). Both run `cobra_complete` over
+caveats say how to make one (`kubectl-repack __complete "$@"`); the executable's entry point is
+kubectl_repack.cli.complete_main. Both run `cobra_complete` over
 click's own completion of this command tree, the same one `completion SHELL` scripts use.
 """
 from __future__ import annotations
-
-import sys
 
 import click
 
@@ -23,19 +22,19 @@ SHELLS = ("bash", "zsh", "fish")
 DIRECTIVE_DEFAULT, DIRECTIVE_NO_SPACE, DIRECTIVE_NO_FILE, DIRECTIVE_DIRS = 0, 2, 4, 16
 
 
-def _root():
-    from kubectl_repack.cli import main
+def _root() -> click.Command:
+    """The `kubectl repack` group of the command being run (this module does not import the CLI,
+    which lists this module's commands)."""
+    return click.get_current_context().find_root().command
 
-    return main
 
-
-def cobra_complete(words: list[str]) -> str:
-    """Candidates for the last of `words` (the word being completed, possibly ""), in kubectl's
-    plugin completion format."""
+def cobra_complete(root: click.Command, words: list[str]) -> str:
+    """Candidates for the last of `words` (the word being completed, possibly "") in the command
+    tree `root`, in kubectl's plugin completion format."""
     from click.shell_completion import ShellComplete
 
     args, incomplete = list(words[:-1]), words[-1] if words else ""
-    items = ShellComplete(_root(), {}, PROGRAM, COMPLETE_VAR).get_completions(args, incomplete)
+    items = ShellComplete(root, {}, PROGRAM, COMPLETE_VAR).get_completions(args, incomplete)
     kinds = {item.type for item in items}
     if "file" in kinds:
         return f":{DIRECTIVE_DEFAULT}\n"  # let the shell complete file names
@@ -46,11 +45,6 @@ def cobra_complete(words: list[str]) -> str:
     if any(str(item.value).endswith("=") for item in items):  # `-o jsonpath=`: the template follows
         directive |= DIRECTIVE_NO_SPACE
     return "".join(line.replace("\n", " ") + "\n" for line in lines) + f":{directive}\n"
-
-
-def complete_main() -> None:
-    """Entry point of `kubectl_complete-repack` (called by kubectl's own completion)."""
-    sys.stdout.write(cobra_complete(sys.argv[1:]))
 
 
 @click.command("completion", epilog="""\b
@@ -79,7 +73,7 @@ def command(shell):
 @click.argument("words", nargs=-1, type=click.UNPROCESSED)
 def complete_command(words):
     """kubectl's plugin completion protocol on the plugin binary itself (for krew installs)."""
-    click.echo(cobra_complete(list(words)), nl=False)
+    click.echo(cobra_complete(_root(), list(words)), nl=False)
 
 
-__all__ = ["PROGRAM", "COMPLETE_VAR", "cobra_complete", "complete_main"]
+__all__ = ["PROGRAM", "COMPLETE_VAR", "cobra_complete"]

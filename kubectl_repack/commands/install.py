@@ -69,7 +69,7 @@ def _check_url(ctx, param, value):
     return value
 
 
-# ---- placement and --wait options (issue 10); the image reference is options.IMAGE_REF --------------
+# ---- placement and --wait options (NOM-6); the image reference is options.IMAGE_REF --------------
 TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 

@@ -306,9 +306,12 @@ def _check_now(ctx, param, value):
 
 
 def now_option(f):
-    """Hidden --now (or $REPACK_NOW): pins every timestamp the command writes, for tests."""
-    return click.option("--now", envvar=NOW_ENV, hidden=True, callback=_check_now,
-                        help="Pin the timestamps written (RFC 3339).")(f)
+    """--now (or $REPACK_NOW): the time the command stamps on what it writes (start, completion,
+    conditions, the generated run name), so one snapshot and spec give the same bytes: a plan kept
+    in Git, or two plans compared, differ only where the cluster does."""
+    return click.option("--now", envvar=NOW_ENV, callback=_check_now, metavar="TIME",
+                        help="Stamp TIME (RFC 3339, e.g. 2026-07-30T08:00:00Z) instead of the current time on "
+                             "what the plan writes, for reproducible output.")(f)
 
 
 def now_or_current(now: Optional[str]) -> str:

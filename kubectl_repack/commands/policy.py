@@ -1,4 +1,4 @@
-"""`kubectl repack policy create|get|suspend|resume|trigger` (issue 24): RepackPolicies, the runs
+"""`kubectl repack policy create|get|suspend|resume|trigger` (POLICY-1, POLICY-2): RepackPolicies, the runs
 that start themselves. `kubectl apply -f POLICY.yaml` works as well (the installed webhook fills in
 the creator record); `create` first validates the policy locally, as the API server and the
 controller would judge it (schema and CEL, the cron strings and time zone, the planner's view of the

@@ -8,8 +8,9 @@ and writes each place a sentinel lands as the Helm expression of its value; the 
 resources (no install flag) become values whose defaults are what install renders. A sentinel
 landing where the generator does not know how to template it is an error, so a new object or field
 in the install set either templates correctly or stops the generator. tests/unit/deploy/
-test_helm_chart.py checks that the committed chart is this module's output and, with `helm
-template`, that its default values render what `install --dry-run` renders, object by object.
+test_helm_chart.py checks that the committed chart is this module's output; tests/e2e/
+test_helm_template.py, with `helm template`, that its default values render what `install
+--dry-run` renders, object by object.
 
 Where the chart differs from `install`, on purpose (the chart's README section says so):
 - the objects go into the release namespace (`helm install -n NS --create-namespace`), unless
@@ -245,7 +246,7 @@ def _crd_template() -> str:
     from kubectl_repack.policy_schema import crd_text
 
     keep = "".join(f"    {k}: {v}\n" for k, v in KEEP.items())
-    # the RepackPolicy CRD (issue 24) follows the RepackRun CRD it is made from, in the same file
+    # the RepackPolicy CRD (POLICY-1, POLICY-2) follows the RepackRun CRD it is made from, in the same file
     return "---\n".join(HEADER + t.replace("\nmetadata:\n", "\nmetadata:\n  annotations:\n" + keep, 1)
                         for t in (text, crd_text()))
 

@@ -30,7 +30,7 @@ def controller_cluster_role_rules() -> list[dict]:
         {"apiGroups": ["batch.volcano.sh"], "resources": ["jobs"], "verbs": read},
         {"apiGroups": ["workload.serving.volcano.sh"], "resources": ["modelservings"], "verbs": read},
         {"apiGroups": ["topology.volcano.sh"], "resources": ["hypernodes"], "verbs": read},
-        # create: the runs of RepackPolicies (issue 24), which carry the policy's creator record (creator_policy)
+        # create: the runs of RepackPolicies (POLICY-1, POLICY-2), which carry the policy's creator record (creator_policy)
         {"apiGroups": ["repack.volcano.sh"], "resources": ["repackruns"],
          "verbs": read + ["create", "patch", "update", "delete"]},
         {"apiGroups": ["repack.volcano.sh"], "resources": ["repackpolicies"], "verbs": read},

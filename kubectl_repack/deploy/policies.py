@@ -24,7 +24,7 @@ def _cel_string(value: str) -> str:
 def creator_policy(namespace: str = NAMESPACE) -> Manifest:
     """SEC-1: the API server vouches for the creator of a RepackRun and of a RepackPolicy. On CREATE
     the three creator annotations must equal `request.userInfo` (username, uid, groups joined by
-    GROUP_SEPARATOR); on UPDATE they may not be added, changed or removed. One exception (issue 24):
+    GROUP_SEPARATOR); on UPDATE they may not be added, changed or removed. One exception (POLICY-1, POLICY-2):
     the controller's account (in `namespace`) creates the runs of RepackPolicies, and each carries
     its policy's record, so every SubjectAccessReview asks about the user who created the policy;
     only that account, and only for a RepackRun a RepackPolicy owns, may set a record that is not

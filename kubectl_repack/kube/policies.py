@@ -1,4 +1,4 @@
-"""RepackPolicy objects on the cluster (issue 24): listed and status-written by the controller,
+"""RepackPolicy objects on the cluster (POLICY-1, POLICY-2): listed and status-written by the controller,
 created, read and patched by `kubectl repack policy`. The status is one writer's (the controller),
 still written read-modify-write on resourceVersion, so a spec change made meanwhile is kept."""
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """kubectl's own output dialects (`-o jsonpath=`, `-o custom-columns=`, `-o name`) as pure functions.
 
 Why this exists: platform teams script kubectl with `-o jsonpath=...`, and a plugin that claims
-kubectl's conventions must render the same template to the same bytes (issue #14). Python's JSONPath
+kubectl's conventions must render the same template to the same bytes. Python's JSONPath
 libraries implement a different dialect (no `{range}`/`{end}`, no text between actions, other
 filter and printing rules), so this package re-implements the one in k8s.io/client-go/util/jsonpath
 with the settings kubectl's printers use (k8s.io/cli-runtime/pkg/printers/jsonpath.go,

@@ -1,4 +1,4 @@
-"""`kubectl repack apply` on the real control plane (issue 5): real evictions through the Eviction
+"""`kubectl repack apply` on the real control plane (EXEC-2, EXEC-3, EXEC-4, EXEC-6): real evictions through the Eviction
 API, re-creation by Volcano's job controller, binding by vc-scheduler, and the Lease mutex.
 
 Every test builds the seed's layout (see execute_helpers) in its own namespace on its own nodes,
@@ -18,8 +18,6 @@ from tests.e2e.execute_helpers import (LEASE_NAMESPACE, PodDeletions, build_seed
 from tests.harness import NPU_RESOURCE
 
 pytestmark = pytest.mark.e2e
-
-FIGURES: dict = {}
 
 
 @pytest.fixture
@@ -142,8 +140,6 @@ def test_seed_scenario_executes_and_verifies(control_plane, fake_nodes, make_nam
         f"{ns}/{rec['victimPodName']}\teviction=Accepted\tplacement=Placed\tplanned={rec['plannedNodeName']}"
         f"\tselected=\tactual={rec['placement']['actualNodeName']}\treplacement={rec['victimPodName']}\n"
         for rec in relocs), out.stderr
-    FIGURES["seed_wall_seconds"] = round(wall, 1)
-    FIGURES["planned_node_hits"] = f"{hits}/{len(relocs)}"
     print(f"\nseed scenario: apply -> verified in {wall:.1f}s; replacements on the planned node: {hits}/{len(relocs)}")
 
 
@@ -327,8 +323,3 @@ def test_killed_apply_resumes_without_double_eviction(control_plane, fake_nodes,
     for rec in st["relocations"]:
         assert live[rec["victimPodName"]][1] == rec["placement"]["replacementPodUID"]
     assert st["result"]["movedCardCount"] == 2 and st["result"]["metricsVerified"] is True
-
-
-def test_report_figures():
-    """Prints the figures the issue asks for (seed wall time, planned-node hit rate)."""
-    print(f"\napply e2e figures: {FIGURES}")

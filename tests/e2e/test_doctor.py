@@ -1,4 +1,4 @@
-"""`kubectl repack doctor`, `cancel` and `status -w` against the real control plane (issue 12).
+"""`kubectl repack doctor`, `cancel` and `status -w` against the real control plane (VER-3, EXEC-10, CLI-1).
 
 Nothing of the in-cluster part is installed here (no webhook, no controller: the controller is not
 on this branch), so doctor must say so with FAIL lines while the CRD, RBAC and Volcano checks pass;

@@ -133,7 +133,7 @@ def test_a_hint_on_a_bound_pod_is_refused_by_the_api_server_and_read_back_as_the
     so it records that and never retries (tests/unit/webhook/coordinator has the whole tick)."""
     from kubectl_repack.errors import Invalid
     from kubectl_repack.kube.objects import LiveCluster
-    from webhook.coordinator.loop import Coordinator
+    from webhook.coordinator.loop import Coordinator, PlacementKey
 
     core = client.CoreV1Api(control_plane.api_client)
     ns = make_namespace("nominate-bound")
@@ -145,7 +145,8 @@ def test_a_hint_on_a_bound_pod_is_refused_by_the_api_server_and_read_back_as_the
     with pytest.raises(Invalid) as refused:
         cluster.nominate(ns, "bound", node)
     assert "may not be set on pods that are already bound" in str(refused.value)
-    coordinator = Coordinator(cluster, runs=None, elector=None)
+    # no placement key readable: acts on no marks (this test only nominates)
+    coordinator = Coordinator(cluster, runs=None, elector=None, placement_key=PlacementKey(lambda: None))
     assert coordinator.nominate_or_bound(ns, "bound", node) == node
     assert coordinator.nominate_or_bound(ns, "pending", node) == ""
     assert core.read_namespaced_pod("pending", ns).status.nominated_node_name == node

@@ -1,4 +1,4 @@
-"""The live fragmentation gauge on the installed controller (issue 24, POLICY-3), on the real
+"""The live fragmentation gauge on the installed controller (POLICY-3), on the real
 control plane: `kubectl repack install` with the image hack/build-image.sh built, the seed's layout
 on three NPU nodes and an idle fourth of another pool (which the seed's jobs may not use), in two
 HyperNodes, the seed's ascend-large-training waiting for fragmentation.

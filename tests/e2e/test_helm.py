@@ -1,4 +1,4 @@
-"""The Helm chart for real (issue 25): `helm install` of charts/kubectl-repack with the image
+"""The Helm chart for real: `helm install` of charts/kubectl-repack with the image
 hack/build-image.sh built, on the real kubelet node, then `kubectl repack doctor` all OK; `helm
 upgrade` with a changed value, applied and still all OK (the caBundle the controller wrote survives
 Helm's merge); `helm uninstall`, which keeps the CRD and the RepackRuns, then `kubectl repack
@@ -26,7 +26,7 @@ from kubectl_repack.schema import CRD_NAME
 from tests.e2e.helpers import absent, built_image_parts, doctor_all_ok, repack, wait_for
 from tests.e2e.test_network_policy import advertised, quiet_plane  # noqa: F401  (fixtures)
 from tests.harness.realnode import NODE_LABEL
-from tests.unit.deploy.test_helm_chart import CHART_DIR, helm_binary
+from tests.e2e.test_helm_template import CHART_DIR, helm_binary
 
 pytestmark = pytest.mark.e2e
 

@@ -1,4 +1,4 @@
-"""`kubectl repack install --dry-run=server` against the real API server (issue 14): every object is
+"""`kubectl repack install --dry-run=server` against the real API server: every object is
 sent as a server-side apply with dryRun=All, the server validates and admits it, and nothing is
 stored. A namespace that does not exist yet is not created by a server dry run, so the objects
 inside it are listed as "would be created in the new namespace" instead of failing NotFound.

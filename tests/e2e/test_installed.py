@@ -1,4 +1,4 @@
-"""The in-cluster half for real (issue 10): `kubectl repack install --image <the image
+"""The in-cluster half for real (NOM-6): `kubectl repack install --image <the image
 hack/build-image.sh just built, pinned by digest>` on a real kubelet node, the seed scenario's
 Execute steered by the *installed* webhook and coordinator, then `kubectl repack uninstall`.
 
@@ -488,7 +488,7 @@ def test_seed_flow_with_kubectl_apply_is_reconciled_in_the_cluster(
 
 def test_a_waiting_job_takes_the_vacated_node_and_the_run_names_it(
         installed, real_node, control_plane, node_agent, fake_nodes, make_namespace, tmp_path):
-    """Issue 22's Done-means: the seed's ascend-large-training (2 workers x 4 cards) is submitted
+    """RELIEF-2 and RELIEF-3 end to end: the seed's ascend-large-training (2 workers x 4 cards) is submitted
     before the untargeted seed Execute and stays Pending (no node has 8 free cards); the Execute,
     applied with kubectl and carried out by the installed controller, vacates node 01, the waiting
     job binds there at once, and the run ends Succeeded: node 01 is in status.result.vacatedNodes
@@ -567,7 +567,7 @@ def _tried(custom, ns, job):
 
 def test_a_run_aimed_at_the_waiting_job_makes_room_for_it(
         installed, real_node, control_plane, node_agent, fake_nodes, make_namespace, tmp_path):
-    """Relief (issue 22) on the installed controller. The seed's ascend-large-training (2 workers x 4
+    """Relief (RELIEF-2, RELIEF-3) on the installed controller. The seed's ascend-large-training (2 workers x 4
     cards) is submitted first and waits: node 01 has 6 cards free, 02 and 03 one each.
     `kubectl repack why` names fragmentation and the one-line fix; a RepackRun aimed at its PodGroup
     (spec.target, applied with kubectl, carried out by the installed controller) vacates node 01 and

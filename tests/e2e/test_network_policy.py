@@ -1,4 +1,4 @@
-"""The webhook's NetworkPolicy on the real API server (issues 13 and 19): the policy of `install
+"""The webhook's NetworkPolicy on the real API server (SEC-3): the policy of `install
 --apiserver-cidr` is accepted as rendered; without the flag install admits only the addresses the API
 servers advertise (Service default/kubernetes: EndpointSlices, else Endpoints), renders none with a
 warning when they cannot be known, deletes a stale one on re-install, and doctor says which it is.

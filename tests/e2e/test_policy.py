@@ -1,4 +1,4 @@
-"""RepackPolicy on the real control plane (issue 24's Done-means), reconciled by the *installed*
+"""RepackPolicy on the real control plane (POLICY-1, POLICY-2), reconciled by the *installed*
 controller (`kubectl repack install --image <the image built from this tree>`), policies applied
 with plain `kubectl apply` (the webhook fills in the creator record, the admission policy checks it):
 
@@ -353,7 +353,7 @@ def test_a_policy_of_a_user_who_may_not_evict_evicts_nothing(
 
 def test_bad_policies_are_refused_by_the_crd_and_a_bad_cron_or_template_is_reported_not_run(
         controller_fast, control_plane, tmp_path):
-    """Issue 24's Bad input on the API server: the CRD (schema and CEL) refuses a window without a
+    """Bad input on the API server (POLICY-2): the CRD (schema and CEL) refuses a window without a
     duration, onFragAbovePercent outside 0-100, a template the RepackRun schema refuses and a policy
     without a trigger, naming the field; a cron string (which CEL cannot parse) and a template the
     planner refuses get in, and the controller reports them Healthy=False/ReconcileFailed naming the

@@ -1,4 +1,4 @@
-"""The creator record on the real API server (security issue 19, SEC-1): the ValidatingAdmissionPolicy
+"""The creator record on the real API server (SEC-1): the ValidatingAdmissionPolicy
 that `kubectl repack install` renders, enforced by the API server itself, without the mutating
 webhook. A user who may create and patch RepackRuns (as `cancel` needs) but not evict cannot make
 a run name anyone but themselves, cannot change the record afterwards, and cannot replay an

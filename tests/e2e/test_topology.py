@@ -1,4 +1,4 @@
-"""Network topology (issue 21 part 6) on the real vc-scheduler v1.14.1 with its network-topology-aware
+"""Network topology (TOPO-1 to TOPO-4) on the real vc-scheduler v1.14.1 with its network-topology-aware
 plugin (tests/harness/controlplane.py SCHEDULER_CONF) and HyperNode objects for the fake NPU nodes.
 
 Every test makes its own tree: four 8-card nodes, two tier-1 HyperNodes of two nodes each

@@ -1,4 +1,4 @@
-"""Upgrading an install made by an older build (issue #25): `kubectl repack install` over it is an
+"""Upgrading an install made by an older build: `kubectl repack install` over it is an
 upgrade, on the real kubelet node.
 
 The previous release is OLD_COMMIT's tree, taken from git history (`git archive`), installed in
@@ -42,7 +42,7 @@ pytestmark = pytest.mark.e2e
 
 # The previous release: the last commit whose install ran the placement coordinator inside the
 # webhook's pod, as its second container under the webhook's ServiceAccount, and exposed its
-# metrics on the webhook's Service (port 9090). The next commit (ca66689, Security issue 19
+# metrics on the webhook's Service (port 9090). The next commit (ca66689, the SEC-3 work
 # findings 4 and 10) split it into its own Deployment, ServiceAccount, RBAC and Service, made the
 # Leases at install, narrowed the webhook's ClusterRole to reading RepackRuns, and later commits
 # added three admission policies and the CRD's spec.target. So the upgrade changes objects

@@ -1,6 +1,6 @@
 """The krew zipapp against the real control plane, run as krew users run it (`python3 -I -S`).
 
-Issue 14's first defect: the zipapp evicted pods and then died importing a module it does not
+The defect this guards against (CLI-3): the zipapp evicted pods and then died importing a module it does not
 carry (`find_replacements` ran after the evictions). Here the built archive runs `apply` end to
 end (evictions, replacement tracking, verification), then `--resume` of the finished run,
 `status`, `snapshot` and a live `plan`; the offline commands are in tests/unit/packaging.

@@ -1,7 +1,7 @@
 """The import-linter contracts (.importlinter) hold on the tree, and catch each forbidden edge.
 
-Each planted edge is one the layering removed (issue 11), one the layers forbid, or one between the
-in-cluster processes (issue 20): it is written into a temporary copy of the three packages, and
+Each planted edge is one the layering removed, one the layers forbid, or one between the
+in-cluster processes: it is written into a temporary copy of the three packages, and
 `lint-imports` must then fail naming the contract it breaks.
 """
 from __future__ import annotations
@@ -52,7 +52,7 @@ def pristine(tmp_path_factory):
 
 
 PLANTED = [
-    # the edges issue 11 found
+    # edges the layering removed
     pytest.param("kubectl_repack/engine/tracking.py", "from webhook.coordinator import placement", [NO_WEBHOOK],
                  id="engine-imports-webhook-matching"),
     pytest.param("kubectl_repack/commands/install.py", "from webhook import coordinator", [NO_WEBHOOK],
@@ -74,7 +74,7 @@ PLANTED = [
     pytest.param("kubectl_repack/engine/outcome.py", "from kubectl_repack.kube import client", [PURE],
                  id="engine-decision-reaches-kubernetes"),
     pytest.param("webhook/coordinator/placement.py", "import flask", [PURE], id="placement-decision-imports-flask"),
-    # one folder per in-cluster process (issue 20): none imports another; what they share imports none
+    # one folder per in-cluster process: none imports another; what they share imports none
     pytest.param("webhook/coordinator/loop.py", "from webhook.admission import review", [PROCESSES],
                  id="coordinator-imports-admission"),
     pytest.param("webhook/controller/loop.py", "from webhook.coordinator import placement", [PROCESSES],
@@ -83,7 +83,7 @@ PLANTED = [
                  id="admission-imports-controller"),
     pytest.param("webhook/common/metrics.py", "from webhook.admission import relocation_store", [COMMON],
                  id="common-imports-a-process"),
-    # one Kubernetes I/O layer in fact (issue 20): nobody but kube imports the client
+    # one Kubernetes I/O layer in fact: nobody but kube imports the client
     pytest.param("kubectl_repack/commands/install.py", "from kubernetes import client", [ONLY_KUBE],
                  id="install-imports-kubernetes"),
     pytest.param("webhook/admission/serve.py", "import kubernetes", [ONLY_KUBE], id="webhook-imports-kubernetes"),

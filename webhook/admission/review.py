@@ -252,7 +252,7 @@ def _is_run_write(request: Mapping[str, Any]) -> bool:
 
 def _policy_run(obj: Mapping[str, Any]) -> bool:
     """A run a RepackPolicy owns that already carries a creator record: the controller copied the
-    policy's record onto it (issue 24); the admission policy decides whether it may."""
+    policy's record onto it (POLICY-1, POLICY-2); the admission policy decides whether it may."""
     view = ObjectView(obj)
     return (view.annotations.get(CREATOR_ANNOTATIONS[0]) is not None
             and any(isinstance(r, Mapping) and r.get("kind") == POLICY_KIND for r in view.meta.get("ownerReferences") or ()))

@@ -20,7 +20,7 @@ worker does all of its socket I/O on gunicorn's selector loop (one thread), neve
   and whatever gunicorn writes is buffered and then sent by the loop with non-blocking writes,
   the headers and body in one TLS record where they fit. Handing each request to a thread and back
   cost two thread wake-ups and a pipe write per review, most of the review's latency on a busy
-  2-core machine (issue 19's benchmark: p99 8.6 -> 5.1 ms at 300 reviews/s);
+  2-core machine (SEC-4; measured by bench/webhook_latency.py: p99 8.6 -> 5.1 ms at 300 reviews/s);
 - a request must arrive whole within READ_DEADLINE_SECONDS of its first byte (so must a TLS
   handshake); past it the peer gets a 408 and is disconnected. A connection that sends nothing
   is closed after IDLE_SECONDS (new) or the keep-alive timeout (after a handshake or a response);

@@ -1,4 +1,4 @@
-"""The webhook's TLS certificates, made and renewed in the cluster by the controller process (issue 14):
+"""The webhook's TLS certificates, made and renewed in the cluster by the controller process (NOM-5):
 no private key is made on, sent to, or printed by a client (`kubectl repack install` renders no
 Secret and no caBundle).
 

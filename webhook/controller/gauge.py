@@ -1,4 +1,4 @@
-"""The controller's live fragmentation gauge (issue 24, POLICY-3): a cache of cluster state
+"""The controller's live fragmentation gauge (POLICY-3): a cache of cluster state
 refreshed every `--gauge-interval` (1m), from which planner.gauge computes the figures the
 controller's /metrics serves (webhook.common.metrics.ControllerMetrics). A scrape reads what the
 last refresh stored; it never reads the cluster or plans.

@@ -1,4 +1,4 @@
-"""The RepackRun controller (issue 12): RepackRuns created with `kubectl apply` are carried out in the
+"""The RepackRun controller (EXEC-8): RepackRuns created with `kubectl apply` are carried out in the
 cluster, not from a laptop.
 
 One leader (Lease `repack-controller`, the kube layer's Lease client) reconciles every RepackRun:
@@ -45,7 +45,7 @@ victims of the records it writes with an HMAC keyed by a Secret only its account
 that do not verify against the seal, before the first and before every eviction, end the run
 Failed, RelocationRecordsInvalid, with nothing (further) evicted.
 
-RepackPolicies (issue 24): after the runs, each tick hands the runs it listed to
+RepackPolicies (POLICY-1, POLICY-2): after the runs, each tick hands the runs it listed to
 webhook.controller.policies, which creates the policies' runs (carried out here like any other). An
 Execute a policy made inside a maintenance window carries the window's end
 (`repack.volcano.sh/window-end`): its execution deadline is capped there, and one that could only
@@ -574,7 +574,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        controller.stop_event, gauge_resources).start()
     if args.health_port:
         serve_health(controller, args.health_port, controller.metrics)
-    from webhook.controller import certmanager   # issue 14: the webhook's TLS Secret and caBundle, made in the cluster
+    from webhook.controller import certmanager   # NOM-5: the webhook's TLS Secret and caBundle, made in the cluster
 
     certmanager.start(api, args.namespace, controller.stop_event)
 

@@ -1,4 +1,4 @@
-"""The RepackPolicy reconciler (issue 24, POLICY-1, POLICY-2): the controller's leader runs it on
+"""The RepackPolicy reconciler (POLICY-1, POLICY-2): the controller's leader runs it on
 every tick, after the runs (webhook.controller.loop.Controller.tick), with the runs it just listed.
 
 Per policy, in this order (the decisions are kubectl_repack.api.policy's, pure):

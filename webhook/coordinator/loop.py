@@ -132,10 +132,9 @@ class Coordinator:
     def __init__(self, cluster: Cluster, runs: Runs, elector: Any,
                  placement_lease: timedelta = DEFAULT_PLACEMENT_LEASE, interval: float = DEFAULT_INTERVAL,
                  sweep_interval: float = DEFAULT_SWEEP_INTERVAL, metrics: Optional[Metrics] = None,
-                 clock: Callable[[], datetime] = utcnow, placement_key: Optional[PlacementKey] = None):
+                 clock: Callable[[], datetime] = utcnow, *, placement_key: PlacementKey):
         self.cluster, self.runs, self.elector = cluster, runs, elector
-        # None: no checks (tests of the I/O alone); the process always passes one (SEC-2, SEC-5).
-        self.placement_key = placement_key
+        self.placement_key = placement_key   # marks are acted on only when they verify (SEC-5)
         self.placement_lease = placement_lease
         self.interval, self.sweep_interval = interval, sweep_interval
         self.metrics = metrics if metrics is not None else Metrics()
@@ -180,8 +179,7 @@ class Coordinator:
             pods = [p for ns in namespaces for p in self.cluster.list_pods(ns)]
         else:
             return
-        verify = self.placement_key.marks_problem if self.placement_key is not None else None
-        reps = [(p, rep) for p in pods if (rep := replacement_of(p, verify)) is not None]
+        reps = [(p, rep) for p in pods if (rep := replacement_of(p, self.placement_key.marks_problem)) is not None]
         if not reps:
             return
         fit: Optional[LiveFit] = None
@@ -235,7 +233,7 @@ class Coordinator:
                 log.info("run %s: %s", view.name, note)
 
     def _run_problem(self, run: Optional[Mapping[str, Any]]) -> str:
-        if self.placement_key is None or not isinstance(run, Mapping):
+        if not isinstance(run, Mapping):
             return ""
         return digest_problem(run)
 

@@ -55,18 +55,17 @@ class Replacement:
 
 
 def replacement_of(pod: Mapping[str, Any],
-                   verify: Optional[Callable[[Mapping[str, Any]], str]] = None) -> Optional[Replacement]:
+                   verify: Callable[[Mapping[str, Any]], str]) -> Optional[Replacement]:
     """The webhook's annotations read back; None for pods that are nobody's replacement.
 
     `verify(pod)`: why the pod's marks are not the webhook's ('' when they are; the coordinator
     passes the marks MAC check, kubectl_repack.api.gates.marks_problem): marks that do not verify
-    name no run, so the pod takes no record and a gate on it is only lifted (None: no check, for
-    tests of the decision alone)."""
+    name no run, so the pod takes no record and a gate on it is only lifted."""
     view = ObjectView(pod)
     ann = view.annotations
     run_ref = ann.get(RELOCATION_RUN_ANNOTATION)
     gated = has_gate(pod)
-    if run_ref is not None and verify is not None and verify(pod):
+    if run_ref is not None and verify(pod):
         run_ref = None   # marks copied from a template or another pod: not a replacement
     if not isinstance(run_ref, str) or "/" not in run_ref:
         if not gated:

@@ -1,5 +1,5 @@
 """Preflight: is this cluster ready for in-cluster RepackRuns? Shared by `kubectl repack doctor` and
-`kubectl repack apply` (issue 12).
+`kubectl repack apply` (EXEC-8).
 
 Each check answers one question with a `Check` (OK, FAIL or WARN, what was seen, what to do):
 

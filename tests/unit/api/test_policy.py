@@ -1,4 +1,4 @@
-"""RepackPolicy decisions (issue 24), pure: cron slots with time zones and DST, a missed slot running
+"""RepackPolicy decisions (POLICY-1, POLICY-2), pure: cron slots with time zones and DST, a missed slot running
 once, maintenance windows, history pruning, the moved-workload record of minWorkloadInterval, the
 pending-blocked clock after TargetCannotFit, the run a policy creates, and field-naming errors."""
 from __future__ import annotations

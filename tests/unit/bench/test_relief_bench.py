@@ -1,4 +1,4 @@
-"""bench.relief (issue 22): the checker refutes what it must, and the MILP, the planner and the
+"""bench.relief (RELIEF-2, RELIEF-3): the checker refutes what it must, and the MILP, the planner and the
 checker agree on a few tiny targeted instances. Fast (a few seconds); the full run is
 `python -m bench.relief`."""
 import pytest

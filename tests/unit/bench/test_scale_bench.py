@@ -1,4 +1,4 @@
-"""bench.scale (issue 23): one real `kubectl-repack plan` process measured on a tiny generated cluster
+"""bench.scale: one real `kubectl-repack plan` process measured on a tiny generated cluster
 (its load / plan split and peak RSS come back), and the table and targets rendered from figures.
 The full run is `python -m bench.scale`."""
 import json

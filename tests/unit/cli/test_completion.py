@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from kubectl_repack.cli import main
 from kubectl_repack.commands.completion import COMPLETE_VAR, cobra_complete
 
 BIN = os.path.dirname(sys.executable)
@@ -35,7 +36,7 @@ def _lines(text):
     (["install", "--cert-dir", ""], [], ":16"),    # a directory: the shell completes directories
 ], ids=lambda v: " ".join(v) if isinstance(v, list) else None)
 def test_cobra_protocol(words, expected, directive):
-    out = _lines(cobra_complete(words))
+    out = _lines(cobra_complete(main, words))
     assert out[-1] == directive
     assert out[:-1] == expected
 
@@ -57,18 +58,18 @@ def _path_options():
 
 @pytest.mark.parametrize("command, option", list(_path_options()))
 def test_every_option_that_takes_a_path_completes_file_names(command, option):
-    assert _lines(cobra_complete([command, option, ""])) in ([":0"], [":16"])
+    assert _lines(cobra_complete(main, [command, option, ""])) in ([":0"], [":16"])
 
 
 def test_flags_complete_with_their_help():
-    out = _lines(cobra_complete(["plan", "--max"]))
+    out = _lines(cobra_complete(main, ["plan", "--max"]))
     assert out == ["--max-podgroups\tMost PodGroups one run may affect (maxPerRun.podGroups).",
                    "--max-cards\tMost units of the resource one run may move (maxPerRun.resources[RESOURCE]).",
                    ":4"]
 
 
 def test_hidden_commands_are_not_offered():
-    names = [line.split("\t")[0] for line in _lines(cobra_complete([""]))[:-1]]
+    names = [line.split("\t")[0] for line in _lines(cobra_complete(main, [""]))[:-1]]
     assert "__complete" not in names and {"plan", "apply", "status", "completion"} <= set(names)
 
 

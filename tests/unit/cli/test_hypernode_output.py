@@ -1,4 +1,4 @@
-"""Network topology in the output (issue 21, TOPO-3/4): the HYPERNODES table of a plan (the
+"""Network topology in the output (TOPO-3/4): the HYPERNODES table of a plan (the
 HyperNodes that change most, "M more: -o wide"; all of them wide), the block goal's summary line,
 RequiredNodeBlocksNotMet as a not-recommended outcome (exit 3), and `status` / `apply` showing
 status.plan.summary.nodeBlocks and status.result.nodeBlocks.

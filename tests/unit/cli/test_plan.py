@@ -474,7 +474,7 @@ def test_help_documents_flags_override_and_exit_codes():
     r = run("plan", "--help")
     assert r.exit_code == 0
     assert "flags given with -f override the file's fields" in " ".join(r.stdout.split())
-    assert "--now" not in r.stdout  # hidden, for tests
+    assert "--now TIME" in r.stdout and "for reproducible output" in " ".join(r.stdout.split())
     top = run("--help").stdout
     assert "Usage: kubectl repack" in top
     assert "3 not recommended (with --exit-code)" in top
@@ -536,7 +536,7 @@ def test_missing_keys_fail_only_when_asked():
 
 
 def test_topology_example_frees_a_block_and_keeps_the_hard_gang_in_its_rack():
-    """examples/topology-8-nodes.yaml with topology-dryrun.yaml (issue 21): blocks of 2 free nodes in
+    """examples/topology-8-nodes.yaml with topology-dryrun.yaml (TOPO-1 to TOPO-4): blocks of 2 free nodes in
     one rack; allreduce-a (hard, tier 1) moves only inside rack-a."""
     path = os.path.join(os.path.dirname(SEED3), "topology-8-nodes.yaml")
     run_path = os.path.join(os.path.dirname(SEED3), "topology-dryrun.yaml")

@@ -1,4 +1,4 @@
-"""`kubectl repack policy create|get|suspend|resume|trigger` (issue 24) against an in-memory API
+"""`kubectl repack policy create|get|suspend|resume|trigger` (POLICY-1, POLICY-2) against an in-memory API
 server: what each sends, what it prints, and that a bad policy is refused before anything is sent."""
 from __future__ import annotations
 

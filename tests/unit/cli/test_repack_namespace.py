@@ -1,4 +1,4 @@
-"""Where the product lives: one rule for every command (issue #25). `--repack-namespace`, else
+"""Where the product lives: one rule for every command. `--repack-namespace`, else
 $REPACK_NAMESPACE, else repack-system, defined once (options.repack_namespace_option); install and
 uninstall keep `--namespace` as an alias; `-n` is not the product's namespace anywhere (kubectl's -n
 names the namespace of an object on the command line).

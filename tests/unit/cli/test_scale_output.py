@@ -62,7 +62,7 @@ def test_the_default_output_is_a_screenful_with_one_line_per_podgroup(big):
 
 
 def test_at_ten_thousand_nodes_the_default_output_fits_sixty_lines_of_eighty_columns(tmp_path, monkeypatch):
-    """Issue 25: 2,794 lines (1,114 MOVES rows, ~1,650 card-map rows, a 431-character message) before.
+    """Before the output was bounded: 2,794 lines (1,114 MOVES rows, ~1,650 card-map rows, a 431-character message) before.
     (A word longer than the width, such as a long snapshot path, is never cut: the file is named
     relative to the working directory here.)"""
     monkeypatch.chdir(tmp_path)
@@ -230,7 +230,7 @@ def test_snapshot_shows_listing_progress_only_on_a_terminal(monkeypatch, tmp_pat
 
 
 def test_status_shows_the_vacated_nodes_and_who_took_them():
-    """Issue 22: a planned node a waiting job took once the run vacated it is not free, and status
+    """RELIEF-4 and EXEC-6: a planned node a waiting job took once the run vacated it is not free, and status
     says who uses it; a run without status.result.vacatedNodes (the Go implementation's) has no row."""
     obj = _stored(["ascend-node-01", "ascend-node-02"], ["ascend-node-02"])
     obj["status"]["result"]["vacatedNodes"] = [

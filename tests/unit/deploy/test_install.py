@@ -365,7 +365,7 @@ def test_output_without_dry_run_is_refused(fake_api):
 
 
 def test_only_the_controller_reads_hypernodes_and_only_reads_them():
-    """Issue 21: a live plan reads HyperNodes (topology.volcano.sh), so the controller may get, list
+    """TOPO-1: a live plan reads HyperNodes (topology.volcano.sh), so the controller may get, list
     and watch them; nothing more, and no other account gains them."""
     objs = dry_run()
     for account in ("repack-webhook", "repack-coordinator", "repack-controller"):

@@ -1,4 +1,4 @@
-"""Issue 10's hardening of the install: placement flags, an image pinned by digest, --wait with a
+"""The hardening of the install (NOM-6): placement flags, an image pinned by digest, --wait with a
 message naming the container that is not ready, a writable /tmp under a read-only root, probes
 and metrics for the coordinator, numeric users, one replica with its reason, no service links."""
 from __future__ import annotations
@@ -280,7 +280,7 @@ def test_cluster_role_lets_the_controller_list_everything_a_live_plan_reads():
         assert any(group in r["apiGroups"] and kind.plural in r["resources"] and "list" in r["verbs"]
                    for r in role["rules"]), kind
 
-# ---- the NetworkPolicy (issue 13; on by default since issue 19: test_install_network_policy.py) ------
+# ---- the NetworkPolicy (SEC-3; on by default: test_install_network_policy.py) ----------------------
 def test_apiserver_cidr_renders_a_policy_that_admits_only_those_to_the_webhook_pod():
     objs = manifests.render(apiserver_cidrs=["10.244.0.1/32", "2001:db8::/64"])
     (policy,) = [o for o in objs if o["kind"] == "NetworkPolicy"]

@@ -1,4 +1,4 @@
-"""The webhook's NetworkPolicy, on by default where the API server's source can be known (issue 19):
+"""The webhook's NetworkPolicy, on by default where the API server's source can be known (SEC-3):
 install reads the addresses the API servers advertise (Service default/kubernetes: EndpointSlices,
 else Endpoints) and admits only them; it renders none and warns when they cannot be known
 (no endpoints, not readable, loopback); --apiserver-cidr wins; --no-network-policy opts out; a

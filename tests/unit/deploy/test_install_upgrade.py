@@ -1,4 +1,4 @@
-"""`kubectl repack install` over an earlier install is an upgrade (issue #25): it says which objects
+"""`kubectl repack install` over an earlier install is an upgrade: it says which objects
 changed and which it created, and it takes over the fields an earlier `kubectl apply` of the
 rendered manifests set, so that server-side apply removes what this version no longer sets (the
 coordinator container that left the webhook's pod, a Service port). The end-to-end upgrade from a

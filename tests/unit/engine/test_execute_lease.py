@@ -1,4 +1,4 @@
-"""The execute Lease under clock skew and failed renewals (issue #13 item 7), on the kube layer's
+"""The execute Lease under clock skew and failed renewals (EXEC-2, EXEC-3, EXEC-9), on the kube layer's
 real LeaseClient over the transport seam (an in-memory API server with injected faults), with the
 executor's clock swapped for a fake one."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ from kubectl_repack.engine import executor, mutex
 from kubectl_repack.engine.execute_lease import ExecuteLease
 from tests.unit.engine.fakes import T0, FakeClock, FakeCluster, FakeRuns, execute_run, seed_objects, started
 from tests.unit.kube.fake_server import LEASES, FakeServer, status_body
-from kubectl_repack.kube.client import HTTPResponse
+from tests.transport import HTTPResponse
 
 LEASE = f"{LEASES}/repack-execute"
 ME = mutex.holder_identity("run-b", host="h2", pid=7, instance="me")

@@ -1,4 +1,4 @@
-"""Faults and races of the Execute engine (issue #13 items 1 and 7), over the in-memory ports:
+"""Faults and races of the Execute engine (EXEC-2, EXEC-3, EXEC-9), over the in-memory ports:
 the execution deadline on resume, the Lease guard inside the 429 retry loop, relocation records
 edited through repackruns/status, and a PodGroup left partly evicted said so in status."""
 from __future__ import annotations

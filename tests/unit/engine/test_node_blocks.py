@@ -1,4 +1,4 @@
-"""status.result.nodeBlocks (issue 21, TOPO-3): after an Execute whose spec has networkTopology the
+"""status.result.nodeBlocks (TOPO-3): after an Execute whose spec has networkTopology the
 engine counts the goal's blocks on live state (planner.blocks_on), keeps the plan's `before`, and
 a run that leaves fewer blocks than its plan promised fails like one that leaves a planned node in
 use (NodesNotFreed)."""
@@ -67,8 +67,8 @@ def test_a_run_whose_block_is_taken_meanwhile_fails_like_a_node_not_freed():
 def test_a_waiting_job_that_takes_the_freed_node_completes_the_run():
     """The scheduler binds the job the block was freed for as soon as the evictions land, before the
     engine checks: n1 then holds R, but of another PodGroup, not the run's own pods. The run did what
-    it promised (issue 21's e2e: the pending hard-topology job runs in the freed block): n1 is
-    vacated and counts in the block, but it is not free (issue 22: freedNodes are nodes no pod uses)."""
+    it promised (TOPO-3's e2e: the pending hard-topology job runs in the freed block): n1 is
+    vacated and counts in the block, but it is not free (EXEC-6: freedNodes are nodes no pod uses)."""
     cluster, runs, eng = _setup()
     cluster.objects.append(b.pod("waiting-0", cards=8, on="n1", ns=NS, group="waiting-pg", owner=("Job", "waiting")))
     run = eng.execute("run-1")

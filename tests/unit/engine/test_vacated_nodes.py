@@ -1,4 +1,4 @@
-"""Verification that knows who took the node (issue 22, EXEC-6 amended).
+"""Verification that knows who took the node (EXEC-6 amended).
 
 A planned node is *vacated* when neither the pods that held it before the run nor their
 replacements hold the resource any more; a waiting job that the scheduler bound there as soon as it

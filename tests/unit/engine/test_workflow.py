@@ -152,7 +152,7 @@ def test_sweeps_expired_runs_and_reports_a_finished_one_without_taking_the_lease
     assert clock.now() == T0
 
 
-# ---- in-cluster hooks (issue 12): cancel, authorize, events ------------------------------------------
+# ---- in-cluster hooks (EXEC-8): cancel, authorize, events ------------------------------------------
 def test_cancel_between_evictions_stops_the_next_one_tracks_what_moved_and_says_so():
     clock, cluster, store, mutex, notes = setup()
     events = []
@@ -222,7 +222,7 @@ def test_a_started_run_waiting_for_the_lease_stays_running():
     assert result.pending and store.runs["run-1"]["status"]["phase"] == "Running"
 
 
-# ---- screen: plan only pods the creator may evict (issue 19) ---------------------------------------
+# ---- screen: plan only pods the creator may evict (SEC-1) ---------------------------------------
 def test_a_screen_refusal_ends_the_run_before_it_is_planned_or_authorized():
     from kubectl_repack.engine.workflow import Screening
 

@@ -10,7 +10,8 @@ import pytest
 
 from kubectl_repack.engine import executor, mutex
 from kubectl_repack.kube import objects
-from kubectl_repack.kube.client import Overrides, connect, use_transport
+from kubectl_repack.kube.client import Overrides, connect
+from tests.transport import use_transport
 from tests.unit.engine.fakes import FakeClock, FakeCluster, FakeRuns, planned_nodes, seed_objects, started, \
     execute_run
 

@@ -33,7 +33,7 @@ BASE_ARGS = {
     "completion": ["bash"],
     "version": [],
     "why": ["vcjob/ascend-batch-training", "-n", "repack-demo", "--snapshot", SEED],
-    # the subcommands of `policy` (issue 24), named "GROUP SUBCOMMAND"
+    # the subcommands of `policy` (POLICY-1, POLICY-2), named "GROUP SUBCOMMAND"
     "policy create": ["-f", "config/samples/ascend-nightly-policy.yaml"],
     "policy get": [],
     "policy suspend": ["some-policy"],

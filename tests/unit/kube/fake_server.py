@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 from kubernetes import client
 from urllib3.exceptions import NewConnectionError, ReadTimeoutError
 
-from kubectl_repack.kube.client import HTTPResponse, use_transport
+from tests.transport import HTTPResponse, use_transport
 
 
 def status_body(code, message, causes=()):

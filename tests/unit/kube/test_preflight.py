@@ -20,7 +20,7 @@ from kubectl_repack.api.installed import SOURCE_ENDPOINTS
 from kubectl_repack.deploy import manifests
 from kubectl_repack.kube import preflight as pf
 from kubectl_repack.kube.preflight import certificates, checks, network, verdicts
-from kubectl_repack.kube.client import HTTPResponse, use_transport
+from tests.transport import HTTPResponse, use_transport
 from kubectl_repack.schema import load_crd
 
 NOW = dt.datetime(2026, 7, 30, 8, 0, 0, tzinfo=dt.timezone.utc)
@@ -425,7 +425,7 @@ def test_a_missing_or_unenforced_admission_policy_fails_the_doctor():
     assert check.verdict == "FAIL" and "not enforced" in check.detail and "repack-pod-writes" in check.detail
 
 
-# ---- webhook-network-policy (issue 19) ----------------------------------------------------------
+# ---- webhook-network-policy (SEC-3) ----------------------------------------------------------
 def sources(*cidrs):
     return network.APIServerSources(tuple(cidrs), "from the kubernetes Service's endpoints" if cidrs else "no endpoints")
 

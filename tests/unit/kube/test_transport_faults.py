@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from kubectl_repack.errors import ClusterAPIError, Conflict, TooManyRequests
-from kubectl_repack.kube.client import CONFLICT_RETRIES, REQUEST_TIMEOUT, HTTPResponse
+from kubectl_repack.kube.client import CONFLICT_RETRIES, REQUEST_TIMEOUT
+from tests.transport import HTTPResponse
 from kubectl_repack.kube.lease import LeaseClient
 from kubectl_repack.kube.objects import LiveCluster
 from kubectl_repack.kube.runs import RunStore

@@ -1,6 +1,8 @@
-"""krew-manifest.yaml against krew's own validation rules, and the release archive it points at.
+"""The krew manifest hack/release.py writes against krew's own validation rules, and the archive it points at.
 
-The rules mirror krew's pkg/index/validation (ValidatePlugin, validatePlatform, validateSelector)
+The manifest is written by the release build next to the archive, from the committed template
+hack/krew-manifest.template.yaml, which names no sha256 (so no commit has to carry the digest of
+its own tree). The rules mirror krew's pkg/index/validation (ValidatePlugin, validatePlatform, validateSelector)
 and its semver parser (a leading 'v', then a semantic version). The release test builds the archive
 with hack/release.py into a temporary directory and runs the zipapp with `python3 -I -S`: without
 site-packages, so it passes only if the archive is self-contained.
@@ -19,7 +21,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).parents[3]
-MANIFEST = REPO / "krew-manifest.yaml"
+TEMPLATE = REPO / "hack" / "krew-manifest.template.yaml"
 RELEASE = REPO / "hack" / "release.py"
 CLI = REPO / "kubectl_repack" / "cli.py"
 
@@ -91,7 +93,9 @@ def krew_problems(plugin, name="repack"):
 
 @pytest.fixture(scope="module")
 def manifest():
-    return yaml.safe_load(MANIFEST.read_text())
+    """The manifest the release build writes, for a stand-in digest (no build needed for its shape)."""
+    release = load_release()
+    return yaml.safe_load(release.manifest_text(release.release_version(), "a" * 64, ["kubectl-repack", "LICENSE"]))
 
 
 def test_manifest_passes_krew_validation(manifest):
@@ -179,18 +183,28 @@ def test_release_pins_a_pure_python_dependency_set():
     assert (release.ENTRY_MODULE, release.ENTRY_FUNCTION) == ("kubectl_repack.cli", "main")
 
 
-def test_manifest_rewrite_sets_every_sha_and_file_list(tmp_path):
+def test_manifest_text_sets_version_sha_and_file_lists():
     release = load_release()
-    copy_ = tmp_path / "krew-manifest.yaml"
-    copy_.write_text(MANIFEST.read_text())
-    release.rewrite_manifest(copy_, "a" * 64, ["kubectl-repack", "LICENSE"])
-    platforms = yaml.safe_load(copy_.read_text())["spec"]["platforms"]
+    text = release.manifest_text("v9.8.7", "a" * 64, ["kubectl-repack", "LICENSE"])
+    parsed = yaml.safe_load(text)
+    assert parsed["spec"]["version"] == "v9.8.7" and "${" not in text
+    platforms = parsed["spec"]["platforms"]
     assert len(platforms) == 4
     for platform in platforms:
         assert platform["sha256"] == "a" * 64
+        assert platform["uri"].endswith("/download/v9.8.7/kubectl-repack-v9.8.7.tar.gz")
         assert platform["files"] == [{"from": "kubectl-repack", "to": "."},
                                      {"from": "LICENSE", "to": "."}]
-    assert copy_.read_text().startswith("# krew plugin manifest")  # comments kept
+    assert text.startswith("# krew plugin manifest of kubectl-repack v9.8.7, written by hack/release.py")
+    assert "Template" not in text and "caveats: |" in text  # the template's own comments go, the rest stays
+
+
+def test_committed_template_names_no_digest():
+    """No committed file carries the sha256 of the tree it is in: a code change needs no manifest commit."""
+    template = yaml.safe_load(TEMPLATE.read_text())
+    assert [p["sha256"] for p in template["spec"]["platforms"]] == [""] * 4
+    assert template["spec"]["version"] == "${version}"
+    assert not (REPO / "krew-manifest.yaml").exists()
 
 
 @pytest.fixture(scope="module")
@@ -202,11 +216,17 @@ def release_build(tmp_path_factory):
 
 
 def test_release_archive_matches_its_manifest(release_build):
+    """The build writes the manifest of this version next to the archive: it names the archive's
+    sha256 and what it holds, and passes krew's validation."""
+    from kubectl_repack import __version__
     archive, manifest, unpacked = release_build
     digest = hashlib.sha256(archive.read_bytes()).hexdigest()
     assert krew_problems(manifest) == []
+    assert manifest["spec"]["version"] == f"v{__version__}"
     for platform in manifest["spec"]["platforms"]:
         assert platform["sha256"] == digest
+        assert platform["uri"].endswith(f"/{archive.name}")
+        assert [op["from"] for op in platform["files"]] == ["kubectl-repack", "LICENSE"]
         for op in platform["files"]:
             assert (unpacked / op["from"]).is_file(), op
         assert (unpacked / platform["bin"]).stat().st_mode & 0o111
@@ -375,16 +395,6 @@ def test_zipapp_cluster_commands_fail_cleanly_without_a_cluster(release_build, t
         assert done.stderr == f"error: kubeconfig {tmp_path / 'missing'}: no such file\n", args
 
 
-def test_committed_manifest_is_the_one_the_release_build_writes(release_build):
-    """krew-manifest.yaml carries the sha256 and file list of the archive that hack/release.py
-    builds from this tree and constraints.txt (reproducible), so a stale manifest fails here.
-    Fix: `python3 hack/release.py --write-manifest`, then commit it."""
-    _, built, _ = release_build
-    committed = yaml.safe_load(MANIFEST.read_text())
-    assert committed == built, "krew-manifest.yaml is stale: run `python3 hack/release.py --write-manifest` and commit it"
-    assert all([f["from"] for f in p["files"]] == ["kubectl-repack", "LICENSE"] for p in committed["spec"]["platforms"])
-
-
 def test_the_zipapp_vendors_exactly_the_pinned_set(release_build):
     """One constraints file for the pip install, the tests and the zipapp: every vendored
     distribution is at the version constraints.txt pins."""
@@ -405,16 +415,17 @@ def test_the_zipapp_vendors_exactly_the_pinned_set(release_build):
     assert vendored["jsonschema"] == "4.17.3" and vendored["kubernetes"] == "35.0.0"
 
 
-# ---- reproducible on any machine (issue 26) ------------------------------------------------------
+# ---- reproducible on any machine (CLI-3) ------------------------------------------------------
 def _build(python, cache, out):
-    """hack/release.py run by `python` with vendor cache `cache`; the archive's bytes."""
+    """hack/release.py run by `python` with vendor cache `cache`; the archive's bytes, after
+    checking that the manifest written next to it names that archive's sha256."""
     out.mkdir(parents=True, exist_ok=True)
-    manifest = out / "krew-manifest.yaml"
-    manifest.write_text(MANIFEST.read_text())
-    subprocess.run([str(python), str(RELEASE), "--dist", str(out), "--manifest", str(manifest),
-                    "--cache", str(cache)], check=True, cwd=out, timeout=600, capture_output=True)
-    assert manifest.read_text() == MANIFEST.read_text(), "release.py wrote the manifest unasked"
-    return next(out.glob("kubectl-repack-v*.tar.gz")).read_bytes()
+    subprocess.run([str(python), str(RELEASE), "--dist", str(out), "--cache", str(cache)],
+                   check=True, cwd=out, timeout=600, capture_output=True)
+    data = next(out.glob("kubectl-repack-v*.tar.gz")).read_bytes()
+    platforms = yaml.safe_load((out / "krew-manifest.yaml").read_text())["spec"]["platforms"]
+    assert {p["sha256"] for p in platforms} == {hashlib.sha256(data).hexdigest()}
+    return data
 
 
 def _zip_members(archive_bytes):
@@ -464,28 +475,3 @@ def test_archive_is_the_same_bytes_from_any_interpreter_and_any_cache_state(tmp_
             path, digest, size = line.split(",")
             assert not path.startswith(("../", "/")) and path in members, (record, line)
             assert (digest, int(size)) == (release.record_hash(members[path]), len(members[path])), (record, line)
-
-
-def test_release_writes_the_manifest_only_when_asked_and_check_names_the_fix(tmp_path):
-    stale = tmp_path / "krew-manifest.yaml"
-    stale.write_text(re.sub(r'sha256: "[0-9a-f]+"', 'sha256: "' + "0" * 64 + '"', MANIFEST.read_text()))
-    before = stale.read_text()
-    base = [sys.executable, str(RELEASE), "--dist", str(tmp_path / "dist"), "--manifest", str(stale)]
-    done = subprocess.run(base + ["--check"], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 1 and stale.read_text() == before
-    assert done.stderr.startswith(f"error: {stale} is stale: it does not carry this build's sha256 ")
-    assert f"run `python3 hack/release.py --write-manifest --manifest {stale}` and commit it" in done.stderr
-    done = subprocess.run(base, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0 and stale.read_text() == before and "is stale" in done.stderr
-    done = subprocess.run(base + ["--write-manifest"], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0 and stale.read_text() != before
-    done = subprocess.run(base + ["--check"], capture_output=True, text=True, timeout=600)
-    assert (done.returncode, done.stderr) == (0, ""), done.stderr
-    assert done.stdout.endswith(f"{stale}: up to date\n")
-
-
-def test_committed_manifest_passes_release_check(tmp_path):
-    """The command the stale-manifest message names, as a maintainer runs it on the real manifest."""
-    done = subprocess.run([sys.executable, str(RELEASE), "--check", "--dist", str(tmp_path)],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr

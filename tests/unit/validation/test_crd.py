@@ -66,8 +66,8 @@ GO_FIELDS = {
     "status.relocations[].placement": {"phase", "selectedNodeName", "replacementPodName",
                                        "replacementPodUID", "actualNodeName"},
 }
-# Status fields the Go API does not have (issue 21, TOPO-3: block counts of spec.networkTopology;
-# issue 22: the planned nodes the run vacated and who took them), by the object they attach to.
+# Status fields the Go API does not have (TOPO-3: block counts of spec.networkTopology;
+# RELIEF-3, EXEC-6: the planned nodes the run vacated and who took them), by the object they attach to.
 # Never required there: objects of the Go implementation lack them.
 NODE_BLOCKS = {"tier", "nodeBlockSize", "before", "after"}
 OWN_FIELDS = {

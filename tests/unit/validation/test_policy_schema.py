@@ -1,4 +1,4 @@
-"""The RepackPolicy CRD and local validation of policies (issue 24): the CRD is made from the
+"""The RepackPolicy CRD and local validation of policies (POLICY-1, POLICY-2): the CRD is made from the
 RepackRun CRD (runTemplate.spec is the run's spec schema), the file in config/crd is that object,
 and a bad policy is refused before anything is sent, each error naming its field."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The creator record of RepackRuns (security issue 19): the webhook fills in the annotations
+"""The creator record of RepackRuns (SEC-1): the webhook fills in the annotations
 from the admission request's userInfo and keeps them over updates, the admission policy (enforced
 by the API server; its rules are exercised in tests/e2e) checks them, the controller reads them,
 trusts them only while the policy vouches and the record is fresh, and seals the records it
@@ -209,7 +209,7 @@ def test_cancel_and_delete_are_reasons_to_stop():
     assert "deleted" in cancel_requested(deleting)
 
 
-# ---- RepackPolicies (issue 24) -------------------------------------------------------------------
+# ---- RepackPolicies (POLICY-1, POLICY-2) -------------------------------------------------------------------
 def test_a_created_policy_gets_the_requesting_user():
     obj = {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackPolicy", "metadata": {"name": "p"},
            "spec": {"trigger": {"onFragAbovePercent": 20}, "runTemplate": {"spec": copy.deepcopy(SPEC)}}}

@@ -1,4 +1,4 @@
-"""The in-cluster certificate manager's decisions (issue 14) over an in-memory twin of the three
+"""The in-cluster certificate manager's decisions (NOM-5) over an in-memory twin of the three
 objects it keeps consistent: missing Secret -> created; valid -> nothing written; near expiry ->
 rotated, both CAs trusted during the overlap, then the old one dropped; caBundle drift -> patched;
 a new pair -> the webhook Deployment's pod template annotated so its pod is replaced."""

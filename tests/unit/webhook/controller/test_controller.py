@@ -3,6 +3,7 @@ it in the cluster): what it plans, executes, refuses and leaves alone."""
 from __future__ import annotations
 
 import copy
+import threading
 
 import datetime as dt
 
@@ -285,24 +286,49 @@ def test_a_spec_the_crd_accepts_but_the_planner_refuses_ends_invalid_spec_naming
     assert cluster.calls == []
 
 
-def test_leadership_is_renewed_while_a_tick_is_busy():
-    import threading
-    import time
+class InstantStop(threading.Event):
+    """The loop's stop event with waits that return at once, recording (thread name, seconds):
+    the renewal period is read from what the loop asked for, not from the wall clock."""
 
+    def __init__(self):
+        super().__init__()
+        self.waits = []
+
+    def wait(self, timeout=None):
+        self.waits.append((threading.current_thread().name, timeout))
+        return self.is_set()
+
+
+def test_leadership_is_renewed_while_a_tick_is_busy():
+    """The first tick blocks (planning a large cluster) until the Lease has been renewed three
+    times: it returns only because renewals go on beside it, every min(interval, duration/3)."""
     ctl, store, *_ = make([])
     ctl.interval = 0.5
-    renewals = []
-    ctl.elector.ensure = lambda: renewals.append(time.monotonic()) or True
-    release = threading.Event()
-    store.list = lambda: (release.wait(5), [])[1]      # a tick that takes long (planning a large cluster)
+    ctl.stop_event = InstantStop()
+    renewals, first_tick_done = [], threading.Event()
+    renewed_thrice = threading.Event()
+
+    def ensure():
+        renewals.append(first_tick_done.is_set())
+        if len(renewals) >= 3:
+            renewed_thrice.set()
+            first_tick_done.wait(30)       # no spinning once the point is made
+        return True
+
+    def busy_list():
+        held = renewed_thrice.wait(30)     # 30 s: only a safety net for a broken loop
+        first_tick_done.set()
+        ctl.stop_event.set()
+        return [] if held else None
+
+    ctl.elector.ensure = ensure
+    store.list = busy_list
     runner = threading.Thread(target=ctl.run)
     runner.start()
-    time.sleep(1.8)
-    busy_renewals = len(renewals)
-    release.set()
-    ctl.stop_event.set()
-    runner.join(10)
-    assert busy_renewals >= 3, renewals         # every 0.5 s although the first tick had not returned
+    runner.join(60)
+    assert not runner.is_alive()
+    assert renewed_thrice.is_set() and renewals[:3] == [False, False, False], renewals
+    assert ("leader-election", 0.5) in ctl.stop_event.waits, ctl.stop_event.waits
     assert ctl.elector.released
 
 
@@ -416,7 +442,7 @@ def test_unsealed_records_that_claim_evictions_end_the_run_at_once_instead_of_wa
     assert "nothing further was evicted (the records say 1 pod(s) were: demo/train-worker-0)" in st["message"]
 
 
-# ---- plan only pods the creator may evict, and say which were left out (issue 19) ------------------
+# ---- plan only pods the creator may evict, and say which were left out (SEC-1) ------------------
 def two_namespaces():
     """The seed plus team `other`'s one-card gang alone on n4. Unconstrained the plan moves that gang
     (onto n2); without it the training gang in `demo` moves off n1 instead (as PLANNED)."""
@@ -541,7 +567,7 @@ def test_a_podgroup_that_opted_out_since_the_plan_was_made_is_not_evicted():
 
 
 def test_a_policy_execute_ends_its_evictions_with_its_maintenance_window():
-    """Issue 24: a policy's Execute made inside a window carries the window's end; its execution
+    """POLICY-2: a policy's Execute made inside a window carries the window's end; its execution
     deadline is capped there, and one that could only start after it evicts nothing."""
     from kubectl_repack.api.policy import WINDOW_END_ANNOTATION
     from tests.unit.engine.fakes import FakeClock

@@ -1,4 +1,4 @@
-"""The Grafana dashboard (config/grafana/kubectl-repack.json, issue 24): valid JSON whose every
+"""The Grafana dashboard (config/grafana/kubectl-repack.json, POLICY-3): valid JSON whose every
 query parses as PromQL and names only metrics the controller serves; the panels the issue asks for
 are there. (tests/e2e/test_gauge.py finds the same names in a scrape of the installed controller.)"""
 from __future__ import annotations

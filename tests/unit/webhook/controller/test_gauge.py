@@ -1,4 +1,4 @@
-"""The controller's live gauge and counters (issue 24, POLICY-3): refreshed from one read of the
+"""The controller's live gauge and counters (POLICY-3): refreshed from one read of the
 cluster per interval on the leader only, never per scrape; a failed refresh keeps the last figures;
 served on /metrics next to /healthz; runs counted by mode, phase and reason as the controller ends
 them, evictions as it makes them, freed nodes per Execute."""

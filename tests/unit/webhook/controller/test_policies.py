@@ -1,4 +1,4 @@
-"""The RepackPolicy reconciler over in-memory ports (issue 24; the e2e in tests/e2e/test_policy.py
+"""The RepackPolicy reconciler over in-memory ports (POLICY-1, POLICY-2; the e2e in tests/e2e/test_policy.py
 runs it in the cluster): what fires, what it creates, what it refuses and why, naming the field."""
 from __future__ import annotations
 

@@ -8,15 +8,16 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from tests import builders as kb
-from tests.unit.webhook.builders import relocation, run
-from kubectl_repack.api.gates import (GATED_AT_ANNOTATION, PLACEMENT_GATE, PLACEMENT_GATE_OWNER_ANNOTATION,
+from tests.unit.webhook.builders import PLACEMENT_KEY, relocation, run
+from kubectl_repack.api.gates import (GATED_AT_ANNOTATION, MAC_COVERED_MARKS, MARKS_MAC_ANNOTATION, PLACEMENT_GATE,
+                                      PLACEMENT_GATE_OWNER_ANNOTATION, marks_mac,
                                       PLANNED_NODE_ANNOTATION, RELOCATION_INDEX_ANNOTATION, RELOCATION_RUN_ANNOTATION,
                                       RELOCATION_VICTIM_ANNOTATION, REPLACEMENT_PODGROUP_ANNOTATION)
 from kubectl_repack.api.run import ttl_expired
 from kubectl_repack.api.times import parse_duration
 from kubectl_repack.errors import ClusterAPIError, Conflict, Invalid, NotFound
 from kubectl_repack.kube.lease import LeaseClient
-from webhook.coordinator.loop import Coordinator
+from webhook.coordinator.loop import Coordinator, PlacementKey
 from webhook.common.election import LeaderElector
 from webhook.coordinator.placement import LiveFit, decide, replacement_of
 
@@ -32,7 +33,9 @@ def the_run(placement="WaitingForReplacement", replacement="", uid="uid-run-1", 
 
 
 def replacement_pod(name="train-worker-0", uid="uid-new", gated=True, gated_at="2026-07-30T10:00:20Z",
-                    on=None, nominated="", run_ref="run-1/uid-run-1", index="0", podgroup=""):
+                    on=None, nominated="", run_ref="run-1/uid-run-1", index="0", podgroup="", mac=True):
+    """A replacement as the webhook marked it: `mac` its marks carry the MAC of PLACEMENT_KEY (the
+    coordinator acts on no others); a test that changes the marks afterwards calls `remark`."""
     ann = {RELOCATION_RUN_ANNOTATION: run_ref, RELOCATION_INDEX_ANNOTATION: index,
            RELOCATION_VICTIM_ANNOTATION: "train-worker-0", PLANNED_NODE_ANNOTATION: "node-b"}
     if podgroup:
@@ -47,7 +50,24 @@ def replacement_pod(name="train-worker-0", uid="uid-new", gated=True, gated_at="
         p["spec"]["schedulingGates"] = [{"name": "other.example/gate"}, {"name": PLACEMENT_GATE}]
     if nominated:
         p["status"]["nominatedNodeName"] = nominated
-    return p
+    return remark(p) if mac else p
+
+
+OWNER_UID = "uid-train"
+
+
+def remark(pod, key=PLACEMENT_KEY):
+    """The marks MAC the webhook writes (over the marks, the namespace and the controlling owner)."""
+    pod["metadata"]["ownerReferences"] = [{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "train",
+                                           "uid": OWNER_UID, "controller": True}]
+    ann = pod["metadata"]["annotations"]
+    ann[MARKS_MAC_ANNOTATION] = marks_mac(key, "demo", OWNER_UID, {k: ann.get(k) for k in MAC_COVERED_MARKS})
+    return pod
+
+
+def trusting(pod):
+    """A marks check that finds nothing wrong: for tests of the decision alone."""
+    return ""
 
 
 FITS = lambda node: None  # noqa: E731
@@ -110,19 +130,19 @@ CASES = [
 
 @pytest.mark.parametrize("pod,run_obj,check,expected", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_decisions(pod, run_obj, check, expected):
-    rep = replacement_of(pod)
+    rep = replacement_of(pod, trusting)
     d = decide(rep, run_obj, NOW, LEASE, check)
     assert (d.record, d.nominate, d.after_nomination, d.ungate, d.timed_out) == expected, d.reason
 
 
 def test_unannotated_pods_are_not_replacements():
-    assert replacement_of(kb.pod("plain", ns="demo")) is None
+    assert replacement_of(kb.pod("plain", ns="demo"), trusting) is None
 
 
 def test_a_gated_pod_without_run_annotation_is_released():
     p = kb.pod("orphan", ns="demo", phase="Pending")
     p["spec"]["schedulingGates"] = [{"name": PLACEMENT_GATE}]
-    d = decide(replacement_of(p), None, NOW, LEASE, _never)
+    d = decide(replacement_of(p, trusting), None, NOW, LEASE, _never)
     assert d.ungate and not d.nominate and not d.record
 
 
@@ -269,7 +289,8 @@ class FakeElector:
 @pytest.fixture
 def fake_coordinator():
     def make(fake):
-        return Coordinator(fake, fake, FakeElector(), clock=lambda: NOW, placement_lease=LEASE)
+        return Coordinator(fake, fake, FakeElector(), clock=lambda: NOW, placement_lease=LEASE,
+                           placement_key=PlacementKey(lambda: PLACEMENT_KEY, clock=lambda: 0.0))
     return make
 
 

@@ -40,6 +40,6 @@ def test_lifting_ours_leaves_theirs_untouched_and_lets_volcano_lift_its_own():
 def test_a_pod_gated_only_by_someone_else_is_not_ours():
     theirs = pod(QUEUE_ALLOCATION_GATE)
     assert not has_gate(theirs)
-    assert replacement_of(theirs) is None            # not counted as a replacement the coordinator holds
+    assert replacement_of(theirs, lambda p: "") is None            # not counted as a replacement the coordinator holds
     assert ungate_patch(theirs) == []                # nothing of theirs is ever removed
     assert expired_gate_patches([theirs], now=None) == []   # the fail-open sweep leaves it alone

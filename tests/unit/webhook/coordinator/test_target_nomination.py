@@ -10,8 +10,11 @@ import pytest
 from tests import builders as kb
 from tests.unit.webhook.coordinator.test_coordinator import NOW, LEASE, FakeCluster, FakeElector
 from kubectl_repack.api.gates import RELOCATION_RUN_ANNOTATION, TARGET_NODE_ANNOTATION, TARGET_RUN_ANNOTATION
-from webhook.coordinator.loop import Coordinator
+from tests.unit.webhook.builders import PLACEMENT_KEY, sealed_annotations
+from webhook.coordinator.loop import Coordinator, PlacementKey
 from webhook.coordinator.placement import LiveFit, awaiting_target, decide_target
+
+KEY = PlacementKey(lambda: PLACEMENT_KEY, clock=lambda: 0.0)
 
 R = kb.R
 TARGET = "demo/big-pg"
@@ -19,7 +22,7 @@ REF = "relief-1/uid-relief-1"
 
 
 def targeted_run(vacated=("node-a",), phase="Running", target=True, bound=None, placements=None, mode="Execute"):
-    status = {"phase": phase, "plan": {"freedNodes": list(vacated), "summary": {"target": {
+    status = {"phase": phase, "relocations": [], "plan": {"freedNodes": list(vacated), "summary": {"target": {
         "podGroups": [TARGET], "fits": True, "resource": R,
         "placements": placements if placements is not None else [
             {"pod": "demo/big-0", "node": "node-a"}, {"pod": "demo/big-1", "node": "node-a"}]}}}}
@@ -30,7 +33,8 @@ def targeted_run(vacated=("node-a",), phase="Running", target=True, bound=None, 
         if bound is not None:
             status["result"]["target"]["bound"] = bound
     return {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun",
-            "metadata": {"name": "relief-1", "uid": "uid-relief-1"},
+            "metadata": {"name": "relief-1", "uid": "uid-relief-1",
+                         "annotations": sealed_annotations("uid-relief-1", [])},   # as the controller writes it
             "spec": {"mode": mode, "target": {"podGroups": [TARGET]}}, "status": status}
 
 
@@ -134,7 +138,8 @@ class TargetCluster(FakeCluster):
 
 def test_tick_marks_the_target_pod_then_writes_the_hint_once():
     fake = TargetCluster([big(0), big(1)], [targeted_run()], nodes())
-    c = Coordinator(fake, fake, FakeElector(), clock=lambda: NOW, placement_lease=LEASE)
+    c = Coordinator(fake, fake, FakeElector(), clock=lambda: NOW, placement_lease=LEASE,
+                    placement_key=KEY)
     c.tick()
     assert [x[:2] for x in fake.calls] == [("mark", "big-0"), ("nominate", "big-0"), ("mark", "big-1"),
                                            ("nominate", "big-1")], fake.calls
@@ -148,7 +153,8 @@ def test_tick_marks_the_target_pod_then_writes_the_hint_once():
 
 def test_tick_writes_nothing_for_a_target_that_bound_on_its_own(caplog):
     fake = TargetCluster([big(0, on="node-a"), big(1, on="node-a")], [targeted_run()], nodes())
-    c = Coordinator(fake, fake, FakeElector(), clock=lambda: NOW, placement_lease=LEASE)
+    c = Coordinator(fake, fake, FakeElector(), clock=lambda: NOW, placement_lease=LEASE,
+                    placement_key=KEY)
     with caplog.at_level("INFO", logger="webhook.coordinator"):
         c.tick()
         c.tick()
@@ -162,7 +168,8 @@ def test_a_target_pod_bound_before_its_hint_is_skipped_and_the_others_still_get_
     own; the next pod of the target is still hinted in the same tick, and nothing is retried."""
     fake = TargetCluster([big(0), big(1)], [targeted_run()], nodes())
     fake.binds_before_hint = {"big-0": "node-a"}
-    c = Coordinator(fake, fake, FakeElector(), clock=lambda: NOW, placement_lease=LEASE)
+    c = Coordinator(fake, fake, FakeElector(), clock=lambda: NOW, placement_lease=LEASE,
+                    placement_key=KEY)
     c.tick()
     assert [x[:2] for x in fake.calls] == [("mark", "big-0"), ("nominate", "big-0"), ("get", "big-0"),
                                            ("mark", "big-1"), ("nominate", "big-1")], fake.calls

@@ -126,7 +126,19 @@ def test_the_pure_decisions_take_the_checks():
     pod = marked()
     assert replacement_of(pod, lambda p: "copied").run_name == ""
     assert replacement_of(pod, lambda p: "").run_name == "run-1"
-    d = decide(replacement_of(pod), the_run(), NOW, LEASE, lambda n: None, run_problem="records do not verify")
+    d = decide(replacement_of(pod, lambda p: ""), the_run(), NOW, LEASE, lambda n: None, run_problem="records do not verify")
     assert d.ungate and not d.record and not d.nominate and "records do not verify" in d.reason
     resealed = reseal(copy.deepcopy(the_run()))
-    assert decide(replacement_of(pod), resealed, NOW, LEASE, lambda n: None).nominate == "node-b"
+    assert decide(replacement_of(pod, lambda p: ""), resealed, NOW, LEASE, lambda n: None).nominate == "node-b"
+
+
+def test_there_is_no_coordinator_and_no_replacement_reading_without_the_marks_check():
+    """No unchecked mode for tests to use: the coordinator needs its placement key, and reading a
+    replacement back needs the marks check; a test of the decision alone passes one that trusts."""
+    import pytest
+
+    fake = FakeCluster([marked()], [the_run()])
+    with pytest.raises(TypeError, match="placement_key"):
+        Coordinator(fake, fake, FakeElector(), clock=lambda: NOW, placement_lease=LEASE)
+    with pytest.raises(TypeError, match="verify"):
+        replacement_of(marked())

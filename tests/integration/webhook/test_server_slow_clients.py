@@ -29,7 +29,7 @@ from webhook.admission.app import MAX_BODY_BYTES
 from webhook.admission.framing import frame_request
 from webhook.admission.worker import MAX_BUFFERED_BODY_BYTES, READ_DEADLINE_SECONDS, REQUEST_DEADLINE_SECONDS
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 THREADS = 8  # gunicorn's gthread default here before the event-loop worker: twice as many drippers
 DRIPPERS = 2 * THREADS
 # A well-behaved review is answered long before any dripper could be (they would need minutes).

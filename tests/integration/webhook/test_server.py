@@ -28,7 +28,7 @@ from tests.unit.webhook.patching import apply_patch, decode
 from webhook.admission.worker import REQUEST_DEADLINE_SECONDS
 
 WEBHOOK_TIMEOUT = 5.0
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def _free_port():
